@@ -1,0 +1,83 @@
+// castscope-cli cast IN.npy OUT.npy|OUT.safetensors --dtype D [...]
+#include <chrono>
+#include <cstdio>
+
+#include "castscope/cast.hpp"
+#include "castscope/io.hpp"
+#include "castscope/metrics.hpp"
+#include "cli/command.hpp"
+
+namespace castscope::cli {
+namespace {
+
+struct CastArgs {
+  std::string in, out, dtype, round = "even", scale_mode = "floor", overflow = "saturate", device = "auto",
+                          mode = "virtual";
+  uint64_t seed = 0;
+  int axis = -1;
+  bool stats = false;
+  bool no_tcfp_nf = false;
+};
+
+bool ends_with(const std::string& s, const std::string& suf) {
+  return s.size() >= suf.size() && s.compare(s.size() - suf.size(), suf.size(), suf) == 0;
+}
+
+void cast_cmd(CLI::App& app) {
+  static CastArgs a;
+  auto* sub = app.add_subcommand("cast", "Cast a .npy tensor to a datatype (virtual: .npy out; compress/actual: packed .safetensors out)");
+  sub->add_option("input", a.in, "Input .npy (float32, float16 or float64, any shape)")->required()->check(CLI::ExistingFile);
+  sub->add_option("output", a.out, "Output .npy (virtual) or .safetensors (actual / compress)")->required();
+  sub->add_option("--dtype,-d", a.dtype, "Datatype string or registry name (see `list`)")->required();
+  sub->add_option("--round", a.round, "even | away | zero | stochastic")->check(CLI::IsMember({"even", "away", "nearest", "zero", "stochastic"}));
+  sub->add_option("--scale-mode", a.scale_mode, "floor | ceil | midmax | option3 | topbinade")
+      ->check(CLI::IsMember({"floor", "max", "ceil", "midmax", "auto", "option3", "even", "topbinade"}));
+  sub->add_option("--overflow", a.overflow, "saturate | ieee")->check(CLI::IsMember({"saturate", "ieee"}));
+  sub->add_option("--seed", a.seed, "Seed of stochastic rounding");
+  sub->add_option("--axis", a.axis, "Tile axis (negative counts from the end; 2-D tiles cover axis-1 and axis)");
+  sub->add_option("--device", a.device, "auto | cpu | cuda")->check(CLI::IsMember({"auto", "cpu", "cuda", "gpu"}));
+  sub->add_option("--mode", a.mode, "virtual | actual | compress")->check(CLI::IsMember({"virtual", "actual", "compress"}));
+  sub->add_flag("--stats", a.stats, "Print MSE, SNR, max error, clipped and non-finite counts");
+  sub->add_flag("--tcfp-absmax", a.no_tcfp_nf, "TCFP-8: choose block scales at absmax instead of 3 sigma");
+  sub->callback([] {
+    const DataType d = DataType::parse(a.dtype);
+    CastOptions o;
+    o.round = parse_round(a.round);
+    o.scale_mode = parse_scale_mode(a.scale_mode);
+    o.overflow = parse_overflow(a.overflow);
+    o.seed = a.seed;
+    o.axis = a.axis;
+    o.device = parse_device(a.device);
+    o.mode = parse_cast_mode(a.mode);
+    o.tcfp_nf_aware = !a.no_tcfp_nf;
+    if (o.mode == CastMode::Virtual && !ends_with(a.out, ".npy")) throw Error("virtual cast output must be a .npy file: '" + a.out + "'");
+    if (o.mode != CastMode::Virtual && !ends_with(a.out, ".safetensors"))
+      throw Error(std::string(to_string(o.mode)) + " cast output must be a .safetensors file: '" + a.out + "'");
+    const Tensor x = io::load_npy(a.in);
+    if (!dtype_is_float(x.dtype())) throw Error("'" + a.in + "' holds " + dtype_name(x.dtype()) + "; cast needs float32, float16 or float64 data");
+    const auto t0 = std::chrono::steady_clock::now();
+    CastResult r = cast(x, d, o);
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    Tensor values;
+    if (o.mode == CastMode::Virtual) {
+      values = r.values;
+      io::save_npy(a.out, values);
+    } else {
+      io::save_packed(a.out, {{"tensor", r}});
+      if (a.stats) values = upcast(r);
+    }
+    if (a.stats) {
+      Stats s = compute_stats(x, values, r.counts.clipped);
+      std::printf("dtype %s  backend %s  %.2f ms  bits/value %.4g\n", d.label().c_str(), r.backend.c_str(), ms,
+                  d.bits_per_value(x.rank() ? x.shape()[(a.axis + x.rank()) % x.rank()] : 1));
+      std::printf("mse %.6g\nsnr_db %.4f\nmax_abs_err %.6g\nclipped %lld (%.4f%%)\nnonfinite_in %lld\nnonfinite_out %lld\n", s.mse, s.snr_db,
+                  s.max_abs_err, static_cast<long long>(s.clipped), s.clipped_pct(), static_cast<long long>(s.nonfinite_in),
+                  static_cast<long long>(s.nonfinite_out));
+    }
+  });
+}
+
+Register reg(cast_cmd);
+
+}  // namespace
+}  // namespace castscope::cli

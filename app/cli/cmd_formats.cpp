@@ -1,0 +1,148 @@
+// castscope-cli list | info: the registry and every property of a datatype.
+#include <cmath>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "castscope/datatype.hpp"
+#include "cli/command.hpp"
+
+namespace castscope::cli {
+namespace {
+
+using nlohmann::json;
+
+json number_json(const NumberSpec& n, bool codes) {
+  json j;
+  j["name"] = n.name();
+  const char* kinds[] = {"float", "int", "uint", "exponent"};
+  j["kind"] = kinds[static_cast<int>(n.kind())];
+  j["bits"] = n.bits();
+  j["exponent_bits"] = n.ebits();
+  j["mantissa_bits"] = n.mbits();
+  auto num = [](double v) { return std::isfinite(v) ? json(v) : json(std::isnan(v) ? "nan" : (v > 0 ? "inf" : "-inf")); };
+  if (n.is_float() || n.is_exponent()) {
+    j["bias"] = n.bias();
+    j["emax"] = n.emax();
+    j["emin"] = n.emin();
+    j["infnan"] = to_string(n.infnan());
+    j["min_normal"] = num(n.min_normal());
+    j["min_subnormal"] = num(n.min_subnormal());
+  }
+  if (n.is_float()) {
+    j["midmax"] = num(n.midmax());
+    j["eps"] = num(n.eps());
+  }
+  j["max"] = num(n.max());
+  if (n.is_int() || n.is_uint()) {
+    j["int_min"] = n.int_min();
+    j["int_max"] = n.int_max();
+    if (n.is_int()) j["fixed_point_step"] = num(n.min_subnormal());
+  }
+  j["inf"] = n.inf_encoding();
+  j["nan"] = n.nan_encoding();
+  j["torch"] = n.torch_name();
+  j["cuda"] = n.cuda_name();
+  if (codes && n.bits() <= 8) {
+    json arr = json::array();
+    for (const CodeValue& cv : n.enumerate()) arr.push_back({{"code", cv.code}, {"value", num(cv.value)}, {"note", cv.note}});
+    j["codes"] = arr;
+  }
+  return j;
+}
+
+void print_number(const NumberSpec& n, const char* role, bool codes) {
+  std::printf("%s format %s\n", role, n.name().c_str());
+  const json j = number_json(n, false);
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    if (it.key() == "name") continue;
+    std::string v = it.value().is_string() ? it.value().get<std::string>() : it.value().dump();
+    if (it.value().is_number_float()) {
+      char buf[64];
+      std::snprintf(buf, sizeof buf, "%.10g", it.value().get<double>());
+      v = buf;
+    }
+    if (v.empty()) v = "-";
+    std::printf("  %-16s %s\n", it.key().c_str(), v.c_str());
+  }
+  if (codes && n.bits() <= 8) {
+    std::printf("  codes:\n");
+    for (const CodeValue& cv : n.enumerate()) {
+      std::printf("    0x%02X  %-14.9g %s\n", cv.code, cv.value, cv.note.c_str());
+    }
+  }
+}
+
+void list_cmd(CLI::App& app) {
+  auto* sub = app.add_subcommand("list", "List the predefined datatypes");
+  static bool as_json = false;
+  sub->add_flag("--json", as_json, "Print JSON");
+  sub->callback([] {
+    if (as_json) {
+      json arr = json::array();
+      for (const RegistryEntry& e : registry()) {
+        DataType d = DataType::parse(e.name);
+        arr.push_back({{"name", e.name}, {"spec", e.spec}, {"group", e.group}, {"description", e.description},
+                       {"bits_per_value", d.bits_per_value()}});
+      }
+      std::printf("%s\n", arr.dump(2).c_str());
+      return;
+    }
+    std::string group;
+    for (const RegistryEntry& e : registry()) {
+      if (e.group != group) {
+        group = e.group;
+        std::printf("%s%s\n", group == registry().front().group ? "" : "\n", group.c_str());
+      }
+      DataType d = DataType::parse(e.name);
+      std::printf("  %-16s %-30s %6.3g bits  %s\n", e.name.c_str(), e.spec.c_str(), d.bits_per_value(), e.description.c_str());
+    }
+  });
+}
+
+void info_cmd(CLI::App& app) {
+  auto* sub = app.add_subcommand("info", "Show every property of a datatype (and all codes of formats of at most 8 bits)");
+  static std::string spec;
+  static bool as_json = false;
+  sub->add_option("dtype", spec, "Datatype string or registry name")->required();
+  sub->add_flag("--json", as_json, "Print JSON");
+  sub->callback([] {
+    const DataType d = DataType::parse(spec);
+    if (as_json) {
+      json j;
+      j["name"] = d.name();
+      j["spec"] = d.str();
+      j["description"] = d.describe();
+      j["bits_per_value"] = d.bits_per_value();
+      j["number"] = number_json(d.number(), true);
+      if (d.scaled()) {
+        const ScaleSpec& sc = *d.scale();
+        j["scale"] = number_json(sc.scale, true);
+        if (sc.second) j[d.has_zero_point() ? "zero_point" : "tensor_scale"] = number_json(*sc.second, true);
+        json tiles = json::array();
+        for (const TileSpec& t : sc.tiles)
+          tiles.push_back({{"size", t.size}, {"channel", t.channel()}, {"subtile", t.sub}, {"n", t.n}, {"m", t.m}});
+        j["tiles"] = tiles;
+      }
+      std::printf("%s\n", j.dump(2).c_str());
+      return;
+    }
+    std::printf("datatype %s\n  %s\n  bits per value %.6g%s\n\n", d.label().c_str(), d.describe().c_str(), d.bits_per_value(),
+                d.tensor_scaled() ? " (plus one tensor scale)" : d.multiscale() ? " (plus the tensor scale)" : "");
+    print_number(d.number(), "element", true);
+    if (d.scaled()) {
+      const ScaleSpec& sc = *d.scale();
+      std::printf("\n");
+      print_number(sc.scale, "scale", false);
+      if (sc.second) {
+        std::printf("\n");
+        print_number(*sc.second, d.has_zero_point() ? "zero point" : "tensor scale", false);
+      }
+    }
+  });
+}
+
+Register reg_list(list_cmd);
+Register reg_info(info_cmd);
+
+}  // namespace
+}  // namespace castscope::cli

@@ -1,0 +1,95 @@
+// ScaleSpec and DataType: the datatype grammar of the spec (NSPEC[_SSPEC]) and the registry of
+// predefined datatypes.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "castscope/format.hpp"
+
+namespace castscope {
+
+// One tile segment: t<T>[s<S>][n<N>m<M>]; size 0 is a channel (the whole axis).
+struct TileSpec {
+  int size = 0;
+  int sub = 0;  // subtile size (0: none); a subtile carries a 1-bit shared microexponent
+  int n = 0;    // N:M sparsity: keep n of every m (0: dense)
+  int m = 0;
+  bool channel() const { return size == 0; }
+  bool sparse() const { return m > 0; }
+  std::string str() const;
+  bool operator==(const TileSpec& o) const { return size == o.size && sub == o.sub && n == o.n && m == o.m; }
+};
+
+struct ScaleSpec {
+  NumberSpec scale;
+  std::optional<NumberSpec> second;  // zero point for uint data, tensor scale otherwise
+  std::vector<TileSpec> tiles;       // 0: tensor scale, 1: 1-D tile, 2: 2-D tile (dims -2, -1)
+  std::string str() const;
+  bool operator==(const ScaleSpec& o) const {
+    return scale == o.scale && second == o.second && tiles == o.tiles;
+  }
+};
+
+// Datatypes outside the TensorCast grammar, with their own cast kernels.
+enum class Family { Standard, TCFP8, TCFP12, TCFP16 };
+
+class DataType {
+ public:
+  DataType() = default;
+  // Registry names first, then NSPEC or NSPEC_SSPEC. Throws Error naming the offending segment.
+  static DataType parse(std::string_view text);
+  static DataType make(NumberSpec number, std::optional<ScaleSpec> scale, std::string name = "");
+
+  Family family() const { return family_; }
+  const NumberSpec& number() const { return number_; }
+  const std::optional<ScaleSpec>& scale() const { return scale_; }
+  bool scaled() const { return scale_.has_value(); }
+  // Registry name if the datatype has one, "" otherwise.
+  const std::string& name() const { return name_; }
+  // Canonical string: the grammar form (tcfp names for the TCFP family). parse(str()) == *this.
+  std::string str() const;
+  // What to show a person: "mxfp4e2 (e2m1fnuz_e8m0_t32)" or the string alone.
+  std::string label() const;
+
+  // Storage bits per value including scale / zero / microexponent / mask overhead. A tensor
+  // scale adds nothing per value; a channel scale needs the channel length (0: left out).
+  double bits_per_value(int64_t channel_length = 0) const;
+  // Human-readable description of the scaling ("1-D tile of 32 along the last axis, ...").
+  std::string describe() const;
+
+  // Convenience queries.
+  bool has_zero_point() const { return scaled() && number_.is_uint(); }
+  bool multiscale() const { return scaled() && scale_->second && !number_.is_uint(); }
+  bool tensor_scaled() const { return scaled() && scale_->tiles.empty(); }
+  const TileSpec* sparse_tile() const;
+  const TileSpec* subtile() const;
+
+  // Semantic equality: the name does not take part.
+  bool operator==(const DataType& o) const {
+    return family_ == o.family_ && number_ == o.number_ && scale_ == o.scale_;
+  }
+
+ private:
+  static DataType parse_grammar(std::string_view text);
+  void validate(std::string_view text) const;
+  Family family_ = Family::Standard;
+  NumberSpec number_;
+  std::optional<ScaleSpec> scale_;
+  std::string name_;
+};
+
+struct RegistryEntry {
+  std::string name;
+  std::string spec;  // canonical datatype string
+  std::string group; // "MX (OCP)", "NVIDIA", "unscaled", "tensor-scaled int", ...
+  std::string description;
+};
+
+// All predefined datatypes, in display order.
+const std::vector<RegistryEntry>& registry();
+const RegistryEntry* find_registry(std::string_view name);
+
+}  // namespace castscope

@@ -1,0 +1,40 @@
+// Reading tensors and models from files, and writing results. Readers memory-map and parse
+// headers only until a tensor is used; writers go through a temporary file that is renamed into
+// place when complete, so an interrupted write never leaves a partial file at the target.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "castscope/cast.hpp"
+#include "castscope/tensor.hpp"
+
+namespace castscope::io {
+
+// .npy (version 1/2/3 headers; little- or big-endian numeric dtypes, C or Fortran order).
+Tensor load_npy(const std::string& path);
+void save_npy(const std::string& path, const Tensor& t);
+
+// Writes `bytes` to path atomically: a temporary file beside it, fsync, rename. `write` gets a
+// callback to append data; throwing from it (or a full disk) leaves no file at `path`.
+void write_atomically(const std::string& path, const std::function<void(const std::function<void(const void*, size_t)>&)>& write);
+
+// safetensors dtype names ("F32", "BF16", "F8_E4M3", "U8", "BOOL", ...).
+const char* safetensors_dtype(DType d);
+DType parse_safetensors_dtype(const std::string& s);  // throws Error for unknown names
+
+// CastScope packed safetensors (docs/export-formats.md): per tensor NAME the codes as NAME and
+// the scaling tensors as NAME.scale / .zero / .tenscale / .meta / .mask / .residual /
+// .residual_scale, with the datatype string, original shape and cast options in __metadata__.
+struct PackedTensor {
+  std::string name;
+  CastResult result;  // Actual or Compress mode
+};
+void save_packed(const std::string& path, const std::vector<PackedTensor>& tensors,
+                 const std::vector<std::pair<std::string, std::string>>& extra_metadata = {});
+std::vector<PackedTensor> load_packed(const std::string& path);
+
+}  // namespace castscope::io

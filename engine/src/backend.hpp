@@ -1,0 +1,15 @@
+// The CUDA backend's entry points as the engine sees them. Built from src/cuda when CASTSCOPE_CUDA
+// is on, from src/nocuda otherwise, so the engine links either way.
+#pragma once
+
+#include "castscope/cast.hpp"
+
+namespace castscope::cuda {
+
+// True when a usable GPU is present; otherwise `reason` says why not.
+bool available(std::string* reason = nullptr, std::string* device_name = nullptr);
+// Same contract and bits as the CPU engine. Throws Error when the GPU cannot do it (the caller
+// falls back to the CPU).
+CastResult cast(const Tensor& x, const DataType& dtype, const CastOptions& opt);
+
+}  // namespace castscope::cuda

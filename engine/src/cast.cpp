@@ -1,0 +1,313 @@
+// Dispatch (CPU / CUDA, standard / TCFP), the option vocabulary, and the packed layout.
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+
+#include "backend.hpp"
+#include "castscope/cast.hpp"
+#include "castscope/tcfp.hpp"
+#include "cpu/cast_cpu.hpp"
+#include "plan.hpp"
+
+namespace castscope {
+
+void JobControl::report(double fraction) {
+  progress.store(fraction);
+  if (on_progress) on_progress(fraction);
+}
+
+void JobControl::check() const {
+  if (cancel.load(std::memory_order_relaxed)) throw Cancelled();
+}
+
+namespace {
+
+std::function<void(const std::string&)>& notice_handler() {
+  static std::function<void(const std::string&)> h = [](const std::string& m) {
+    std::fprintf(stderr, "castscope: %s\n", m.c_str());
+  };
+  return h;
+}
+
+void notice_once(const std::string& msg) {
+  static std::once_flag once;
+  std::call_once(once, [&] { notice_handler()(msg); });
+}
+
+CastResult cast_cpu(const Tensor& x, const DataType& d, const CastOptions& o) {
+  CastOptions actual_opt = o;
+  if (o.mode == CastMode::Compress) actual_opt.mode = CastMode::Actual;
+  CastResult r = d.family() == Family::Standard ? cpu::cast_standard(x, d, actual_opt) : tcfp::cast(x, d, actual_opt);
+  r.backend = "cpu";
+  if (o.mode == CastMode::Compress) {
+    r = pack(r);
+    r.options.mode = CastMode::Compress;
+  }
+  r.options.device = o.device;
+  return r;
+}
+
+}  // namespace
+
+void set_notice_handler(std::function<void(const std::string&)> handler) { notice_handler() = std::move(handler); }
+
+BackendInfo backend_info() {
+  BackendInfo b;
+#ifdef CASTSCOPE_HAVE_CUDA
+  b.cuda_built = true;
+#endif
+  b.cuda_available = cuda::available(&b.reason, &b.device_name);
+  return b;
+}
+
+CastResult cast(const Tensor& x, const DataType& dtype, const CastOptions& options) {
+  if (x.numel() == 0) throw Error("cannot cast an empty tensor (shape " + shape_str(x.shape()) + ")");
+  if (options.device != Device::CPU) {
+    std::string reason;
+    if (cuda::available(&reason)) {
+      try {
+        return cuda::cast(x, dtype, options);
+      } catch (const Cancelled&) {
+        throw;
+      } catch (const Error& e) {
+        notice_once(std::string("GPU cast failed (") + e.what() + "); using the CPU backend");
+      }
+    } else {
+      notice_once("no usable GPU (" + reason + "); using the CPU backend");
+    }
+  }
+  return cast_cpu(x, dtype, options);
+}
+
+Tensor upcast(const CastResult& result) {
+  if (result.mode == CastMode::Virtual) {
+    if (!result.values) throw Error("virtual cast result has no values");
+    return result.values;
+  }
+  CastResult a = result.mode == CastMode::Compress ? unpack(result) : result;
+  if (a.dtype.family() != Family::Standard) return tcfp::upcast(a);
+  return cpu::upcast_standard(a);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Packed layout (docs/formats.md): sparse values removed along the sparse axis, sub-byte codes
+// packed along the last axis little-end first, masks and microexponent bits 8 per byte.
+
+namespace {
+
+struct AxisView {
+  int64_t outer = 1, len = 1, inner = 1;
+};
+
+AxisView view_axis(const Shape& s, int axis) {
+  AxisView v;
+  for (int i = 0; i < static_cast<int>(s.size()); ++i) {
+    if (i < axis) v.outer *= s[i];
+    else if (i == axis) v.len = s[i];
+    else v.inner *= s[i];
+  }
+  return v;
+}
+
+int code_width(int bits) { return bits <= 2 ? 2 : bits <= 4 ? 4 : 8; }
+
+// Pack the low `width` bits of each byte-sized element along the last axis.
+Tensor pack_bits(const Tensor& t, int width) {
+  const Shape& s = t.shape();
+  const int64_t last = s.empty() ? 1 : s.back();
+  const int64_t rows = t.numel() / last;
+  const int per = 8 / width;
+  Shape o = s.empty() ? Shape{1} : s;
+  o.back() = (last + per - 1) / per;
+  Tensor out = Tensor::empty(DType::U8, o);
+  const uint8_t* in = t.ptr<uint8_t>();
+  uint8_t* dst = out.mutable_ptr<uint8_t>();
+  const uint8_t mask = static_cast<uint8_t>((1u << width) - 1);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t k = 0; k < last; ++k)
+      dst[r * o.back() + k / per] |= static_cast<uint8_t>((in[r * last + k] & mask) << ((k % per) * width));
+  return out;
+}
+
+Tensor unpack_bits(const Tensor& t, int width, const Shape& shape, DType dtype, int value_bits, bool sign_extend) {
+  Tensor out = Tensor::empty(dtype, shape);
+  const int64_t last = shape.empty() ? 1 : shape.back();
+  const int64_t rows = out.numel() / last;
+  const int per = 8 / width;
+  const int64_t plast = (last + per - 1) / per;
+  if (t.numel() != rows * plast) throw Error("packed tensor has " + std::to_string(t.numel()) + " bytes, expected " + std::to_string(rows * plast));
+  const uint8_t* in = t.ptr<uint8_t>();
+  uint8_t* dst = out.mutable_ptr<uint8_t>();
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t k = 0; k < last; ++k) {
+      uint8_t v = static_cast<uint8_t>((in[r * plast + k / per] >> ((k % per) * width)) & ((1u << width) - 1));
+      if (sign_extend && ((v >> (value_bits - 1)) & 1)) v |= static_cast<uint8_t>(0xFF << value_bits);
+      dst[r * last + k] = v;
+    }
+  return out;
+}
+
+int sparse_axis(const detail::CastPlan& p) {
+  const int rank = static_cast<int>(p.perm.size());
+  return p.sparse_dim == 1 ? p.perm[rank - 1] : p.perm[rank - 2];
+}
+
+}  // namespace
+
+CastResult pack(const CastResult& a) {
+  if (a.mode == CastMode::Compress) return a;
+  if (a.mode != CastMode::Actual) throw Error("pack needs an actual-mode cast result");
+  if (a.dtype.family() != Family::Standard) return tcfp::pack(a);
+  detail::CastPlan p = detail::make_plan(a.shape, a.dtype, a.options);
+  CastResult r = a;
+  r.mode = CastMode::Compress;
+  Tensor codes = a.codes;
+  const Shape shape = a.shape.empty() ? Shape{1} : a.shape;
+  if (p.sparse_dim >= 0) {
+    const int ax = sparse_axis(p);
+    AxisView v = view_axis(shape, ax);
+    const int64_t runs = (v.len + p.sp_m - 1) / p.sp_m;
+    Shape cs = shape;
+    cs[ax] = runs * p.sp_n;
+    Tensor out = Tensor::empty(codes.dtype(), cs);
+    const size_t es = dtype_size(codes.dtype());
+    const uint8_t* src = static_cast<const uint8_t*>(codes.data());
+    uint8_t* dst = static_cast<uint8_t*>(out.mutable_data());
+    const uint8_t* mk = a.mask.ptr<uint8_t>();
+    for (int64_t o = 0; o < v.outer; ++o)
+      for (int64_t in = 0; in < v.inner; ++in)
+        for (int64_t run = 0; run < runs; ++run) {
+          int64_t slot = run * p.sp_n;
+          for (int64_t k = run * p.sp_m; k < std::min(v.len, (run + 1) * p.sp_m); ++k) {
+            const int64_t e = (o * v.len + k) * v.inner + in;
+            if (!mk[e]) continue;
+            std::memcpy(dst + ((o * cs[ax] + slot) * v.inner + in) * es, src + e * es, es);
+            ++slot;
+          }
+        }
+    codes = out;
+  }
+  const int bits = p.data.bits;
+  if (bits <= 4) codes = pack_bits(codes, code_width(bits));
+  r.codes = codes;
+  if (a.mask) r.mask = pack_bits(a.mask, 1);
+  if (a.meta) r.meta = pack_bits(a.meta, 1);
+  return r;
+}
+
+CastResult unpack(const CastResult& c) {
+  if (c.mode == CastMode::Actual) return c;
+  if (c.mode != CastMode::Compress) throw Error("unpack needs a compressed cast result");
+  if (c.dtype.family() != Family::Standard) return tcfp::unpack(c);
+  detail::CastPlan p = detail::make_plan(c.shape, c.dtype, c.options);
+  CastResult r = c;
+  r.mode = CastMode::Actual;
+  const Shape shape = c.shape.empty() ? Shape{1} : c.shape;
+  Shape cs = shape;
+  int ax = -1;
+  int64_t runs = 0;
+  if (p.sparse_dim >= 0) {
+    ax = sparse_axis(p);
+    runs = (shape[ax] + p.sp_m - 1) / p.sp_m;
+    cs[ax] = runs * p.sp_n;
+  }
+  const int bits = p.data.bits;
+  Tensor codes = c.codes;
+  if (bits <= 4)
+    codes = unpack_bits(codes, code_width(bits), cs, p.code_dtype, bits, p.data.kind == scalar::Kind::Int);
+  if (numel(codes.shape()) != numel(cs)) throw Error("compressed codes have " + std::to_string(codes.numel()) + " values, expected " + std::to_string(numel(cs)));
+  if (p.sparse_dim >= 0) {
+    if (!c.mask) throw Error("compressed sparse result has no mask");
+    Tensor mask = unpack_bits(c.mask, 1, shape, DType::Bool, 1, false);
+    AxisView v = view_axis(shape, ax);
+    Tensor out = Tensor::empty(codes.dtype(), shape);
+    const size_t es = dtype_size(codes.dtype());
+    const uint8_t* src = static_cast<const uint8_t*>(codes.data());
+    uint8_t* dst = static_cast<uint8_t*>(out.mutable_data());
+    const uint8_t* mk = mask.ptr<uint8_t>();
+    for (int64_t o = 0; o < v.outer; ++o)
+      for (int64_t in = 0; in < v.inner; ++in)
+        for (int64_t run = 0; run < runs; ++run) {
+          int64_t slot = run * p.sp_n;
+          for (int64_t k = run * p.sp_m; k < std::min(v.len, (run + 1) * p.sp_m); ++k) {
+            const int64_t e = (o * v.len + k) * v.inner + in;
+            if (!mk[e]) continue;
+            if (slot >= (run + 1) * p.sp_n) throw Error("sparsity mask keeps more than N values in a run");
+            std::memcpy(dst + e * es, src + ((o * cs[ax] + slot) * v.inner + in) * es, es);
+            ++slot;
+          }
+        }
+    codes = out;
+    r.mask = mask;
+  }
+  r.codes = codes.reshaped(c.shape);
+  if (c.mask) r.mask = r.mask.reshaped(c.shape);
+  if (c.meta) r.meta = unpack_bits(c.meta, 1, p.meta_shape, DType::U8, 1, false);
+  return r;
+}
+
+// ---------------------------------------------------------------------------------------------
+
+const char* to_string(Round r) {
+  switch (r) {
+    case Round::Even: return "even";
+    case Round::Away: return "away";
+    case Round::Zero: return "zero";
+    case Round::Stochastic: return "stochastic";
+  }
+  return "?";
+}
+const char* to_string(ScaleMode m) {
+  switch (m) {
+    case ScaleMode::Floor: return "floor";
+    case ScaleMode::Ceil: return "ceil";
+    case ScaleMode::Midmax: return "midmax";
+    case ScaleMode::Option3: return "option3";
+    case ScaleMode::TopBinade: return "topbinade";
+  }
+  return "?";
+}
+const char* to_string(Overflow o) { return o == Overflow::Saturate ? "saturate" : "ieee"; }
+const char* to_string(CastMode m) {
+  switch (m) {
+    case CastMode::Virtual: return "virtual";
+    case CastMode::Actual: return "actual";
+    case CastMode::Compress: return "compress";
+  }
+  return "?";
+}
+
+Round parse_round(std::string_view s) {
+  if (s == "even") return Round::Even;
+  if (s == "away" || s == "nearest") return Round::Away;
+  if (s == "zero") return Round::Zero;
+  if (s == "stochastic") return Round::Stochastic;
+  throw Error("round mode '" + std::string(s) + "': expected even, away (nearest), zero or stochastic");
+}
+ScaleMode parse_scale_mode(std::string_view s) {
+  if (s == "floor" || s == "max") return ScaleMode::Floor;
+  if (s == "ceil") return ScaleMode::Ceil;
+  if (s == "midmax" || s == "auto") return ScaleMode::Midmax;
+  if (s == "option3" || s == "even") return ScaleMode::Option3;
+  if (s == "topbinade") return ScaleMode::TopBinade;
+  throw Error("scale mode '" + std::string(s) + "': expected floor (max), ceil, midmax (auto), option3 (even) or topbinade");
+}
+Overflow parse_overflow(std::string_view s) {
+  if (s == "saturate") return Overflow::Saturate;
+  if (s == "ieee") return Overflow::IEEE;
+  throw Error("overflow policy '" + std::string(s) + "': expected saturate or ieee");
+}
+CastMode parse_cast_mode(std::string_view s) {
+  if (s == "virtual") return CastMode::Virtual;
+  if (s == "actual") return CastMode::Actual;
+  if (s == "compress") return CastMode::Compress;
+  throw Error("cast mode '" + std::string(s) + "': expected virtual, actual or compress");
+}
+Device parse_device(std::string_view s) {
+  if (s == "auto") return Device::Auto;
+  if (s == "cpu") return Device::CPU;
+  if (s == "cuda" || s == "gpu") return Device::CUDA;
+  throw Error("device '" + std::string(s) + "': expected auto, cpu or cuda");
+}
+
+}  // namespace castscope

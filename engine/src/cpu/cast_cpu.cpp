@@ -1,0 +1,445 @@
+// The CPU reference engine: every datatype, mode and scaling kind. Work is split over scaling
+// groups (tiles); a group's statistics, scale and elements are processed back to back while the
+// tile is in cache.
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "cpu/cast_cpu.hpp"
+#include "group.hpp"
+#include "parallel.hpp"
+
+namespace castscope::cpu {
+namespace {
+
+using detail::CastPlan;
+using detail::GroupScale;
+using detail::KernelParams;
+
+struct Outputs {
+  float* values = nullptr;  // virtual
+  void* codes = nullptr;    // actual
+  uint8_t* mask = nullptr;
+  void* scale = nullptr;
+  void* zero = nullptr;
+  uint8_t* meta = nullptr;
+};
+
+struct Counts {
+  std::atomic<int64_t> clipped{0}, nonfinite{0}, pruned{0};
+};
+
+template <class T>
+bool finite(T v) {
+  return v - v == 0;
+}
+
+// Keep flags of one group under N:M sparsity: in every run of M values along the sparse
+// direction keep the N largest magnitudes (ties: the lower index). Runs start at the tile edge.
+template <class T>
+int64_t sparsity_mask(const CastPlan& p, const T* x, int64_t base, int64_t r0, int64_t r1, int64_t c0,
+                      int64_t c1, std::vector<uint8_t>& keep) {
+  const int64_t w = c1 - c0;
+  keep.assign(static_cast<size_t>((r1 - r0) * w), 1);
+  if (p.sparse_dim < 0) return 0;
+  int64_t pruned = 0;
+  const int m = p.sp_m, n = p.sp_n;
+  auto mag = [&](int64_t i, int64_t j) {
+    T v = x[base + i * p.C + j];
+    double a = std::fabs(static_cast<double>(v));
+    return a != a ? std::numeric_limits<double>::infinity() : a;  // NaN counts as largest
+  };
+  int64_t idx_i[256], idx_j[256];
+  auto run = [&](int cnt) {
+    // Selection of the n largest among cnt candidates (cnt <= 256).
+    bool chosen[256] = {false};
+    int kept = 0;
+    for (int k = 0; k < n && k < cnt; ++k) {
+      int best = -1;
+      double bv = -1;
+      for (int q = 0; q < cnt; ++q) {
+        if (chosen[q]) continue;
+        double a = mag(idx_i[q], idx_j[q]);
+        if (a > bv) {
+          bv = a;
+          best = q;
+        }
+      }
+      chosen[best] = true;
+      ++kept;
+    }
+    for (int q = 0; q < cnt; ++q)
+      if (!chosen[q]) {
+        keep[static_cast<size_t>((idx_i[q] - r0) * w + (idx_j[q] - c0))] = 0;
+        ++pruned;
+      }
+    (void)kept;
+  };
+  if (p.sparse_dim == 1) {
+    for (int64_t i = r0; i < r1; ++i)
+      for (int64_t j = c0; j < c1; j += m) {
+        int cnt = 0;
+        for (int64_t q = j; q < c1 && q < j + m; ++q, ++cnt) {
+          idx_i[cnt] = i;
+          idx_j[cnt] = q;
+        }
+        run(cnt);
+      }
+  } else {
+    for (int64_t j = c0; j < c1; ++j)
+      for (int64_t i = r0; i < r1; i += m) {
+        int cnt = 0;
+        for (int64_t q = i; q < r1 && q < i + m; ++q, ++cnt) {
+          idx_i[cnt] = q;
+          idx_j[cnt] = j;
+        }
+        run(cnt);
+      }
+  }
+  return pruned;
+}
+
+struct GroupStats {
+  double absmax = 0, lo = 0, hi = 0;
+  bool nonfinite = false;
+  void add(double v) {
+    if (!(v - v == 0)) {
+      nonfinite = true;
+      return;
+    }
+    const double a = std::fabs(v);
+    absmax = a > absmax ? a : absmax;
+    lo = v < lo ? v : lo;
+    hi = v > hi ? v : hi;
+  }
+  void merge(const GroupStats& o) {
+    absmax = std::max(absmax, o.absmax);
+    lo = std::min(lo, o.lo);
+    hi = std::max(hi, o.hi);
+    nonfinite |= o.nonfinite;
+  }
+};
+
+template <class T>
+class Engine {
+ public:
+  Engine(const CastPlan& p, const KernelParams& kp, const T* x, Outputs& out, Counts& counts)
+      : p_(p), kp_(kp), x_(x), out_(out), counts_(counts) {}
+
+  // One tile-scaled group, start to finish.
+  void group(int64_t g, std::vector<uint8_t>& keep, int64_t& clipped, int64_t& nonfinite, int64_t& pruned) {
+    const int64_t per = p_.gr * p_.gc;
+    const int64_t b = g / per, gi = (g % per) / p_.gc, gj = g % p_.gc;
+    const int64_t r0 = gi * p_.tr, r1 = std::min(p_.R, r0 + p_.tr);
+    const int64_t c0 = gj * p_.tc, c1 = std::min(p_.C, c0 + p_.tc);
+    const int64_t base = b * p_.R * p_.C;
+    const int64_t w = c1 - c0;
+    pruned += sparsity_mask(p_, x_, base, r0, r1, c0, c1, keep);
+    GroupStats st;
+    for (int64_t i = r0; i < r1; ++i)
+      for (int64_t j = c0; j < c1; ++j)
+        if (keep[(i - r0) * w + (j - c0)]) st.add(static_cast<double>(x_[base + i * p_.C + j]));
+    GroupScale gs = detail::choose_scale(kp_, st.absmax, st.lo, st.hi, st.nonfinite);
+    if (out_.scale) detail::store_code(out_.scale, p_.scale_dtype, g, gs.scale_code, kp_.scale);
+    if (out_.zero) detail::store_code(out_.zero, p_.second_dtype, g, gs.zero_code, kp_.second);
+    const int subs = p_.sub ? static_cast<int>(p_.tc / p_.sub) : 0;
+    for (int64_t i = r0; i < r1; ++i) {
+      for (int64_t j0 = c0; j0 < c1; j0 += (p_.sub ? p_.sub : w)) {
+        const int64_t j1 = std::min(c1, j0 + (p_.sub ? p_.sub : w));
+        int adj = 0;
+        if (p_.sub) {
+          adj = microexponent(gs, base + i * p_.C, j0, j1, keep, (i - r0) * w - c0);
+          out_.meta ? void(out_.meta[g * subs + (j0 - c0) / p_.sub] = static_cast<uint8_t>(adj)) : void();
+        }
+        for (int64_t j = j0; j < j1; ++j) {
+          const int64_t e = base + i * p_.C + j;
+          const double v = static_cast<double>(x_[e]);
+          if (!finite(v)) ++nonfinite;
+          const bool kept = keep[(i - r0) * w + (j - c0)] != 0;
+          if (out_.mask) out_.mask[e] = kept;
+          scalar::Quantized q;
+          if (kept) {
+            q = detail::encode_element(kp_, gs, v, adj, static_cast<uint64_t>(e));
+            clipped += q.clipped;
+          }
+          if (out_.values) out_.values[e] = kept ? detail::decode_element(kp_, gs, q, adj) : 0.0f;
+          if (out_.codes) detail::store_code(out_.codes, p_.code_dtype, e, kept ? scalar::encode(q, kp_.data) : 0u, kp_.data);
+        }
+      }
+    }
+  }
+
+  // A subtile's microexponent: 1 when its own exponent sits below the tile's, so it can use a
+  // scale one binade lower (spec README, decision 10).
+  int microexponent(const GroupScale& gs, int64_t row, int64_t j0, int64_t j1, const std::vector<uint8_t>& keep,
+                    int64_t koff) const {
+    if (gs.nan) return 0;
+    double a = 0;
+    for (int64_t j = j0; j < j1; ++j)
+      if (keep[koff + j]) a = std::max(a, std::fabs(static_cast<double>(x_[row + j])));
+    if (a == 0) return 1;
+    const int e_sub = scalar::select_exponent(a, kp_.data, kp_.scale_mode);
+    return e_sub < gs.shift + kp_.data.emax ? 1 : 0;
+  }
+
+  // Elements [b, e) of a tensor-scoped cast (one scale for everything).
+  void elements(const GroupScale& gs, int64_t b, int64_t e, int64_t& clipped, int64_t& nonfinite) {
+    for (int64_t i = b; i < e; ++i) {
+      const double v = static_cast<double>(x_[i]);
+      if (!finite(v)) ++nonfinite;
+      scalar::Quantized q = detail::encode_element(kp_, gs, v, 0, static_cast<uint64_t>(i));
+      clipped += q.clipped;
+      if (out_.values) out_.values[i] = detail::decode_element(kp_, gs, q, 0);
+      if (out_.codes) detail::store_code(out_.codes, p_.code_dtype, i, scalar::encode(q, kp_.data), kp_.data);
+    }
+  }
+
+  GroupStats stats(int64_t b, int64_t e) const {
+    GroupStats st;
+    for (int64_t i = b; i < e; ++i) st.add(static_cast<double>(x_[i]));
+    return st;
+  }
+
+ private:
+  const CastPlan& p_;
+  const KernelParams& kp_;
+  const T* x_;
+  Outputs& out_;
+  Counts& counts_;
+};
+
+template <class T>
+GroupStats parallel_stats(Engine<T>& eng, int64_t n, const CastOptions& opt) {
+  std::mutex mu;
+  GroupStats total;
+  detail::parallel_for(n, 1 << 16, opt.threads, nullptr, [&](int64_t b, int64_t e) {
+    GroupStats st = eng.stats(b, e);
+    std::lock_guard<std::mutex> lock(mu);
+    total.merge(st);
+  });
+  return total;
+}
+
+template <class T>
+void run(const CastPlan& p, KernelParams& kp, const T* x, Outputs& out, Counts& counts, Tensor* tenscale) {
+  Engine<T> eng(p, kp, x, out, counts);
+  const int64_t n = p.numel();
+  if (p.multiscale) {
+    GroupStats st = parallel_stats(eng, n, p.opt);
+    const NumberSpec& tile_scale = p.dtype.scale()->scale;
+    double t;
+    uint32_t tcode;
+    if (st.nonfinite) {
+      tcode = scalar::nan_code(kp.second);
+      t = std::numeric_limits<double>::quiet_NaN();
+    } else {
+      const double raw = st.absmax / (kp.data_max * tile_scale.max());
+      scalar::Quantized qt = detail::cast_scale_value(raw, kp.second);
+      tcode = scalar::encode(qt, kp.second);
+      t = scalar::decode_value(tcode, kp.second);
+      if (!(t > 0)) {  // all zero (or below the format): a unit tensor scale
+        tcode = scalar::encode(detail::cast_scale_value(1.0, kp.second), kp.second);
+        t = 1.0;
+      }
+    }
+    kp.tensor_scale = t;
+    if (tenscale) detail::store_code(tenscale->mutable_data(), p.second_dtype, 0, tcode, kp.second);
+  }
+  if (p.tensor_scope || !p.scaled) {
+    GroupScale gs;
+    if (p.scaled) {
+      GroupStats st = parallel_stats(eng, n, p.opt);
+      gs = detail::choose_scale(kp, st.absmax, st.lo, st.hi, st.nonfinite);
+      if (out.scale) detail::store_code(out.scale, p.scale_dtype, 0, gs.scale_code, kp.scale);
+      if (out.zero) detail::store_code(out.zero, p.second_dtype, 0, gs.zero_code, kp.second);
+    }
+    detail::parallel_for(n, 1 << 15, p.opt.threads, p.opt.job, [&](int64_t b, int64_t e) {
+      int64_t clipped = 0, nonfinite = 0;
+      eng.elements(gs, b, e, clipped, nonfinite);
+      counts.clipped += clipped;
+      counts.nonfinite += nonfinite;
+    });
+    return;
+  }
+  const int64_t groups = p.groups();
+  const int64_t grain = std::max<int64_t>(1, (1 << 15) / (p.tr * p.tc));
+  detail::parallel_for(groups, grain, p.opt.threads, p.opt.job, [&](int64_t b, int64_t e) {
+    std::vector<uint8_t> keep;
+    int64_t clipped = 0, nonfinite = 0, pruned = 0;
+    for (int64_t g = b; g < e; ++g) eng.group(g, keep, clipped, nonfinite, pruned);
+    counts.clipped += clipped;
+    counts.nonfinite += nonfinite;
+    counts.pruned += pruned;
+  });
+}
+
+// The input as a contiguous float32 or float64 array in the plan's permuted order.
+struct Prepared {
+  Tensor data;  // F32 or F64
+};
+
+Prepared prepare(const Tensor& x, const CastPlan& p) {
+  Tensor src;
+  switch (x.dtype()) {
+    case DType::F32: case DType::F64: src = x; break;
+    case DType::F16: case DType::BF16: case DType::F8E4M3: case DType::F8E5M2: src = x.to_f32(); break;
+    default:
+      throw Error(std::string("cast input must be float32, float16, bfloat16 or float64 (got ") + dtype_name(x.dtype()) + ")");
+  }
+  if (!p.permuted) return {src};
+  Tensor out = Tensor::empty(src.dtype(), p.perm_shape);
+  detail::permute(src.data(), out.mutable_data(), dtype_size(src.dtype()), p.in_shape, p.perm);
+  return {out};
+}
+
+// Restore a tensor computed in permuted order to the input's axis order.
+Tensor restore(const Tensor& t, const CastPlan& p, const Shape& original_shape) {
+  if (!p.permuted) return t.reshaped(original_shape);
+  Tensor out = Tensor::empty(t.dtype(), original_shape);
+  detail::unpermute(t.data(), out.mutable_data(), dtype_size(t.dtype()), original_shape, p.perm);
+  return out;
+}
+
+Shape permuted_shape(const Shape& original, const std::vector<int>& perm) {
+  Shape s(original.size());
+  for (size_t i = 0; i < original.size(); ++i) s[i] = original[perm[i]];
+  return s;
+}
+
+}  // namespace
+
+KernelParams kernel_params(const CastPlan& p) {
+  KernelParams kp;
+  kp.data = p.data;
+  kp.data_codes = p.data;
+  kp.scale = p.scale;
+  kp.second = p.second;
+  kp.scaled = p.scaled;
+  kp.scale_is_exponent = p.scale_is_exponent;
+  kp.multiscale = p.multiscale;
+  kp.zero_kind = p.zero_kind;
+  kp.data_max = p.data_max;
+  kp.round = p.opt.round;
+  kp.overflow = p.opt.overflow;
+  kp.scale_mode = p.opt.scale_mode;
+  kp.seed = p.opt.seed;
+  return kp;
+}
+
+CastResult cast_standard(const Tensor& x, const DataType& dtype, const CastOptions& opt) {
+  CastPlan p = detail::make_plan(x.shape(), dtype, opt);
+  KernelParams kp = kernel_params(p);
+  Prepared in = prepare(x, p);
+  const bool actual = opt.mode != CastMode::Virtual;
+  const Shape rank1 = x.rank() == 0 ? Shape{1} : x.shape();
+  CastResult r;
+  r.dtype = dtype;
+  r.options = opt;
+  r.shape = x.shape();
+  r.mode = opt.mode;
+  Tensor values, codes, mask, scale, zero, meta;
+  Outputs out;
+  if (!actual) {
+    values = Tensor::empty(DType::F32, p.perm_shape);
+    out.values = values.mutable_ptr<float>();
+  } else {
+    codes = Tensor::empty(p.code_dtype, p.perm_shape);
+    out.codes = codes.mutable_data();
+    if (p.scaled) {
+      Shape ss = p.tensor_scope ? Shape{1} : permuted_shape(p.scale_shape, p.perm);
+      scale = Tensor::empty(p.scale_dtype, ss);
+      out.scale = scale.mutable_data();
+      if (p.zero_kind) {
+        zero = Tensor::empty(p.second_dtype, ss);
+        out.zero = zero.mutable_data();
+      }
+      if (p.multiscale) r.tenscale = Tensor::empty(p.second_dtype, {1});
+      if (p.sub) {
+        meta = Tensor::empty(DType::U8, permuted_shape(p.meta_shape, p.perm));
+        out.meta = meta.mutable_ptr<uint8_t>();
+      }
+    }
+    if (p.sparse_dim >= 0) {
+      mask = Tensor::empty(DType::Bool, p.perm_shape);
+      out.mask = mask.mutable_ptr<uint8_t>();
+    }
+  }
+  Counts counts;
+  Tensor* ts = r.tenscale ? &r.tenscale : nullptr;
+  if (in.data.dtype() == DType::F64) run(p, kp, in.data.ptr<double>(), out, counts, ts);
+  else run(p, kp, in.data.ptr<float>(), out, counts, ts);
+  r.counts.clipped = counts.clipped;
+  r.counts.nonfinite = counts.nonfinite;
+  r.counts.pruned = counts.pruned;
+  if (!actual) {
+    r.values = restore(values, p, x.shape());
+  } else {
+    r.codes = restore(codes, p, x.shape());
+    if (mask) r.mask = restore(mask, p, x.shape());
+    if (scale) r.scale = p.tensor_scope ? scale : restore(scale, p, p.scale_shape);
+    if (zero) r.zero = p.tensor_scope ? zero : restore(zero, p, p.scale_shape);
+    if (meta) r.meta = restore(meta, p, p.meta_shape);
+  }
+  (void)rank1;
+  return r;
+}
+
+Tensor upcast_standard(const CastResult& r) {
+  CastPlan p = detail::make_plan(r.shape, r.dtype, r.options);
+  KernelParams kp = kernel_params(p);
+  if (!r.codes) throw Error("upcast needs the codes of an actual or compressed cast");
+  // Bring every stored tensor into the permuted order the groups are defined in.
+  auto perm_of = [&](const Tensor& t) -> Tensor {
+    if (!t || !p.permuted || t.numel() == 1) return t;
+    Tensor o = Tensor::empty(t.dtype(), permuted_shape(t.shape(), p.perm));
+    detail::permute(t.data(), o.mutable_data(), dtype_size(t.dtype()), t.shape(), p.perm);
+    return o;
+  };
+  Tensor codes = perm_of(r.codes), mask = perm_of(r.mask), scale = perm_of(r.scale), zero = perm_of(r.zero),
+         meta = perm_of(r.meta);
+  if (p.multiscale) {
+    if (!r.tenscale) throw Error("upcast of " + r.dtype.str() + " needs its tensor scale");
+    kp.tensor_scale = scalar::decode_value(detail::load_code(r.tenscale.data(), p.second_dtype, 0, kp.second), kp.second);
+  }
+  Tensor values = Tensor::empty(DType::F32, p.perm_shape);
+  float* out = values.mutable_ptr<float>();
+  auto scale_of = [&](int64_t g) {
+    if (!p.scaled) return GroupScale{};
+    uint32_t sc = detail::load_code(scale.data(), p.scale_dtype, g, kp.scale);
+    uint32_t zc = zero ? detail::load_code(zero.data(), p.second_dtype, g, kp.second) : 0u;
+    return detail::scale_from_codes(kp, sc, zc);
+  };
+  auto element = [&](const GroupScale& gs, int64_t e, int adj) {
+    if (mask && !mask.ptr<uint8_t>()[e]) return 0.0f;
+    scalar::Quantized q = scalar::decode(detail::load_code(codes.data(), p.code_dtype, e, kp.data), kp.data);
+    return detail::decode_element(kp, gs, q, adj);
+  };
+  const int64_t n = p.numel();
+  if (p.tensor_scope || !p.scaled) {
+    GroupScale gs = scale_of(0);
+    detail::parallel_for(n, 1 << 15, r.options.threads, nullptr, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) out[i] = element(gs, i, 0);
+    });
+  } else {
+    const int64_t per = p.gr * p.gc;
+    const int subs = p.sub ? static_cast<int>(p.tc / p.sub) : 0;
+    detail::parallel_for(p.groups(), std::max<int64_t>(1, (1 << 15) / (p.tr * p.tc)), r.options.threads, nullptr,
+                         [&](int64_t gb, int64_t ge) {
+                           for (int64_t g = gb; g < ge; ++g) {
+                             const GroupScale gs = scale_of(g);
+                             const int64_t b = g / per, gi = (g % per) / p.gc, gj = g % p.gc;
+                             const int64_t r0 = gi * p.tr, r1 = std::min(p.R, r0 + p.tr);
+                             const int64_t c0 = gj * p.tc, c1 = std::min(p.C, c0 + p.tc);
+                             for (int64_t i = r0; i < r1; ++i)
+                               for (int64_t j = c0; j < c1; ++j) {
+                                 const int adj = p.sub ? meta.ptr<uint8_t>()[g * subs + (j - c0) / p.sub] : 0;
+                                 const int64_t e = b * p.R * p.C + i * p.C + j;
+                                 out[e] = element(gs, e, adj);
+                               }
+                           }
+                         });
+  }
+  return restore(values, p, r.shape);
+}
+
+}  // namespace castscope::cpu

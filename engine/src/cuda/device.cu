@@ -1,0 +1,32 @@
+// GPU discovery: a missing or unusable GPU is a normal state with a reason, never a crash.
+#include <cuda_runtime.h>
+
+#include <string>
+
+#include "backend.hpp"
+
+namespace castscope::cuda {
+
+bool available(std::string* reason, std::string* device_name) {
+  int count = 0;
+  cudaError_t err = cudaGetDeviceCount(&count);
+  if (err != cudaSuccess) {
+    if (reason) *reason = std::string("CUDA reports: ") + cudaGetErrorString(err);
+    cudaGetLastError();
+    return false;
+  }
+  if (count == 0) {
+    if (reason) *reason = "no CUDA device present";
+    return false;
+  }
+  cudaDeviceProp prop{};
+  if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess) {
+    if (reason) *reason = "cannot read the properties of CUDA device 0";
+    cudaGetLastError();
+    return false;
+  }
+  if (device_name) *device_name = prop.name;
+  return true;
+}
+
+}  // namespace castscope::cuda

@@ -1,0 +1,106 @@
+#include <cctype>
+
+#include "castscope/datatype.hpp"
+
+namespace castscope {
+namespace {
+
+std::vector<RegistryEntry> build() {
+  std::vector<RegistryEntry> r;
+  auto add = [&](std::string name, std::string spec, std::string group, std::string desc) {
+    r.push_back({std::move(name), std::move(spec), std::move(group), std::move(desc)});
+  };
+  const std::string mx = "MX (OCP)";
+  add("mxfp8e5", "e5m2_e8m0_t32", mx, "OCP MXFP8 E5M2: e8m0 scale per 32 values");
+  add("mxfp8e4", "e4m3fn_e8m0_t32", mx, "OCP MXFP8 E4M3: e8m0 scale per 32 values");
+  add("mxfp6e3", "e3m2fnuz_e8m0_t32", mx, "OCP MXFP6 E3M2");
+  add("mxfp6e2", "e2m3fnuz_e8m0_t32", mx, "OCP MXFP6 E2M3");
+  add("mxfp4e2", "e2m1fnuz_e8m0_t32", mx, "OCP MXFP4 E2M1");
+  add("mxint8", "int8_e8m0_t32", mx, "OCP MXINT8: fixed point q/64 with an e8m0 scale per 32");
+  add("mxint4", "int4_e8m0_t32", mx, "MXINT4: fixed point q/4 with an e8m0 scale per 32");
+  add("bfp16", "int8_e8m0_t8", mx, "block floating point: int8 with an e8m0 scale per 8");
+  const std::string nv = "NVIDIA / FP8 recipes";
+  add("nvfp4", "e2m1fnuz_e4m3fn_float32_t16", nv, "NVFP4: e2m1 values, e4m3 scale per 16, fp32 tensor scale");
+  add("fp8e4_tensor", "e4m3fn_float32", nv, "FP8 E4M3 with one fp32 scale per tensor (cuBLASLt per-tensor recipe)");
+  add("fp8e5_tensor", "e5m2_float32", nv, "FP8 E5M2 with one fp32 scale per tensor");
+  add("fp8e4_channel", "e4m3fn_float32_t0", nv, "FP8 E4M3 with one fp32 scale per channel (row)");
+  add("fp8e4_block128", "e4m3fn_float32_t128_t128", nv, "FP8 E4M3 with an fp32 scale per 128x128 block");
+  const std::string smx = "shared microexponents";
+  add("mx9", "int8_e8m0_t16s2", smx, "MX9: 7-bit magnitudes, 8-bit exponent per 16, 1-bit microexponent per pair");
+  add("mx6", "int5_e8m0_t16s2", smx, "MX6: 4-bit magnitudes, 8-bit exponent per 16, 1-bit microexponent per pair");
+  add("mx4", "int3_e8m0_t16s2", smx, "MX4: 2-bit magnitudes, 8-bit exponent per 16, 1-bit microexponent per pair");
+  const std::string tc = "TCFP";
+  add("tcfp8", "tcfp8", tc, "TCFP-8: e4m3fn + e8m0 block scale per 32, chosen at 3 sigma");
+  add("tcfp12", "tcfp12", tc, "TCFP-12: e4m3fn + 4-bit residual, two block scales per 32");
+  add("tcfp16", "tcfp16", tc, "TCFP-16: two e4m3fn terms, two block scales per 32");
+
+  // Integer families, named as TensorCast does: letters for the scale (and zero point) types,
+  // then the scope: nothing for a tensor scale, 'c' for a channel, the tile size for tiles.
+  struct Letter {
+    char c;
+    const char* spec;
+  };
+  const Letter scales[] = {{'f', "float16"}, {'b', "bfloat16"}, {'s', "float32"}, {'e', "e8m0"}};
+  const Letter zeros[] = {{'f', "float16"}, {'b', "bfloat16"}, {'s', "float32"}, {'i', "int8"}};
+  struct Scope {
+    const char* suffix;
+    const char* tile;
+    const char* group;
+  };
+  const Scope scopes[] = {{"", "", "tensor-scaled"}, {"c", "_t0", "channel-scaled"}, {"32", "_t32", "tile-scaled"}};
+  for (const Scope& sc : scopes) {
+    for (const char* data : {"int8", "int4", "int16"}) {
+      if (std::string(data) == "int16" && std::string(sc.suffix) == "32") continue;
+      for (const Letter& s : scales) {
+        if (s.c == 'e' && std::string(sc.suffix) == "32") continue;  // that is mxint8 / mxint4
+        add(std::string(data) + "_" + s.c + sc.suffix, std::string(data) + "_" + s.spec + sc.tile,
+            std::string(sc.group) + " int", "symmetric " + std::string(data) + " with a " + s.spec + " scale");
+      }
+    }
+    for (const char* data : {"uint8", "uint4", "uint16"}) {
+      if (std::string(data) == "uint16" && std::string(sc.suffix) == "32") continue;
+      for (const Letter& s : scales) {
+        if (s.c == 'e') continue;
+        for (const Letter& z : zeros) {
+          if (z.c != 'i' && z.c != s.c) continue;  // zero point in the scale's type, or int8
+          add(std::string(data) + "_" + s.c + z.c + sc.suffix,
+              std::string(data) + "_" + s.spec + "_" + z.spec + sc.tile, std::string(sc.group) + " uint",
+              "asymmetric " + std::string(data) + ", " + s.spec + " scale, " + z.spec + " zero point");
+        }
+      }
+    }
+  }
+  for (const char* f : {"e4m3fn", "e5m2", "e3m2fnuz", "e2m3fnuz"})
+    add(std::string(f) + "_e", std::string(f) + "_e8m0", "tensor-scaled float", std::string(f) + " with one e8m0 scale per tensor");
+
+  const std::string un = "unscaled";
+  add("float32", "float32", un, "IEEE binary32");
+  add("float16", "float16", un, "IEEE binary16");
+  add("bfloat16", "bfloat16", un, "bfloat16 (8 exponent, 7 mantissa bits)");
+  add("float8_e4m3fn", "e4m3fn", un, "FP8 E4M3 (OCP / NVIDIA), max 448, no Inf");
+  add("float8_e5m2", "e5m2", un, "FP8 E5M2 (OCP / NVIDIA), IEEE-like");
+  add("float8_e4m3fnuz", "e4m3b8fnuz", un, "FP8 E4M3 FNUZ (Graphcore / AMD), bias 8, max 240");
+  add("float8_e5m2fnuz", "e5m2b16fnuz", un, "FP8 E5M2 FNUZ, bias 16");
+  add("e3m2fnuz", "e3m2fnuz", un, "FP6 E3M2 as TensorCast spells it (-0 code is NaN)");
+  add("e2m3fnuz", "e2m3fnuz", un, "FP6 E2M3 as TensorCast spells it (-0 code is NaN)");
+  add("e2m1fnuz", "e2m1fnuz", un, "FP4 E2M1 as TensorCast spells it (-0 code is NaN)");
+  add("e2m1", "e2m1", un, "FP4 E2M1 as OCP defines it: no NaN, no Inf, -0 kept");
+  return r;
+}
+
+}  // namespace
+
+const std::vector<RegistryEntry>& registry() {
+  static const std::vector<RegistryEntry> r = build();
+  return r;
+}
+
+const RegistryEntry* find_registry(std::string_view name) {
+  std::string n;
+  for (char c : name) n += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  for (const RegistryEntry& e : registry())
+    if (e.name == n) return &e;
+  return nullptr;
+}
+
+}  // namespace castscope

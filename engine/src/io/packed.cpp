@@ -1,0 +1,166 @@
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "castscope/io.hpp"
+
+namespace castscope::io {
+namespace {
+
+using nlohmann::json;
+
+struct StDType {
+  const char* name;
+  DType dtype;
+};
+constexpr StDType kSt[] = {
+    {"F32", DType::F32}, {"F16", DType::F16}, {"BF16", DType::BF16}, {"F64", DType::F64},
+    {"F8_E4M3", DType::F8E4M3}, {"F8_E5M2", DType::F8E5M2}, {"U8", DType::U8}, {"I8", DType::I8},
+    {"U16", DType::U16}, {"I16", DType::I16}, {"U32", DType::U32}, {"I32", DType::I32},
+    {"U64", DType::U64}, {"I64", DType::I64}, {"BOOL", DType::Bool},
+};
+
+struct Part {
+  const char* suffix;
+  Tensor CastResult::*member;
+};
+constexpr Part kParts[] = {
+    {"", &CastResult::codes},          {".scale", &CastResult::scale},
+    {".zero", &CastResult::zero},      {".tenscale", &CastResult::tenscale},
+    {".meta", &CastResult::meta},      {".mask", &CastResult::mask},
+    {".residual", &CastResult::residual}, {".residual_scale", &CastResult::residual_scale},
+};
+
+}  // namespace
+
+const char* safetensors_dtype(DType d) {
+  for (const StDType& s : kSt)
+    if (s.dtype == d) return s.name;
+  return "U8";
+}
+
+DType parse_safetensors_dtype(const std::string& s) {
+  for (const StDType& t : kSt)
+    if (s == t.name) return t.dtype;
+  throw Error("unsupported safetensors dtype '" + s + "'");
+}
+
+void save_packed(const std::string& path, const std::vector<PackedTensor>& tensors,
+                 const std::vector<std::pair<std::string, std::string>>& extra_metadata) {
+  json header = json::object();
+  json meta = json::object();
+  meta["format"] = "castscope-packed";
+  meta["castscope.version"] = "1";
+  for (const auto& [k, v] : extra_metadata) meta[k] = v;
+  std::vector<const Tensor*> order;
+  uint64_t offset = 0;
+  for (const PackedTensor& pt : tensors) {
+    const CastResult& r = pt.result;
+    if (r.mode == CastMode::Virtual) throw Error("tensor '" + pt.name + "': a virtual cast has no codes to pack");
+    meta[pt.name + ".dtype"] = r.dtype.str();
+    meta[pt.name + ".shape"] = json(r.shape).dump();
+    meta[pt.name + ".mode"] = to_string(r.mode);
+    meta[pt.name + ".axis"] = std::to_string(r.options.axis);
+    meta[pt.name + ".round"] = to_string(r.options.round);
+    meta[pt.name + ".scale_mode"] = to_string(r.options.scale_mode);
+    meta[pt.name + ".seed"] = std::to_string(r.options.seed);
+    for (const Part& part : kParts) {
+      const Tensor& t = r.*(part.member);
+      if (!t) continue;
+      const std::string key = pt.name + part.suffix;
+      if (header.contains(key)) throw Error("duplicate tensor name '" + key + "' in packed export");
+      header[key] = {{"dtype", safetensors_dtype(t.dtype())}, {"shape", t.shape()}, {"data_offsets", {offset, offset + t.nbytes()}}};
+      offset += t.nbytes();
+      order.push_back(&t);
+    }
+  }
+  header["__metadata__"] = meta;
+  std::string hs = header.dump();
+  while (hs.size() % 8) hs += ' ';
+  write_atomically(path, [&](const auto& put) {
+    uint64_t n = hs.size();
+    uint8_t len[8];
+    for (int i = 0; i < 8; ++i) len[i] = static_cast<uint8_t>(n >> (8 * i));
+    put(len, 8);
+    put(hs.data(), hs.size());
+    for (const Tensor* t : order) put(t->data(), t->nbytes());
+  });
+}
+
+std::vector<PackedTensor> load_packed(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw Error("cannot open '" + path + "' for reading");
+  f.seekg(0, std::ios::end);
+  const uint64_t size = static_cast<uint64_t>(f.tellg());
+  f.seekg(0);
+  uint8_t len[8];
+  if (size < 8 || !f.read(reinterpret_cast<char*>(len), 8)) throw Error("'" + path + "': too short for a safetensors file");
+  uint64_t hl = 0;
+  for (int i = 0; i < 8; ++i) hl |= static_cast<uint64_t>(len[i]) << (8 * i);
+  if (hl > size - 8 || hl > (100u << 20)) throw Error("'" + path + "': header length " + std::to_string(hl) + " runs past the end of the file");
+  std::string hs(hl, '\0');
+  f.read(hs.data(), static_cast<std::streamsize>(hl));
+  json header;
+  try {
+    header = json::parse(hs);
+  } catch (const json::exception& e) {
+    throw Error("'" + path + "': header is not valid JSON (" + e.what() + ")");
+  }
+  const uint64_t data_start = 8 + hl;
+  if (!header.contains("__metadata__") || header["__metadata__"].value("format", "") != "castscope-packed")
+    throw Error("'" + path + "' is not a CastScope packed file (no __metadata__.format = castscope-packed)");
+  const json& meta = header["__metadata__"];
+  std::vector<PackedTensor> out;
+  for (auto it = meta.begin(); it != meta.end(); ++it) {
+    const std::string& key = it.key();
+    if (key.size() < 7 || key.compare(key.size() - 6, 6, ".dtype") != 0) continue;
+    const std::string name = key.substr(0, key.size() - 6);
+    auto get = [&](const std::string& k) -> std::string {
+      if (!meta.contains(name + k)) throw Error("'" + path + "': tensor '" + name + "' has no " + k.substr(1) + " in __metadata__");
+      return meta[name + k].get<std::string>();
+    };
+    PackedTensor pt;
+    pt.name = name;
+    CastResult& r = pt.result;
+    try {
+      r.dtype = DataType::parse(it.value().get<std::string>());
+      r.shape = json::parse(get(".shape")).get<Shape>();
+      r.mode = parse_cast_mode(get(".mode"));
+      r.options.axis = std::stoi(get(".axis"));
+      r.options.round = parse_round(get(".round"));
+      r.options.scale_mode = parse_scale_mode(get(".scale_mode"));
+      r.options.seed = std::stoull(get(".seed"));
+    } catch (const Error& e) {
+      throw Error("'" + path + "': tensor '" + name + "': " + e.what());
+    } catch (const std::exception& e) {
+      throw Error("'" + path + "': tensor '" + name + "': bad metadata (" + e.what() + ")");
+    }
+    r.options.mode = r.mode;
+    for (const Part& part : kParts) {
+      const std::string k = name + part.suffix;
+      if (!header.contains(k)) continue;
+      const json& e = header[k];
+      try {
+        const DType dt = parse_safetensors_dtype(e.at("dtype").get<std::string>());
+        const Shape shape = e.at("shape").get<Shape>();
+        const uint64_t b = e.at("data_offsets")[0].get<uint64_t>(), en = e.at("data_offsets")[1].get<uint64_t>();
+        Tensor t = Tensor::empty(dt, shape);
+        if (en < b || en - b != t.nbytes() || data_start + en > size)
+          throw Error("data_offsets [" + std::to_string(b) + ", " + std::to_string(en) + "] do not fit its shape or the file");
+        f.seekg(static_cast<std::streamoff>(data_start + b));
+        f.read(static_cast<char*>(t.mutable_data()), static_cast<std::streamsize>(t.nbytes()));
+        r.*(part.member) = t;
+      } catch (const Error& ex) {
+        throw Error("'" + path + "': tensor '" + k + "': " + ex.what());
+      } catch (const std::exception& ex) {
+        throw Error("'" + path + "': tensor '" + k + "': bad header entry (" + ex.what() + ")");
+      }
+    }
+    if (!r.codes) throw Error("'" + path + "': tensor '" + name + "' has no codes");
+    out.push_back(std::move(pt));
+  }
+  return out;
+}
+
+}  // namespace castscope::io

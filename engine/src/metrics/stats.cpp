@@ -1,0 +1,221 @@
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <mutex>
+
+#include "castscope/metrics.hpp"
+#include "parallel.hpp"
+#include "plan.hpp"
+#include "group.hpp"
+#include "cpu/cast_cpu.hpp"
+
+namespace castscope {
+
+namespace {
+
+struct Acc {
+  int64_t count = 0, nonfinite_in = 0, nonfinite_out = 0, zeros_out = 0;
+  double sx2 = 0, se2 = 0, se = 0, maxe = 0;
+  void merge(const Acc& o) {
+    count += o.count;
+    nonfinite_in += o.nonfinite_in;
+    nonfinite_out += o.nonfinite_out;
+    zeros_out += o.zeros_out;
+    sx2 += o.sx2;
+    se2 += o.se2;
+    se += o.se;
+    maxe = std::max(maxe, o.maxe);
+  }
+};
+
+}  // namespace
+
+Stats compute_stats(const Tensor& original, const Tensor& values, int64_t clipped) {
+  if (original.numel() != values.numel())
+    throw Error("statistics need tensors of equal size (" + shape_str(original.shape()) + " vs " + shape_str(values.shape()) + ")");
+  Tensor x = original.dtype() == DType::F32 || original.dtype() == DType::F64 ? original : original.to_f32();
+  Tensor q = values.dtype() == DType::F32 ? values : values.to_f32();
+  const float* qp = q.ptr<float>();
+  const bool f64 = x.dtype() == DType::F64;
+  std::mutex mu;
+  Acc total;
+  detail::parallel_for(x.numel(), 1 << 16, 0, nullptr, [&](int64_t b, int64_t e) {
+    Acc a;
+    for (int64_t i = b; i < e; ++i) {
+      const double xv = f64 ? x.ptr<double>()[i] : x.ptr<float>()[i];
+      if (!std::isfinite(xv)) {
+        ++a.nonfinite_in;
+        continue;
+      }
+      const double qv = qp[i];
+      if (!std::isfinite(qv)) {
+        ++a.nonfinite_out;
+        continue;
+      }
+      ++a.count;
+      const double d = qv - xv;
+      a.sx2 += xv * xv;
+      a.se2 += d * d;
+      a.se += d;
+      a.maxe = std::max(a.maxe, std::fabs(d));
+      a.zeros_out += (qv == 0 && xv != 0);
+    }
+    std::lock_guard<std::mutex> lock(mu);
+    total.merge(a);
+  });
+  Stats s;
+  s.count = total.count;
+  s.nonfinite_in = total.nonfinite_in;
+  s.nonfinite_out = total.nonfinite_out;
+  s.zeros_out = total.zeros_out;
+  s.clipped = clipped;
+  if (total.count) {
+    s.mse = total.se2 / total.count;
+    s.mean_err = total.se / total.count;
+    s.signal_power = total.sx2 / total.count;
+  }
+  s.max_abs_err = total.maxe;
+  s.snr_db = total.se2 > 0 ? 10.0 * std::log10(total.sx2 / total.se2) : std::numeric_limits<double>::infinity();
+  return s;
+}
+
+std::string stats_line(const Stats& s) {
+  char buf[512];
+  std::snprintf(buf, sizeof buf,
+                "mse %.6g  snr %.3f dB  max_err %.6g  bias %.3g  clipped %lld (%.4f%%)  nonfinite_in %lld  nonfinite_out %lld  n %lld",
+                s.mse, s.snr_db, s.max_abs_err, s.mean_err, static_cast<long long>(s.clipped), s.clipped_pct(),
+                static_cast<long long>(s.nonfinite_in), static_cast<long long>(s.nonfinite_out), static_cast<long long>(s.count));
+  return buf;
+}
+
+Histogram histogram(const float* v, int64_t n, double lo, double hi, int bins, bool log_x) {
+  if (bins <= 0 || !(hi > lo)) throw Error("histogram needs bins > 0 and hi > lo");
+  Histogram h;
+  h.lo = lo;
+  h.hi = hi;
+  h.log_x = log_x;
+  h.counts.assign(static_cast<size_t>(bins), 0);
+  const double scale = bins / (hi - lo);
+  for (int64_t i = 0; i < n; ++i) {
+    double x = v[i];
+    if (!std::isfinite(x)) {
+      ++h.nonfinite;
+      continue;
+    }
+    if (log_x) {
+      if (x == 0) {
+        ++h.zeros;
+        continue;
+      }
+      x = std::log2(std::fabs(x));
+    }
+    if (x < lo) {
+      ++h.below;
+      continue;
+    }
+    if (x > hi) {
+      ++h.above;
+      continue;
+    }
+    int64_t b = static_cast<int64_t>((x - lo) * scale);
+    if (b >= bins) b = bins - 1;  // x == hi lands in the last bin
+    ++h.counts[static_cast<size_t>(b)];
+  }
+  return h;
+}
+
+Histogram error_histogram(const float* x, const float* q, int64_t n, double lo, double hi, int bins) {
+  std::vector<float> err;
+  err.reserve(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i)
+    if (std::isfinite(x[i])) err.push_back(q[i] - x[i]);
+  Histogram h = histogram(err.data(), static_cast<int64_t>(err.size()), lo, hi, bins, false);
+  return h;
+}
+
+ExponentHistogram exponent_histogram(const float* v, int64_t n) {
+  ExponentHistogram h;
+  h.emin = -149;
+  h.emax = 127;
+  h.counts.assign(static_cast<size_t>(h.emax - h.emin + 1), 0);
+  for (int64_t i = 0; i < n; ++i) {
+    const float x = v[i];
+    if (!std::isfinite(x)) {
+      ++h.nonfinite;
+      continue;
+    }
+    if (x == 0) {
+      ++h.zeros;
+      continue;
+    }
+    ++h.counts[static_cast<size_t>(std::ilogb(x) - h.emin)];
+  }
+  // Trim to the occupied range so views need not skip hundreds of empty binades.
+  int lo = 0, hi = static_cast<int>(h.counts.size()) - 1;
+  while (lo < hi && h.counts[lo] == 0) ++lo;
+  while (hi > lo && h.counts[hi] == 0) --hi;
+  h.counts = std::vector<uint64_t>(h.counts.begin() + lo, h.counts.begin() + hi + 1);
+  h.emax = h.emin + hi;
+  h.emin = h.emin + lo;
+  return h;
+}
+
+TileMap tile_map(const Tensor& x_f32, const Tensor& values, const CastResult& result) {
+  CastResult a = result.mode == CastMode::Compress ? unpack(result) : result;
+  if (a.mode != CastMode::Actual || a.dtype.family() != Family::Standard || !a.dtype.scaled() || a.dtype.tensor_scaled())
+    throw Error("a tile map needs an actual or compressed cast of a tile- or channel-scaled datatype");
+  detail::CastPlan p = detail::make_plan(a.shape, a.dtype, a.options);
+  detail::KernelParams kp = cpu::kernel_params(p);
+  if (x_f32.dtype() != DType::F32 || x_f32.numel() != p.numel() || values.numel() != p.numel())
+    throw Error("tile map needs the float32 input and the cast values of the same tensor");
+  auto perm_of = [&](const Tensor& t) -> Tensor {
+    if (!p.permuted) return t;
+    Shape s(t.shape().size());
+    for (size_t i = 0; i < s.size(); ++i) s[i] = t.shape()[p.perm[i]];
+    Tensor o = Tensor::empty(t.dtype(), s);
+    detail::permute(t.data(), o.mutable_data(), dtype_size(t.dtype()), t.shape(), p.perm);
+    return o;
+  };
+  Tensor x = perm_of(x_f32.reshaped(a.shape.empty() ? Shape{1} : a.shape));
+  Tensor q = perm_of(values.reshaped(a.shape.empty() ? Shape{1} : a.shape));
+  Tensor sc = perm_of(a.scale);
+  TileMap m;
+  m.rows = p.B * p.gr;
+  m.cols = p.gc;
+  m.tile_rows = p.tr;
+  m.tile_cols = p.tc;
+  const int64_t g = p.groups();
+  m.scale_code.resize(g);
+  m.scale_value.resize(g);
+  m.absmax.resize(g);
+  m.snr_db.resize(g);
+  const float* xp = x.ptr<float>();
+  const float* qp = q.ptr<float>();
+  if (p.multiscale)
+    kp.tensor_scale = scalar::decode_value(detail::load_code(a.tenscale.data(), p.second_dtype, 0, kp.second), kp.second);
+  detail::parallel_for(g, 256, 0, nullptr, [&](int64_t gb, int64_t ge) {
+    for (int64_t k = gb; k < ge; ++k) {
+      const int64_t per = p.gr * p.gc;
+      const int64_t b = k / per, gi = (k % per) / p.gc, gj = k % p.gc;
+      const uint32_t code = detail::load_code(sc.data(), p.scale_dtype, k, kp.scale);
+      detail::GroupScale gs = detail::scale_from_codes(kp, code, 0);
+      m.scale_code[k] = code;
+      m.scale_value[k] = gs.nan ? std::numeric_limits<float>::quiet_NaN() : static_cast<float>(gs.s);
+      double amax = 0, sx2 = 0, se2 = 0;
+      for (int64_t i = gi * p.tr; i < std::min(p.R, (gi + 1) * p.tr); ++i)
+        for (int64_t j = gj * p.tc; j < std::min(p.C, (gj + 1) * p.tc); ++j) {
+          const int64_t e = b * p.R * p.C + i * p.C + j;
+          if (!std::isfinite(xp[e])) continue;
+          amax = std::max(amax, std::fabs(static_cast<double>(xp[e])));
+          const double d = static_cast<double>(qp[e]) - xp[e];
+          sx2 += static_cast<double>(xp[e]) * xp[e];
+          se2 += d * d;
+        }
+      m.absmax[k] = static_cast<float>(amax);
+      m.snr_db[k] = se2 > 0 ? static_cast<float>(10 * std::log10(sx2 / se2)) : std::numeric_limits<float>::infinity();
+    }
+  });
+  return m;
+}
+
+}  // namespace castscope

@@ -1,0 +1,194 @@
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "castscope/scalar.hpp"
+#include "castscope/tensor.hpp"
+
+namespace castscope {
+
+size_t dtype_size(DType d) {
+  switch (d) {
+    case DType::F64: case DType::U64: case DType::I64: return 8;
+    case DType::F32: case DType::U32: case DType::I32: return 4;
+    case DType::F16: case DType::BF16: case DType::U16: case DType::I16: return 2;
+    case DType::F8E4M3: case DType::F8E5M2: case DType::U8: case DType::I8: case DType::Bool: return 1;
+  }
+  return 1;
+}
+
+const char* dtype_name(DType d) {
+  switch (d) {
+    case DType::F32: return "float32";
+    case DType::F16: return "float16";
+    case DType::BF16: return "bfloat16";
+    case DType::F64: return "float64";
+    case DType::F8E4M3: return "float8_e4m3fn";
+    case DType::F8E5M2: return "float8_e5m2";
+    case DType::U8: return "uint8";
+    case DType::I8: return "int8";
+    case DType::U16: return "uint16";
+    case DType::I16: return "int16";
+    case DType::U32: return "uint32";
+    case DType::I32: return "int32";
+    case DType::U64: return "uint64";
+    case DType::I64: return "int64";
+    case DType::Bool: return "bool";
+  }
+  return "?";
+}
+
+bool dtype_is_float(DType d) {
+  return d == DType::F32 || d == DType::F16 || d == DType::BF16 || d == DType::F64 ||
+         d == DType::F8E4M3 || d == DType::F8E5M2;
+}
+
+int64_t numel(const Shape& s) {
+  int64_t n = 1;
+  for (int64_t d : s) n *= d;
+  return n;
+}
+
+std::string shape_str(const Shape& s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+static void check_shape(const Shape& shape, DType dtype) {
+  __int128 n = 1;
+  for (int64_t d : shape) {
+    if (d < 0) throw Error("tensor shape " + shape_str(shape) + " has a negative dimension");
+    n *= d;
+    if (n > (__int128{1} << 46)) throw Error("tensor shape " + shape_str(shape) + " is too large");
+  }
+  if (n * static_cast<__int128>(dtype_size(dtype)) > (__int128{1} << 47))
+    throw Error("tensor shape " + shape_str(shape) + " is too large");
+}
+
+Tensor Tensor::empty(DType dtype, Shape shape) {
+  check_shape(shape, dtype);
+  Tensor t;
+  t.dtype_ = dtype;
+  t.shape_ = std::move(shape);
+  size_t bytes = t.nbytes();
+  std::shared_ptr<uint8_t[]> buf(new uint8_t[bytes ? bytes : 1]());
+  t.data_ = buf.get();
+  t.owner_ = std::shared_ptr<const void>(buf, buf.get());
+  t.writable_ = true;
+  return t;
+}
+
+Tensor Tensor::borrow(DType dtype, Shape shape, std::shared_ptr<const void> owner, const void* data) {
+  check_shape(shape, dtype);
+  Tensor t;
+  t.dtype_ = dtype;
+  t.shape_ = std::move(shape);
+  t.owner_ = std::move(owner);
+  t.data_ = data;
+  t.writable_ = false;
+  return t;
+}
+
+void* Tensor::mutable_data() {
+  if (!writable_) throw Error("tensor is read-only (borrowed from a file)");
+  return const_cast<void*>(data_);
+}
+
+Tensor Tensor::reshaped(Shape shape) const {
+  if (castscope::numel(shape) != numel())
+    throw Error("cannot reshape " + shape_str(shape_) + " to " + shape_str(shape));
+  Tensor t = *this;
+  t.shape_ = std::move(shape);
+  return t;
+}
+
+Tensor Tensor::clone() const {
+  Tensor t = empty(dtype_, shape_);
+  if (nbytes()) std::memcpy(t.mutable_data(), data_, nbytes());
+  return t;
+}
+
+float half_to_float(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000) << 16;
+  const uint32_t e = (h >> 10) & 0x1F, m = h & 0x3FF;
+  if (e == 0x1F) return scalar::bits_float(sign | 0x7F800000u | (m << 13));
+  if (e == 0) {
+    float v = static_cast<float>(m) * 5.9604644775390625e-08f;  // m * 2^-24
+    return sign ? -v : v;
+  }
+  return scalar::bits_float(sign | ((e + 112) << 23) | (m << 13));
+}
+
+static uint16_t round_float_bits(float f, int keep_mbits, int ebits) {
+  // Round-to-nearest-even narrowing of a float32 to a 1+ebits+keep_mbits format with IEEE rules,
+  // through the shared quantizer so there is one rounding routine.
+  scalar::Format fmt;
+  fmt.kind = scalar::Kind::Float;
+  fmt.infnan = scalar::InfNan::IEEE;
+  fmt.ebits = ebits;
+  fmt.mbits = keep_mbits;
+  fmt.bits = 1 + ebits + keep_mbits;
+  fmt.bias = (1 << (ebits - 1)) - 1;
+  fmt.emax = (1 << ebits) - 2 - fmt.bias;
+  fmt.emin = 1 - fmt.bias;
+  fmt.mgrid = keep_mbits;
+  fmt.qmin = fmt.emin - keep_mbits;
+  fmt.maxr = (uint64_t{2} << keep_mbits) - 1;
+  fmt.maxe = fmt.emax - keep_mbits;
+  fmt.maxbinade = fmt.emax;
+  fmt.has_inf = fmt.has_nan = fmt.has_negzero = true;
+  if (std::isnan(f)) return static_cast<uint16_t>(scalar::nan_code(fmt));
+  scalar::Quantized q;
+  if (std::isinf(f)) {
+    q.inf = true;
+    q.neg = f < 0;
+  } else {
+    q = scalar::quantize(f, fmt, scalar::Round::Even, scalar::Overflow::IEEE, 0);
+  }
+  return static_cast<uint16_t>(scalar::encode(q, fmt));
+}
+
+uint16_t float_to_half(float f) { return round_float_bits(f, 10, 5); }
+float bf16_to_float(uint16_t b) { return scalar::bits_float(static_cast<uint32_t>(b) << 16); }
+uint16_t float_to_bf16(float f) { return round_float_bits(f, 7, 8); }
+
+Tensor Tensor::to_f32() const {
+  Tensor out = empty(DType::F32, shape_);
+  float* o = out.mutable_ptr<float>();
+  const int64_t n = numel();
+  auto fp8 = [](uint8_t c, bool e4m3) {
+    static const scalar::Format f43 = [] {
+      scalar::Format f;
+      f.kind = scalar::Kind::Float; f.infnan = scalar::InfNan::FN; f.ebits = 4; f.mbits = 3; f.bits = 8;
+      f.bias = 7; f.emin = -6; f.qmin = -9; f.mgrid = 3;
+      return f;
+    }();
+    static const scalar::Format f52 = [] {
+      scalar::Format f;
+      f.kind = scalar::Kind::Float; f.infnan = scalar::InfNan::IEEE; f.ebits = 5; f.mbits = 2; f.bits = 8;
+      f.bias = 15; f.emin = -14; f.qmin = -16; f.mgrid = 2;
+      return f;
+    }();
+    return static_cast<float>(scalar::decode_value(c, e4m3 ? f43 : f52));
+  };
+  switch (dtype_) {
+    case DType::F32: std::memcpy(o, data_, nbytes()); break;
+    case DType::F64: for (int64_t i = 0; i < n; ++i) o[i] = static_cast<float>(ptr<double>()[i]); break;
+    case DType::F16: for (int64_t i = 0; i < n; ++i) o[i] = half_to_float(ptr<uint16_t>()[i]); break;
+    case DType::BF16: for (int64_t i = 0; i < n; ++i) o[i] = bf16_to_float(ptr<uint16_t>()[i]); break;
+    case DType::F8E4M3: for (int64_t i = 0; i < n; ++i) o[i] = fp8(ptr<uint8_t>()[i], true); break;
+    case DType::F8E5M2: for (int64_t i = 0; i < n; ++i) o[i] = fp8(ptr<uint8_t>()[i], false); break;
+    case DType::U8: case DType::Bool: for (int64_t i = 0; i < n; ++i) o[i] = ptr<uint8_t>()[i]; break;
+    case DType::I8: for (int64_t i = 0; i < n; ++i) o[i] = ptr<int8_t>()[i]; break;
+    case DType::U16: for (int64_t i = 0; i < n; ++i) o[i] = ptr<uint16_t>()[i]; break;
+    case DType::I16: for (int64_t i = 0; i < n; ++i) o[i] = ptr<int16_t>()[i]; break;
+    case DType::U32: for (int64_t i = 0; i < n; ++i) o[i] = static_cast<float>(ptr<uint32_t>()[i]); break;
+    case DType::I32: for (int64_t i = 0; i < n; ++i) o[i] = static_cast<float>(ptr<int32_t>()[i]); break;
+    case DType::U64: for (int64_t i = 0; i < n; ++i) o[i] = static_cast<float>(ptr<uint64_t>()[i]); break;
+    case DType::I64: for (int64_t i = 0; i < n; ++i) o[i] = static_cast<float>(ptr<int64_t>()[i]); break;
+  }
+  return out;
+}
+
+}  // namespace castscope
