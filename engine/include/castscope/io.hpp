@@ -22,6 +22,37 @@ void save_npy(const std::string& path, const Tensor& t);
 // callback to append data; throwing from it (or a full disk) leaves no file at `path`.
 void write_atomically(const std::string& path, const std::function<void(const std::function<void(const void*, size_t)>&)>& write);
 
+// One entry of a model's table of contents: read from headers only.
+struct TensorInfo {
+  std::string name;
+  std::string dtype;  // as stored: "BF16", "F8_E4M3", "Q4_0", "float32", ...
+  Shape shape;
+  uint64_t nbytes = 0;  // stored size
+  std::string file;     // file that holds it (models may span several files)
+};
+
+// A model (checkpoint) opened from a file, a directory, or a *.safetensors.index.json. Opening
+// and listing read headers only; load() maps the data and converts one tensor to float32.
+class Model {
+ public:
+  virtual ~Model() = default;
+  virtual const std::vector<TensorInfo>& tensors() const = 0;
+  virtual Tensor load(const std::string& name) const = 0;  // float32, the stored shape
+  virtual std::string format() const = 0;                  // "safetensors", "npz", "gguf", ...
+  const std::string& path() const { return path_; }
+  const TensorInfo* find(const std::string& name) const {
+    for (const TensorInfo& t : tensors())
+      if (t.name == name) return &t;
+    return nullptr;
+  }
+
+ protected:
+  std::string path_;
+};
+
+// Picks the reader from the file's contents / extension. Throws Error naming the file.
+std::unique_ptr<Model> open_model(const std::string& path);
+
 // safetensors dtype names ("F32", "BF16", "F8_E4M3", "U8", "BOOL", ...).
 const char* safetensors_dtype(DType d);
 DType parse_safetensors_dtype(const std::string& s);  // throws Error for unknown names

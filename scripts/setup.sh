@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs everything CastScope needs to build and test on Debian 12 (run as root or with sudo).
+set -euo pipefail
+SUDO=""
+if [ "$(id -u)" != "0" ]; then SUDO="sudo"; fi
+export DEBIAN_FRONTEND=noninteractive
+PACKAGES=(
+  build-essential cmake ninja-build pkg-config git clang
+  libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev nlohmann-json3-dev
+  zlib1g-dev libzip-dev libonnx-dev libprotobuf-dev protobuf-compiler
+  libimgui-dev libglfw3-dev libstb-dev libgl-dev libgl1-mesa-dri libglx-mesa0
+  xvfb xauth python3 python3-pip
+)
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+# The interop test decodes CastScope's exports with numpy + safetensors, independently of C++.
+python3 -c "import numpy, safetensors" 2>/dev/null || python3 -m pip install -q numpy safetensors
+# nvcc ships with the CUDA toolkit under /usr/local/cuda when it is installed.
+if [ -x /usr/local/cuda/bin/nvcc ] && ! command -v nvcc >/dev/null; then
+  echo "note: add /usr/local/cuda/bin to PATH to build the CUDA backend"
+fi
