@@ -1,0 +1,191 @@
+// Writing checkpoints: a general safetensors writer (in memory or streamed tensor by tensor),
+// per-layer export plans, and the exporters of docs/export-formats.md (CastScope packed, gpt-oss
+// MXFP4, compressed-tensors, GGUF). Every exporter writes a temporary file, reads it back and
+// verifies it, and only then renames it into place; a failure or a cancel leaves no file at the
+// target and whatever was there before untouched.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <regex>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "castscope/cast.hpp"
+#include "castscope/io.hpp"
+#include "castscope/tensor.hpp"
+
+namespace castscope {
+
+// A plain safetensors file (tensors in the given order, 8-byte aligned header). Atomic.
+void save_safetensors(const std::string& path,
+                      const std::vector<std::pair<std::string, Tensor>>& tensors,
+                      const std::map<std::string, std::string>& metadata,
+                      JobControl* job = nullptr);
+
+// Streams tensors into a safetensors file with bounded memory: each add() appends the tensor's
+// bytes to an anonymous spill file beside the target, finish() writes header + data through
+// io::write_atomically, re-reads the result and checks every tensor's header entry and CRC-32,
+// then renames it into place. Destroying an unfinished writer leaves nothing behind.
+class SafetensorsStreamWriter {
+ public:
+  explicit SafetensorsStreamWriter(std::string path);
+  ~SafetensorsStreamWriter();
+  SafetensorsStreamWriter(const SafetensorsStreamWriter&) = delete;
+  SafetensorsStreamWriter& operator=(const SafetensorsStreamWriter&) = delete;
+
+  void add(const std::string& name, const Tensor& t);
+  bool contains(const std::string& name) const;
+  uint64_t data_bytes() const { return offset_; }
+  void finish(const std::map<std::string, std::string>& metadata, JobControl* job = nullptr);
+
+ private:
+  struct Entry {
+    std::string name;
+    DType dtype;
+    Shape shape;
+    uint64_t begin, end;
+    uint32_t crc;
+  };
+  std::string path_;
+  int spill_fd_ = -1;
+  uint64_t offset_ = 0;
+  std::vector<Entry> entries_;
+  std::map<std::string, size_t> index_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Per-layer plans (docs/export-formats.md, "Plan files").
+
+struct PlanRule {
+  std::string pattern;  // glob (whole name), or "re:REGEX" (searched anywhere in the name)
+  std::string dtype;    // datatype string, or "keep"
+  int rank = -1;        // only tensors of this rank (-1: any)
+  // Filled by the loader.
+  std::optional<DataType> target;  // empty: keep
+  std::shared_ptr<std::regex> re;
+};
+
+struct ExportPlan {
+  std::string source = "<plan>";          // file name, for messages
+  std::optional<DataType> default_dtype;  // empty: keep
+  std::string default_text = "keep";
+  std::vector<PlanRule> rules;
+
+  // The datatype a tensor is cast to; empty: kept as stored. Non-float tensors are always kept.
+  // The first matching rule wins; unmatched tensors get the default.
+  std::optional<DataType> dtype_for(const io::TensorInfo& info) const;
+  // Index of the rule that matches (-1: none).
+  int match(const std::string& name, int rank) const;
+};
+
+// Parse plan JSON text; `source` names the file in every error message.
+ExportPlan parse_plan(const std::string& json_text, const std::string& source = "<plan>");
+ExportPlan load_plan(const std::string& path);
+std::string plan_to_json(const ExportPlan& plan);  // pretty-printed; parse_plan gives it back
+void save_plan(const std::string& path, const ExportPlan& plan);
+// The --dtype shortcut: every float 2-D tensor to `dtype`, everything else kept.
+ExportPlan plan_for_dtype(const std::string& dtype);
+// Glob match of the whole name: '*' any run of characters (dots included), '?' one character,
+// [abc] / [a-z] / [!a] character classes.
+bool glob_match(std::string_view pattern, std::string_view name);
+
+// ---------------------------------------------------------------------------------------------
+// Exporters.
+
+enum class Layout { Native, GptOss, CompressedTensors, GGUF };
+Layout parse_layout(std::string_view s);  // native | gpt-oss | compressed-tensors | gguf
+const char* to_string(Layout l);
+
+struct ExportOptions {
+  Layout layout = Layout::Native;
+  CastOptions cast;  // round, scale mode, seed, device, threads (mode and job are set per tensor)
+  // compressed-tensors: where config.json goes ("" = beside the output file). An existing
+  // config.json is kept and gains / replaces its "quantization_config".
+  std::string config_path;
+  std::map<std::string, std::string> metadata;  // extra __metadata__ / GGUF string keys
+};
+
+struct ExportedTensor {
+  std::string name;
+  std::string dtype;  // datatype string, or "keep:<stored dtype>"
+  Shape shape;
+  uint64_t bytes_in = 0;   // stored size in the source
+  uint64_t bytes_out = 0;  // bytes written for it (all parts)
+};
+
+struct ExportReport {
+  std::vector<ExportedTensor> tensors;
+  uint64_t bytes_in = 0, bytes_out = 0;
+  std::vector<std::string> files;  // files written (output, config.json)
+};
+
+// Streams `model` tensor by tensor into `out` with the plan's datatypes: at most one source
+// tensor and its cast are in memory at a time. Throws Error (naming tensor and file) for a plan
+// the layout cannot express, Cancelled when job->cancel is set.
+ExportReport export_model(const io::Model& model, const std::string& out, const ExportPlan& plan,
+                          const ExportOptions& options, JobControl* job = nullptr);
+
+// In-memory CastScope packed export: io::save_packed, then io::load_packed to verify that every
+// tensor reads back with identical codes and scaling tensors.
+void export_packed(const std::string& path, const std::vector<io::PackedTensor>& tensors,
+                   const std::vector<std::pair<std::string, std::string>>& extra_metadata = {});
+
+// A Model over tensors held in memory (tests, the GUI's current tensors, single .npy files).
+class MemoryModel : public io::Model {
+ public:
+  explicit MemoryModel(std::string path = "<memory>") { path_ = std::move(path); }
+  void add(const std::string& name, const Tensor& t);
+  const std::vector<io::TensorInfo>& tensors() const override { return infos_; }
+  Tensor load(const std::string& name) const override;
+  std::string format() const override { return "memory"; }
+
+ private:
+  std::vector<io::TensorInfo> infos_;
+  std::map<std::string, Tensor> data_;
+};
+
+namespace exportdetail {
+// Shared by the exporters (export_*.cpp).
+DType stored_dtype(const io::TensorInfo& info);  // F32 when the stored type has no DType
+// float32 values back to a storage dtype (exact for values that came from it).
+Tensor to_storage(const Tensor& f32, DType d);
+uint32_t crc32_of(const void* data, size_t n, uint32_t crc = 0);
+// write_atomically to a staged name, verify(staged) and rename it to path; unlinks the staged
+// file on any failure.
+void commit_verified(
+    const std::string& path,
+    const std::function<void(const std::function<void(const void*, size_t)>&)>& write,
+    const std::function<void(const std::string&)>& verify);
+// Progress of one cast mapped onto [base, base + width] of the outer job, cancel forwarded.
+struct SubJob {
+  JobControl inner;
+  SubJob(JobControl* outer, double base, double width);
+};
+// Loads each tensor of the model in turn (with its plan datatype) and hands it to fn with a
+// sub-job for its cast; errors are re-thrown naming the tensor and the model file.
+using TensorFn = std::function<void(const io::TensorInfo&, const std::optional<DataType>&,
+                                    const Tensor&, JobControl*)>;
+void for_each_tensor(const io::Model& model, const ExportPlan& plan, JobControl* job,
+                     const TensorFn& fn);
+// Cast options for one tensor of an export.
+CastOptions cast_options(const ExportOptions& o, CastMode mode, JobControl* sub);
+bool is_mxfp4(const DataType& d);  // e2m1[fnuz] + e8m0 scale per 32, no extras
+bool axis_is_last(const CastOptions& o, const Shape& s);
+Tensor pack_e2m1(const Tensor& codes, bool fnuz);  // two codes per byte, element 2i low
+ExportReport export_native(const io::Model&, const std::string&, const ExportPlan&,
+                           const ExportOptions&, JobControl*);
+ExportReport export_gpt_oss(const io::Model&, const std::string&, const ExportPlan&,
+                            const ExportOptions&, JobControl*);
+ExportReport export_compressed_tensors(const io::Model&, const std::string&, const ExportPlan&,
+                                       const ExportOptions&, JobControl*);
+ExportReport export_gguf(const io::Model&, const std::string&, const ExportPlan&,
+                         const ExportOptions&, JobControl*);
+}  // namespace exportdetail
+
+}  // namespace castscope

@@ -1,0 +1,228 @@
+// compressed-tensors checkpoints (the format of llm-compressor, loaded by vLLM): float-quantized
+// FP8, nvfp4-pack-quantized and mxfp4-pack-quantized weights, plus the quantization_config that
+// the library reads from config.json.
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+#include "castscope/export.hpp"
+
+namespace castscope {
+namespace exportdetail {
+namespace {
+
+using nlohmann::json;
+
+enum class CtKind { FP8, NVFP4, MXFP4 };
+
+struct CtScheme {
+  CtKind kind;
+  std::string format;  // compressed-tensors CompressionFormat value
+  json weights;        // QuantizationArgs
+};
+
+bool is_e2m1(const NumberSpec& n) {
+  return n.is_float() && n.ebits() == 2 && n.mbits() == 1 && n.bias() == 1;
+}
+
+std::optional<CtScheme> scheme_of(const DataType& d) {
+  if (d.family() != Family::Standard || !d.scaled()) return std::nullopt;
+  const ScaleSpec& s = *d.scale();
+  for (const TileSpec& t : s.tiles)
+    if (t.sub || t.sparse()) return std::nullopt;
+  json w = {{"num_bits", 8},
+            {"type", "float"},
+            {"symmetric", true},
+            {"dynamic", false},
+            {"actorder", nullptr},
+            {"observer", "minmax"},
+            {"observer_kwargs", json::object()},
+            {"group_size", nullptr},
+            {"block_structure", nullptr}};
+  if (d.number().name() == "e4m3fn" && s.scale.name() == "float32" && !s.second) {
+    if (s.tiles.empty())
+      w["strategy"] = "tensor";
+    else if (s.tiles.size() == 1 && s.tiles[0].channel())
+      w["strategy"] = "channel";
+    else if (s.tiles.size() == 1) {
+      w["strategy"] = "group";
+      w["group_size"] = s.tiles[0].size;
+    } else if (s.tiles.size() == 2 && !s.tiles[0].channel() && !s.tiles[1].channel()) {
+      w["strategy"] = "block";
+      w["block_structure"] = {s.tiles[0].size, s.tiles[1].size};
+    } else {
+      return std::nullopt;
+    }
+    return CtScheme{CtKind::FP8, "float-quantized", w};
+  }
+  if (!is_e2m1(d.number()) || s.tiles.size() != 1) return std::nullopt;
+  w["num_bits"] = 4;
+  if (s.scale.name() == "e4m3fn" && s.second && s.second->name() == "float32" &&
+      s.tiles[0].size == 16) {
+    w["strategy"] = "tensor_group";
+    w["group_size"] = 16;
+    w["scale_dtype"] = "torch.float8_e4m3fn";
+    return CtScheme{CtKind::NVFP4, "nvfp4-pack-quantized", w};
+  }
+  if (is_mxfp4(d)) {
+    w["strategy"] = "group";
+    w["group_size"] = 32;
+    w["scale_dtype"] = "torch.uint8";
+    return CtScheme{CtKind::MXFP4, "mxfp4-pack-quantized", w};
+  }
+  return std::nullopt;
+}
+
+std::string hex_f32(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  char b[16];
+  std::snprintf(b, sizeof b, "0x%08x", u);
+  return b;
+}
+
+std::string dir_of(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
+}
+
+}  // namespace
+
+ExportReport export_compressed_tensors(const io::Model& model, const std::string& out,
+                                       const ExportPlan& plan, const ExportOptions& opt,
+                                       JobControl* job) {
+  ExportReport rep;
+  const std::string config_path =
+      opt.config_path.empty() ? dir_of(out) + "/config.json" : opt.config_path;
+  // Read an existing config.json first so that a malformed one fails before any work is done.
+  json config = json::object();
+  {
+    std::ifstream f(config_path, std::ios::binary);
+    if (f) {
+      std::ostringstream ss;
+      ss << f.rdbuf();
+      try {
+        config = json::parse(ss.str());
+      } catch (const json::exception& e) {
+        throw Error("'" + config_path + "': existing config.json is not valid JSON (" + e.what() +
+                    ")");
+      }
+      if (!config.is_object())
+        throw Error("'" + config_path + "': existing config.json is not a JSON object");
+    }
+  }
+  SafetensorsStreamWriter w(out);
+  std::map<std::string, std::string> meta = opt.metadata;
+  meta["format"] = "pt";
+  meta["castscope.layout"] = "compressed-tensors";
+  // Scheme (format + weights args) -> module names, in first-seen order.
+  std::vector<std::pair<CtScheme, std::set<std::string>>> groups;
+  for_each_tensor(
+      model, plan, job,
+      [&](const io::TensorInfo& info, const std::optional<DataType>& d, const Tensor& x,
+          JobControl* sub) {
+        ExportedTensor et{info.name, "", info.shape, info.nbytes, 0};
+        if (!d) {
+          const DType sd = stored_dtype(info);
+          et.dtype = std::string("keep:") + dtype_name(sd);
+          Tensor t = to_storage(x, sd);
+          w.add(info.name, t);
+          et.bytes_out = t.nbytes();
+          rep.tensors.push_back(et);
+          return;
+        }
+        const std::optional<CtScheme> sc = scheme_of(*d);
+        if (!sc)
+          throw Error(
+              "the compressed-tensors layout holds FP8 (e4m3fn_float32 per tensor / channel / "
+              "group / block), "
+              "nvfp4 and mxfp4e2; the plan maps it to " +
+              d->str());
+        if (x.rank() < 1 || !axis_is_last(opt.cast, x.shape()))
+          throw Error("compressed-tensors scales run along the last axis; cast axis " +
+                      std::to_string(opt.cast.axis) + " does not fit shape " +
+                      shape_str(x.shape()));
+        const bool dot_weight =
+            info.name.size() > 7 && info.name.compare(info.name.size() - 7, 7, ".weight") == 0;
+        const std::string module =
+            dot_weight ? info.name.substr(0, info.name.size() - 7) : info.name;
+        const std::string base = dot_weight ? info.name : info.name + ".weight";
+        const CastResult r = cast(x, *d, cast_options(opt, CastMode::Actual, sub));
+        std::vector<std::pair<std::string, Tensor>> parts;
+        if (sc->kind == CtKind::FP8) {
+          parts = {{base, r.codes}, {base + "_scale", r.scale}};
+        } else {
+          const int64_t g = sc->kind == CtKind::NVFP4 ? 16 : 32;
+          if (x.shape().back() % g != 0)
+            throw Error(sc->format + " needs the last axis to be a multiple of " +
+                        std::to_string(g) + " (shape " + shape_str(x.shape()) + ")");
+          parts = {{base + "_packed", pack_e2m1(r.codes, d->number().infnan() == InfNan::FNUZ)},
+                   {base + "_scale", r.scale}};
+          if (sc->kind == CtKind::NVFP4) {
+            // compressed-tensors divides by a global scale (448 * 6 / amax): the reciprocal of
+            // CastScope's tensor scale t. t itself goes into __metadata__ for exact decoding.
+            const float t = r.tenscale.ptr<float>()[0];
+            Tensor gs = Tensor::empty(DType::F32, {1});
+            gs.mutable_ptr<float>()[0] = 1.0f / t;
+            parts.push_back({base + "_global_scale", gs});
+            meta["castscope." + info.name + ".tensor_scale"] = hex_f32(t);
+          }
+        }
+        for (const auto& [k, t] : parts) {
+          w.add(k, t);
+          et.bytes_out += t.nbytes();
+        }
+        meta["castscope." + info.name + ".dtype"] = d->str();
+        et.dtype = d->str();
+        rep.tensors.push_back(et);
+        auto it = std::find_if(groups.begin(), groups.end(), [&](const auto& gp) {
+          return gp.first.format == sc->format && gp.first.weights == sc->weights;
+        });
+        if (it == groups.end())
+          groups.push_back({*sc, {module}});
+        else
+          it->second.insert(module);
+      });
+  json qc = json::object();
+  qc["quant_method"] = "compressed-tensors";
+  qc["quantization_status"] = "compressed";
+  std::set<std::string> formats;
+  json cg = json::object();
+  for (size_t i = 0; i < groups.size(); ++i) {
+    formats.insert(groups[i].first.format);
+    cg["group_" + std::to_string(i)] = {{"targets", json(groups[i].second)},
+                                        {"weights", groups[i].first.weights},
+                                        {"input_activations", nullptr},
+                                        {"output_activations", nullptr},
+                                        {"format", groups[i].first.format}};
+  }
+  qc["config_groups"] = cg;
+  qc["format"] =
+      formats.size() == 1 ? *formats.begin() : (formats.empty() ? "dense" : "mixed-precision");
+  qc["ignore"] = json::array();
+  qc["kv_cache_scheme"] = nullptr;
+  qc["sparsity_config"] = json::object();
+  qc["global_compression_ratio"] = nullptr;
+  config["quantization_config"] = qc;
+  const std::string text = config.dump(2) + "\n";
+  if (job) job->check();
+  w.finish(meta, job);
+  rep.files.push_back(out);
+  commit_verified(
+      config_path, [&](const auto& put) { put(text.data(), text.size()); },
+      [&](const std::string& staged) {
+        std::ifstream f(staged, std::ios::binary);
+        std::ostringstream ss;
+        ss << f.rdbuf();
+        if (ss.str() != text)
+          throw Error("verifying '" + config_path + "': content read back differs");
+      });
+  rep.files.push_back(config_path);
+  return rep;
+}
+
+}  // namespace exportdetail
+}  // namespace castscope

@@ -1,0 +1,307 @@
+// GGUF (ggml / llama.cpp) version 3: F32 / F16 / BF16 tensors, Q8_0 blocks (fp16 scale + 32
+// int8) and MXFP4 blocks (E8M0 exponent + 16 bytes; byte j holds element j in its low nibble and
+// element j + 16 in its high nibble, ggml's order). Tensor data is aligned to 32 bytes.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "castscope/export.hpp"
+
+namespace castscope {
+namespace exportdetail {
+namespace {
+
+constexpr uint32_t kAlign = 32;
+enum GgmlType : uint32_t {
+  F32 = 0,
+  F16 = 1,
+  Q8_0 = 8,
+  I8 = 24,
+  I16 = 25,
+  I32 = 26,
+  I64 = 27,
+  F64 = 28,
+  BF16 = 30,
+  MXFP4 = 39
+};
+
+const char* type_name(uint32_t t) {
+  switch (t) {
+    case F32:
+      return "F32";
+    case F16:
+      return "F16";
+    case Q8_0:
+      return "Q8_0";
+    case BF16:
+      return "BF16";
+    case MXFP4:
+      return "MXFP4";
+    case I8:
+      return "I8";
+    case I16:
+      return "I16";
+    case I32:
+      return "I32";
+    case I64:
+      return "I64";
+    case F64:
+      return "F64";
+  }
+  return "?";
+}
+
+bool is_q8_0(const DataType& d) {
+  if (d.family() != Family::Standard || !d.scaled() || d.number().name() != "int8") return false;
+  const ScaleSpec& s = *d.scale();
+  return s.scale.name() == "float16" && !s.second && s.tiles.size() == 1 && s.tiles[0].size == 32 &&
+         !s.tiles[0].sub && !s.tiles[0].sparse();
+}
+
+struct Planned {
+  const io::TensorInfo* info;
+  std::optional<DataType> dtype;
+  uint32_t type;
+  uint64_t offset, size;
+  uint32_t crc = 0;
+};
+
+uint64_t type_size(uint32_t type, int64_t n) {
+  switch (type) {
+    case F16:
+    case BF16:
+    case I16:
+      return 2 * static_cast<uint64_t>(n);
+    case Q8_0:
+      return static_cast<uint64_t>(n) / 32 * 34;
+    case MXFP4:
+      return static_cast<uint64_t>(n) / 32 * 17;
+    case I8:
+      return static_cast<uint64_t>(n);
+    case I64:
+    case F64:
+      return 8 * static_cast<uint64_t>(n);
+    default:
+      return 4 * static_cast<uint64_t>(n);
+  }
+}
+
+uint32_t choose_type(const io::TensorInfo& info, const std::optional<DataType>& d,
+                     const CastOptions& co) {
+  if (!d) {
+    switch (stored_dtype(info)) {
+      case DType::F16:
+        return F16;
+      case DType::BF16:
+        return BF16;
+      case DType::F64:
+        return F64;
+      case DType::I8:
+        return I8;
+      case DType::I16:
+        return I16;
+      case DType::I32:
+        return I32;
+      case DType::I64:
+        return I64;
+      default:
+        return F32;
+    }
+  }
+  const std::string s = d->str();
+  if (s == "float16") return F16;
+  if (s == "bfloat16") return BF16;
+  if (s == "float32") return F32;
+  const bool q8 = is_q8_0(*d), mx = is_mxfp4(*d);
+  if (!q8 && !mx)
+    throw Error(
+        "the gguf layout holds float16, bfloat16, float32, int8_float16_t32 (Q8_0) and mxfp4e2 "
+        "(MXFP4); the plan maps it to " +
+        s);
+  if (info.shape.empty() || info.shape.back() % 32 != 0 || !axis_is_last(co, info.shape))
+    throw Error(std::string(q8 ? "Q8_0" : "MXFP4") +
+                " needs 32-element blocks along the last axis; shape " + shape_str(info.shape) +
+                " does not tile");
+  return q8 ? Q8_0 : MXFP4;
+}
+
+class Buf {
+ public:
+  void u32(uint32_t v) { raw(&v, 4); }
+  void u64(uint64_t v) { raw(&v, 8); }
+  void str(const std::string& s) {
+    u64(s.size());
+    raw(s.data(), s.size());
+  }
+  void kv_str(const std::string& k, const std::string& v) {
+    str(k);
+    u32(8);  // GGUF_TYPE_STRING
+    str(v);
+  }
+  void kv_u32(const std::string& k, uint32_t v) {
+    str(k);
+    u32(4);  // GGUF_TYPE_UINT32
+    u32(v);
+  }
+  void raw(const void* p, size_t n) {
+    b.insert(b.end(), static_cast<const char*>(p), static_cast<const char*>(p) + n);
+  }
+  std::vector<char> b;
+};
+
+Tensor encode(const Planned& p, const Tensor& x, const ExportOptions& opt, JobControl* sub) {
+  if (!p.dtype) {
+    const DType sd = p.type == F16    ? DType::F16
+                     : p.type == BF16 ? DType::BF16
+                     : p.type == F64  ? DType::F64
+                     : p.type == I8   ? DType::I8
+                     : p.type == I16  ? DType::I16
+                     : p.type == I32  ? DType::I32
+                     : p.type == I64  ? DType::I64
+                                      : DType::F32;
+    return to_storage(x, sd);
+  }
+  const CastResult r = cast(x, *p.dtype, cast_options(opt, CastMode::Actual, sub));
+  if (p.type == F16 || p.type == BF16 || p.type == F32) return r.codes;
+  const int64_t blocks = x.numel() / 32;
+  Tensor out = Tensor::empty(DType::U8, {static_cast<int64_t>(p.size)});
+  uint8_t* o = out.mutable_ptr<uint8_t>();
+  const uint8_t* c = static_cast<const uint8_t*>(r.codes.data());
+  const uint8_t* s = static_cast<const uint8_t*>(r.scale.data());
+  const bool fnuz = p.dtype->number().infnan() == InfNan::FNUZ;
+  for (int64_t b = 0; b < blocks; ++b) {
+    if (p.type == Q8_0) {
+      std::memcpy(o + b * 34, s + 2 * b, 2);  // fp16 scale code
+      std::memcpy(o + b * 34 + 2, c + 32 * b, 32);
+    } else {
+      uint8_t* blk = o + b * 17;
+      blk[0] = s[b];
+      for (int j = 0; j < 16; ++j) {
+        const uint8_t lo = c[32 * b + j] & 0xF, hi = c[32 * b + 16 + j] & 0xF;
+        if (fnuz && (lo == 0x8 || hi == 0x8))
+          throw Error("an e2m1fnuz NaN code cannot be stored as OCP E2M1");
+        blk[1 + j] = static_cast<uint8_t>(lo | (hi << 4));
+      }
+    }
+  }
+  return out;
+}
+
+void verify_gguf(const std::string& path, const std::vector<char>& header,
+                 const std::vector<Planned>& plan, uint64_t data_start, JobControl* job) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw Error("verifying '" + path + "': cannot open: " + std::strerror(errno));
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  auto read_at = [&](void* dst, size_t n, uint64_t off) {
+    char* q = static_cast<char*>(dst);
+    while (n > 0) {
+      const ssize_t r = ::pread(fd, q, n, static_cast<off_t>(off));
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0)
+        throw Error("verifying '" + path + "': short read at offset " + std::to_string(off));
+      q += r;
+      n -= static_cast<size_t>(r);
+      off += static_cast<uint64_t>(r);
+    }
+  };
+  std::vector<char> h(header.size());
+  read_at(h.data(), h.size(), 0);
+  if (h != header) throw Error("verifying '" + path + "': header read back differs");
+  std::vector<char> buf(8u << 20);
+  for (const Planned& p : plan) {
+    if (job) job->check();
+    uint32_t crc = 0;
+    for (uint64_t off = 0; off < p.size;) {
+      const size_t n = static_cast<size_t>(std::min<uint64_t>(buf.size(), p.size - off));
+      read_at(buf.data(), n, data_start + p.offset + off);
+      crc = crc32_of(buf.data(), n, crc);
+      off += n;
+    }
+    if (crc != p.crc)
+      throw Error("verifying '" + path + "': tensor '" + p.info->name +
+                  "' data read back differs (CRC-32)");
+  }
+}
+
+}  // namespace
+
+ExportReport export_gguf(const io::Model& model, const std::string& out, const ExportPlan& plan,
+                         const ExportOptions& opt, JobControl* job) {
+  // Every tensor's GGUF type and size follow from the plan and its shape, so the header is
+  // complete before any tensor is loaded.
+  std::vector<Planned> planned;
+  uint64_t off = 0;
+  for (const io::TensorInfo& info : model.tensors()) {
+    try {
+      if (info.name.size() >= 64) throw Error("GGUF tensor names are limited to 63 bytes");
+      Planned p{&info, plan.dtype_for(info), 0, 0, 0};
+      p.type = choose_type(info, p.dtype, opt.cast);
+      p.offset = off;
+      p.size = type_size(p.type, numel(info.shape));
+      off += (p.size + kAlign - 1) / kAlign * kAlign;
+      planned.push_back(p);
+    } catch (const Error& e) {
+      throw Error("tensor '" + info.name + "' of '" + model.path() + "': " + e.what());
+    }
+  }
+  Buf h;
+  h.raw("GGUF", 4);
+  h.u32(3);
+  h.u64(planned.size());
+  std::vector<std::pair<std::string, std::string>> kv = {{"general.name", "castscope export"},
+                                                         {"castscope.version", "1"},
+                                                         {"castscope.source", model.path()}};
+  for (const auto& [k, v] : opt.metadata) kv.push_back({k, v});
+  for (const Planned& p : planned)
+    if (p.dtype) kv.push_back({"castscope.dtype." + p.info->name, p.dtype->str()});
+  h.u64(kv.size() + 1);
+  h.kv_u32("general.alignment", kAlign);
+  for (const auto& [k, v] : kv) h.kv_str(k, v);
+  for (const Planned& p : planned) {
+    h.str(p.info->name);
+    h.u32(static_cast<uint32_t>(p.info->shape.size()));
+    for (auto it = p.info->shape.rbegin(); it != p.info->shape.rend(); ++it)
+      h.u64(static_cast<uint64_t>(*it));
+    h.u32(p.type);
+    h.u64(p.offset);
+  }
+  while (h.b.size() % kAlign) h.b.push_back(0);
+  const uint64_t data_start = h.b.size();
+  ExportReport rep;
+  ExportPlan fixed = plan;  // types were decided above; the loop below follows `planned`
+  commit_verified(
+      out,
+      [&](const auto& put) {
+        put(h.b.data(), h.b.size());
+        size_t i = 0;
+        const char zeros[kAlign] = {};
+        for_each_tensor(
+            model, fixed, job,
+            [&](const io::TensorInfo& info, const std::optional<DataType>&, const Tensor& x,
+                JobControl* sub) {
+              Planned& p = planned[i++];
+              const Tensor t = encode(p, x, opt, sub);
+              if (t.nbytes() != p.size)
+                throw Error("encoded size " + std::to_string(t.nbytes()) +
+                            " differs from the planned " + std::to_string(p.size));
+              p.crc = crc32_of(t.data(), t.nbytes());
+              put(t.data(), t.nbytes());
+              const uint64_t pad = (kAlign - p.size % kAlign) % kAlign;
+              if (pad) put(zeros, pad);
+              rep.tensors.push_back(
+                  {info.name, p.dtype ? p.dtype->str() : std::string("keep:") + type_name(p.type),
+                   info.shape, info.nbytes, p.size});
+            });
+      },
+      [&](const std::string& staged) { verify_gguf(staged, h.b, planned, data_start, job); });
+  rep.files.push_back(out);
+  return rep;
+}
+
+}  // namespace exportdetail
+}  // namespace castscope

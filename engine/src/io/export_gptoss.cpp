@@ -1,0 +1,101 @@
+// gpt-oss MXFP4 checkpoints (OpenAI gpt-oss reference implementation): NAME.blocks uint8
+// [..., G, 16] holding 32 E2M1 codes per block, element 2i in the low nibble, and NAME.scales
+// uint8 [..., G] holding the E8M0 block exponents (bias 127).
+#include "castscope/export.hpp"
+
+namespace castscope {
+namespace exportdetail {
+namespace {
+
+bool is_e2m1(const NumberSpec& n) {
+  return n.is_float() && n.ebits() == 2 && n.mbits() == 1 && n.bias() == 1;
+}
+
+}  // namespace
+
+// e2m1[fnuz] data with one e8m0 scale per 32 values along the last axis.
+bool is_mxfp4(const DataType& d) {
+  if (d.family() != Family::Standard || !d.scaled() || !is_e2m1(d.number())) return false;
+  const ScaleSpec& s = *d.scale();
+  return s.scale.is_exponent() && s.scale.bits() == 8 && !s.second && s.tiles.size() == 1 &&
+         s.tiles[0].size == 32 && s.tiles[0].sub == 0 && !s.tiles[0].sparse();
+}
+
+bool axis_is_last(const CastOptions& o, const Shape& s) {
+  const int r = static_cast<int>(s.size());
+  return o.axis == -1 || o.axis == r - 1;
+}
+
+// Unpacked e2m1 codes (one per byte) to two per byte along the last axis, element 2i low.
+// e2m1fnuz codes never hold 0x8 (its NaN; scaled casts put NaN in the scale), so every nibble
+// written is a valid OCP E2M1 code with the same value.
+Tensor pack_e2m1(const Tensor& codes, bool fnuz) {
+  const Shape& s = codes.shape();
+  const int64_t last = s.back();
+  if (last % 2)
+    throw Error("the last axis (" + std::to_string(last) +
+                ") must be even to pack two FP4 codes per byte");
+  Shape o = s;
+  o.back() = last / 2;
+  Tensor out = Tensor::empty(DType::U8, o);
+  const uint8_t* in = codes.ptr<uint8_t>();
+  uint8_t* dst = out.mutable_ptr<uint8_t>();
+  const int64_t n = out.numel();
+  for (int64_t i = 0; i < n; ++i) {
+    const uint8_t lo = in[2 * i] & 0xF, hi = in[2 * i + 1] & 0xF;
+    if (fnuz && (lo == 0x8 || hi == 0x8))
+      throw Error("an e2m1fnuz NaN code cannot be stored as OCP E2M1");
+    dst[i] = static_cast<uint8_t>(lo | (hi << 4));
+  }
+  return out;
+}
+
+ExportReport export_gpt_oss(const io::Model& model, const std::string& out, const ExportPlan& plan,
+                            const ExportOptions& opt, JobControl* job) {
+  ExportReport rep;
+  SafetensorsStreamWriter w(out);
+  std::map<std::string, std::string> meta = opt.metadata;
+  meta["format"] = "pt";
+  meta["castscope.layout"] = "gpt-oss";
+  for_each_tensor(
+      model, plan, job,
+      [&](const io::TensorInfo& info, const std::optional<DataType>& d, const Tensor& x,
+          JobControl* sub) {
+        ExportedTensor et{info.name, "", info.shape, info.nbytes, 0};
+        if (!d) {
+          const DType sd = stored_dtype(info);
+          et.dtype = std::string("keep:") + dtype_name(sd);
+          Tensor t = to_storage(x, sd);
+          w.add(info.name, t);
+          et.bytes_out = t.nbytes();
+          rep.tensors.push_back(et);
+          return;
+        }
+        if (!is_mxfp4(*d))
+          throw Error(
+              "the gpt-oss layout stores MXFP4 (mxfp4e2, e2m1_e8m0_t32) only; the plan maps it "
+              "to " +
+              d->str());
+        if (x.rank() < 1 || x.shape().back() % 32 != 0 || !axis_is_last(opt.cast, x.shape()))
+          throw Error("gpt-oss MXFP4 needs 32-element blocks along the last axis; shape " +
+                      shape_str(x.shape()) + " does not tile");
+        const CastResult r = cast(x, *d, cast_options(opt, CastMode::Actual, sub));
+        Tensor blocks = pack_e2m1(r.codes, d->number().infnan() == InfNan::FNUZ);
+        Shape bs = x.shape();
+        bs.back() /= 32;
+        bs.push_back(16);
+        blocks = blocks.reshaped(bs);
+        w.add(info.name + ".blocks", blocks);
+        w.add(info.name + ".scales", r.scale);
+        meta["castscope." + info.name + ".dtype"] = d->str();
+        et.dtype = d->str();
+        et.bytes_out = blocks.nbytes() + r.scale.nbytes();
+        rep.tensors.push_back(et);
+      });
+  w.finish(meta, job);
+  rep.files.push_back(out);
+  return rep;
+}
+
+}  // namespace exportdetail
+}  // namespace castscope

@@ -1,0 +1,140 @@
+// CastScope packed safetensors, streamed: the same keys and __metadata__ as io::save_packed
+// (docs/export-formats.md), written one tensor at a time.
+#include <nlohmann/json.hpp>
+
+#include "castscope/export.hpp"
+
+namespace castscope {
+namespace exportdetail {
+namespace {
+
+struct Part {
+  const char* suffix;
+  Tensor CastResult::*member;
+};
+constexpr Part kParts[] = {
+    {"", &CastResult::codes},
+    {".scale", &CastResult::scale},
+    {".zero", &CastResult::zero},
+    {".tenscale", &CastResult::tenscale},
+    {".meta", &CastResult::meta},
+    {".mask", &CastResult::mask},
+    {".residual", &CastResult::residual},
+    {".residual_scale", &CastResult::residual_scale},
+};
+
+// Kept float tensors are stored as an unscaled cast to their own type, so that load_packed and
+// upcast give them back like every other tensor.
+const char* keep_spec(DType d) {
+  switch (d) {
+    case DType::F32:
+      return "float32";
+    case DType::F16:
+      return "float16";
+    case DType::BF16:
+      return "bfloat16";
+    case DType::F8E4M3:
+      return "e4m3fn";
+    case DType::F8E5M2:
+      return "e5m2";
+    default:
+      return nullptr;
+  }
+}
+
+void add_packed(SafetensorsStreamWriter& w, std::map<std::string, std::string>& meta,
+                const std::string& name, const CastResult& r, ExportedTensor& rep) {
+  meta[name + ".dtype"] = r.dtype.str();
+  meta[name + ".shape"] = nlohmann::json(r.shape).dump();
+  meta[name + ".mode"] = to_string(r.mode);
+  meta[name + ".axis"] = std::to_string(r.options.axis);
+  meta[name + ".round"] = to_string(r.options.round);
+  meta[name + ".scale_mode"] = to_string(r.options.scale_mode);
+  meta[name + ".seed"] = std::to_string(r.options.seed);
+  for (const Part& p : kParts) {
+    const Tensor& t = r.*(p.member);
+    if (!t) continue;
+    w.add(name + p.suffix, t);
+    rep.bytes_out += t.nbytes();
+  }
+}
+
+}  // namespace
+
+ExportReport export_native(const io::Model& model, const std::string& out, const ExportPlan& plan,
+                           const ExportOptions& opt, JobControl* job) {
+  ExportReport rep;
+  SafetensorsStreamWriter w(out);
+  std::map<std::string, std::string> meta = opt.metadata;
+  meta["format"] = "castscope-packed";
+  meta["castscope.version"] = "1";
+  for_each_tensor(
+      model, plan, job,
+      [&](const io::TensorInfo& info, const std::optional<DataType>& d, const Tensor& x,
+          JobControl* sub) {
+        ExportedTensor et{info.name, "", info.shape, info.nbytes, 0};
+        const DType sd = stored_dtype(info);
+        if (d) {
+          et.dtype = d->str();
+          add_packed(w, meta, info.name, cast(x, *d, cast_options(opt, CastMode::Compress, sub)),
+                     et);
+        } else if (const char* spec = keep_spec(sd); spec && x.numel() > 0) {
+          et.dtype = std::string("keep:") + dtype_name(sd);
+          CastOptions o = cast_options(opt, CastMode::Compress, sub);
+          o.overflow = Overflow::IEEE;  // a value of the type itself never overflows; Inf stays Inf
+          o.round = Round::Even;
+          add_packed(w, meta, info.name, cast(x, DataType::parse(spec), o), et);
+        } else {
+          et.dtype = std::string("keep:") + dtype_name(sd);
+          Tensor t = to_storage(x, sd);
+          w.add(info.name, t);
+          et.bytes_out = t.nbytes();
+        }
+        rep.tensors.push_back(et);
+      });
+  w.finish(meta, job);
+  rep.files.push_back(out);
+  return rep;
+}
+
+}  // namespace exportdetail
+
+void export_packed(const std::string& path, const std::vector<io::PackedTensor>& tensors,
+                   const std::vector<std::pair<std::string, std::string>>& extra_metadata) {
+  const std::string staged =
+      path + ".check-" + std::to_string(reinterpret_cast<uintptr_t>(&tensors));
+  io::save_packed(staged, tensors, extra_metadata);
+  auto same = [](const Tensor& a, const Tensor& b) {
+    if (!a || !b) return !a && !b;
+    return a.dtype() == b.dtype() && a.shape() == b.shape() &&
+           std::memcmp(a.data(), b.data(), a.nbytes()) == 0;
+  };
+  try {
+    const std::vector<io::PackedTensor> back = io::load_packed(staged);
+    std::map<std::string, const CastResult*> by_name;
+    for (const io::PackedTensor& b : back) by_name[b.name] = &b.result;
+    for (const io::PackedTensor& t : tensors) {
+      auto it = by_name.find(t.name);
+      if (it == by_name.end())
+        throw Error("verifying '" + path + "': tensor '" + t.name + "' did not read back");
+      for (const auto& p : {&CastResult::codes, &CastResult::scale, &CastResult::zero,
+                            &CastResult::tenscale, &CastResult::meta, &CastResult::mask,
+                            &CastResult::residual, &CastResult::residual_scale})
+        if (!same(t.result.*p, it->second->*p))
+          throw Error("verifying '" + path + "': tensor '" + t.name +
+                      "' reads back different data");
+      if (!(it->second->dtype == t.result.dtype) || it->second->shape != t.result.shape)
+        throw Error("verifying '" + path + "': tensor '" + t.name +
+                    "' reads back a different datatype or shape");
+    }
+  } catch (...) {
+    std::remove(staged.c_str());
+    throw;
+  }
+  if (std::rename(staged.c_str(), path.c_str()) != 0) {
+    std::remove(staged.c_str());
+    throw Error("cannot move '" + staged + "' to '" + path + "'");
+  }
+}
+
+}  // namespace castscope

@@ -1,0 +1,184 @@
+// Per-layer export plans: tensor-name patterns to datatypes (docs/export-formats.md).
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "castscope/export.hpp"
+
+namespace castscope {
+
+using nlohmann::json;
+
+bool glob_match(std::string_view p, std::string_view s) {
+  // Iterative matcher with one backtrack point for the last '*': linear in practice.
+  size_t pi = 0, si = 0, star = std::string_view::npos, mark = 0;
+  auto class_match = [&](size_t& i, char c) {
+    // p[i] == '['; on return i is past the closing ']'.
+    size_t j = i + 1;
+    bool neg = j < p.size() && (p[j] == '!' || p[j] == '^');
+    if (neg) ++j;
+    bool ok = false, first = true;
+    for (; j < p.size() && (first || p[j] != ']'); ++j, first = false) {
+      if (j + 2 < p.size() && p[j + 1] == '-' && p[j + 2] != ']') {
+        ok |= c >= p[j] && c <= p[j + 2];
+        j += 2;
+      } else {
+        ok |= c == p[j];
+      }
+    }
+    i = j + 1;
+    return ok != neg;
+  };
+  while (si < s.size()) {
+    if (pi < p.size() && p[pi] == '*') {
+      star = pi++;
+      mark = si;
+      continue;
+    }
+    if (pi < p.size()) {
+      if (p[pi] == '?') {
+        ++pi;
+        ++si;
+        continue;
+      }
+      if (p[pi] == '[' && p.find(']', pi + 2) != std::string_view::npos) {
+        size_t i = pi;
+        if (class_match(i, s[si])) {
+          pi = i;
+          ++si;
+          continue;
+        }
+      } else if (p[pi] == s[si]) {
+        ++pi;
+        ++si;
+        continue;
+      }
+    }
+    if (star == std::string_view::npos) return false;
+    pi = star + 1;
+    si = ++mark;
+  }
+  while (pi < p.size() && p[pi] == '*') ++pi;
+  return pi == p.size();
+}
+
+int ExportPlan::match(const std::string& name, int rank) const {
+  for (size_t i = 0; i < rules.size(); ++i) {
+    const PlanRule& r = rules[i];
+    if (r.rank >= 0 && r.rank != rank) continue;
+    const bool hit = r.re ? std::regex_search(name, *r.re) : glob_match(r.pattern, name);
+    if (hit) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+std::optional<DataType> ExportPlan::dtype_for(const io::TensorInfo& info) const {
+  const DType d = exportdetail::stored_dtype(info);
+  if (!dtype_is_float(d)) return std::nullopt;
+  const int i = match(info.name, static_cast<int>(info.shape.size()));
+  return i >= 0 ? rules[static_cast<size_t>(i)].target : default_dtype;
+}
+
+namespace {
+
+std::optional<DataType> parse_target(const std::string& text, const std::string& where) {
+  if (text == "keep") return std::nullopt;
+  try {
+    return DataType::parse(text);
+  } catch (const Error& e) {
+    throw Error(where + ": unknown datatype '" + text + "' (" + e.what() + ")");
+  }
+}
+
+}  // namespace
+
+ExportPlan parse_plan(const std::string& text, const std::string& source) {
+  ExportPlan plan;
+  plan.source = source;
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::exception& e) {
+    throw Error("plan '" + source + "': invalid JSON (" + e.what() + ")");
+  }
+  if (!j.is_object())
+    throw Error("plan '" + source + "': expected a JSON object with \"default\" and \"rules\"");
+  for (auto it = j.begin(); it != j.end(); ++it)
+    if (it.key() != "default" && it.key() != "rules" && it.key() != "comment")
+      throw Error("plan '" + source + "': unknown key \"" + it.key() +
+                  "\" (expected default, rules, comment)");
+  if (j.contains("default")) {
+    if (!j["default"].is_string())
+      throw Error("plan '" + source + "': \"default\" must be a string (\"keep\" or a datatype)");
+    plan.default_text = j["default"].get<std::string>();
+    plan.default_dtype = parse_target(plan.default_text, "plan '" + source + "': default");
+  }
+  if (j.contains("rules")) {
+    if (!j["rules"].is_array()) throw Error("plan '" + source + "': \"rules\" must be an array");
+    int idx = 0;
+    for (const json& r : j["rules"]) {
+      const std::string where = "plan '" + source + "': rule " + std::to_string(idx++);
+      if (!r.is_object() || !r.contains("pattern") || !r["pattern"].is_string() ||
+          !r.contains("dtype") || !r["dtype"].is_string())
+        throw Error(where + ": expected {\"pattern\": \"...\", \"dtype\": \"...\"}");
+      for (auto it = r.begin(); it != r.end(); ++it)
+        if (it.key() != "pattern" && it.key() != "dtype" && it.key() != "rank")
+          throw Error(where + ": unknown key \"" + it.key() + "\" (expected pattern, dtype, rank)");
+      PlanRule rule;
+      rule.pattern = r["pattern"].get<std::string>();
+      rule.dtype = r["dtype"].get<std::string>();
+      if (rule.pattern.empty()) throw Error(where + ": empty pattern");
+      if (r.contains("rank")) {
+        if (!r["rank"].is_number_integer() || r["rank"].get<int64_t>() < 0 ||
+            r["rank"].get<int64_t>() > 64)
+          throw Error(where + ": \"rank\" must be an integer between 0 and 64");
+        rule.rank = r["rank"].get<int>();
+      }
+      rule.target = parse_target(rule.dtype, where);
+      if (rule.pattern.rfind("re:", 0) == 0) {
+        try {
+          rule.re = std::make_shared<std::regex>(rule.pattern.substr(3), std::regex::ECMAScript);
+        } catch (const std::regex_error& e) {
+          throw Error(where + ": bad regular expression '" + rule.pattern.substr(3) + "' (" +
+                      e.what() + ")");
+        }
+      }
+      plan.rules.push_back(std::move(rule));
+    }
+  }
+  return plan;
+}
+
+ExportPlan load_plan(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw Error("plan '" + path + "': cannot open for reading");
+  std::ostringstream ss;
+  ss << f.rdbuf();
+  return parse_plan(ss.str(), path);
+}
+
+std::string plan_to_json(const ExportPlan& plan) {
+  json j = json::object();
+  j["default"] = plan.default_dtype ? plan.default_dtype->str() : std::string("keep");
+  j["rules"] = json::array();
+  for (const PlanRule& r : plan.rules) {
+    json o = {{"pattern", r.pattern}, {"dtype", r.target ? r.target->str() : std::string("keep")}};
+    if (r.rank >= 0) o["rank"] = r.rank;
+    j["rules"].push_back(o);
+  }
+  return j.dump(2) + "\n";
+}
+
+void save_plan(const std::string& path, const ExportPlan& plan) {
+  const std::string s = plan_to_json(plan);
+  io::write_atomically(path, [&](const auto& put) { put(s.data(), s.size()); });
+}
+
+ExportPlan plan_for_dtype(const std::string& dtype) {
+  const std::string text =
+      json({{"default", "keep"}, {"rules", {{{"pattern", "*"}, {"dtype", dtype}, {"rank", 2}}}}})
+          .dump();
+  return parse_plan(text, "--dtype " + dtype);
+}
+
+}  // namespace castscope
