@@ -1,0 +1,120 @@
+// castscope-cli export MODEL OUT (--plan plan.json | --dtype D) [--layout native|gpt-oss|
+// compressed-tensors|gguf]: streams a checkpoint tensor by tensor into a packed file.
+#include <sys/stat.h>
+
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+
+#include "castscope/export.hpp"
+#include "castscope/io.hpp"
+#include "cli/command.hpp"
+
+namespace castscope::cli {
+namespace {
+
+struct ExportArgs {
+  std::string model, out, plan, dtype, layout = "native", round = "even", scale_mode = "floor",
+                                       device = "auto", config;
+  uint64_t seed = 0;
+  int axis = -1;
+  bool quiet = false;
+};
+
+JobControl* g_job = nullptr;
+
+extern "C" void on_sigint(int) {
+  // Only an atomic store: the export notices it at its next check and cleans up.
+  if (g_job) g_job->cancel.store(true);
+}
+
+bool is_dir(const std::string& p) {
+  struct stat st;
+  return ::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+void export_cmd(CLI::App& app) {
+  static ExportArgs a;
+  auto* sub = app.add_subcommand(
+      "export", "Export a checkpoint with per-layer datatypes (see docs/export-formats.md)");
+  sub->add_option("model", a.model, "Model: a file, a directory or a *.safetensors.index.json")
+      ->required();
+  sub->add_option("output", a.out,
+                  "Output file (a directory: model.safetensors / model.gguf inside it)")
+      ->required();
+  auto* plan = sub->add_option("--plan", a.plan, "Plan JSON: tensor-name patterns to datatypes");
+  auto* dtype = sub->add_option("--dtype,-d", a.dtype,
+                                "Shortcut plan: every float 2-D tensor to this datatype");
+  plan->excludes(dtype);
+  dtype->excludes(plan);
+  sub->add_option("--layout", a.layout, "native | gpt-oss | compressed-tensors | gguf")
+      ->check(CLI::IsMember({"native", "gpt-oss", "compressed-tensors", "gguf"}));
+  sub->add_option("--round", a.round, "even | away | zero | stochastic")
+      ->check(CLI::IsMember({"even", "away", "nearest", "zero", "stochastic"}));
+  sub->add_option("--scale-mode", a.scale_mode, "floor | ceil | midmax | option3 | topbinade")
+      ->check(CLI::IsMember(
+          {"floor", "max", "ceil", "midmax", "auto", "option3", "even", "topbinade"}));
+  sub->add_option("--seed", a.seed, "Seed of stochastic rounding");
+  sub->add_option("--axis", a.axis, "Tile axis (negative counts from the end)");
+  sub->add_option("--device", a.device, "auto | cpu | cuda")
+      ->check(CLI::IsMember({"auto", "cpu", "cuda", "gpu"}));
+  sub->add_option("--config", a.config,
+                  "compressed-tensors: config.json to create or update (default: beside OUT)");
+  sub->add_flag("--quiet,-q", a.quiet, "No progress on stderr");
+  sub->callback([] {
+    if (a.plan.empty() && a.dtype.empty())
+      throw Error("export needs --plan plan.json or --dtype D");
+    const ExportPlan p = a.plan.empty() ? plan_for_dtype(a.dtype) : load_plan(a.plan);
+    ExportOptions o;
+    o.layout = parse_layout(a.layout);
+    o.cast.round = parse_round(a.round);
+    o.cast.scale_mode = parse_scale_mode(a.scale_mode);
+    o.cast.seed = a.seed;
+    o.cast.axis = a.axis;
+    o.cast.device = parse_device(a.device);
+    o.config_path = a.config;
+    o.metadata["castscope.plan"] = plan_to_json(p);
+    std::string out = a.out;
+    if (is_dir(out)) out += o.layout == Layout::GGUF ? "/model.gguf" : "/model.safetensors";
+    const std::unique_ptr<io::Model> model = io::open_model(a.model);
+    JobControl job;
+    const auto t0 = std::chrono::steady_clock::now();
+    int last = -1;
+    job.on_progress = [&](double f) {
+      const int pct = static_cast<int>(f * 100);
+      if (a.quiet || pct == last) return;
+      last = pct;
+      std::fprintf(stderr, "\rexport: %3d%%", pct);
+      std::fflush(stderr);
+    };
+    g_job = &job;
+    auto prev = std::signal(SIGINT, on_sigint);
+    auto prev_term = std::signal(SIGTERM, on_sigint);
+    ExportReport rep;
+    try {
+      rep = export_model(*model, out, p, o, &job);
+    } catch (...) {
+      std::signal(SIGINT, prev);
+      std::signal(SIGTERM, prev_term);
+      g_job = nullptr;
+      if (!a.quiet) std::fprintf(stderr, "\n");
+      throw;
+    }
+    std::signal(SIGINT, prev);
+    std::signal(SIGTERM, prev_term);
+    g_job = nullptr;
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (!a.quiet) std::fprintf(stderr, "\n");
+    int cast_count = 0;
+    for (const ExportedTensor& t : rep.tensors) cast_count += t.dtype.rfind("keep:", 0) != 0;
+    std::printf("exported %zu tensors (%d cast, %zu kept) as %s in %.2f s: %.3f MB -> %.3f MB\n",
+                rep.tensors.size(), cast_count, rep.tensors.size() - cast_count,
+                to_string(o.layout), s, rep.bytes_in / 1e6, rep.bytes_out / 1e6);
+    for (const std::string& f : rep.files) std::printf("wrote %s\n", f.c_str());
+  });
+}
+
+Register reg(export_cmd);
+
+}  // namespace
+}  // namespace castscope::cli
