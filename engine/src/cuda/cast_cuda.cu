@@ -1,9 +1,307 @@
+// The CUDA cast backend: plans with the CPU's make_plan, picks a kernel family, and returns the
+// CPU engine's layout (input axis order, same dtypes and shapes).
+#include <type_traits>
+
 #include "backend.hpp"
+#include "castscope/tcfp.hpp"
+#include "cpu/cast_cpu.hpp"
+#include "cuda/cast_kernels.cuh"
+#include "cuda/cuda_internal.hpp"
+
+namespace castscope::tcfp {
+// Defined in tcfp.cpp: the block parameters of a TCFP cast (kept in one place).
+castscope::detail::tcfp::BlockParams block_params(const DataType& d, const CastOptions& opt,
+                                                  int64_t numel);
+}  // namespace castscope::tcfp
+
+namespace castscope::gpu {
+namespace detail {
+namespace {
+
+using castscope::detail::CastPlan;
+
+template <class T>
+struct Tag {
+  using type = T;
+};
+
+// Calls f(Tag<T>) with T the device element type of an input dtype.
+template <class F>
+void with_input(DType d, F&& f) {
+  switch (d) {
+    case DType::F32: f(Tag<float>{}); break;
+    case DType::F64: f(Tag<double>{}); break;
+    case DType::F16: f(Tag<__half>{}); break;
+    case DType::BF16: f(Tag<__nv_bfloat16>{}); break;
+    default:
+      throw Error(std::string("cast input must be float32, float16, bfloat16 or float64 (got ") +
+                  dtype_name(d) + ")");
+  }
+}
+
+Shape permuted_shape(const Shape& original, const std::vector<int>& perm) {
+  Shape s(original.size());
+  for (size_t i = 0; i < original.size(); ++i) s[i] = original[perm[i]];
+  return s;
+}
+
+int sm_count() {
+  static int n = [] {
+    int dev = 0, v = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
+      cudaGetLastError();
+      return 132;
+    }
+    return v;
+  }();
+  return n;
+}
+
+}  // namespace
+
+struct CastRunner::Impl {
+  DeviceTensor xin, x;  // the input, and the same in the plan's permuted order
+  DataType dtype;
+  CastOptions opt;
+  bool with_values = false;
+  bool is_tcfp = false;
+  CastPlan p;
+  KernelParams kp;
+  tcb::BlockParams bp;
+  double tile_scale_max = 1.0;
+  const char* path = "group";
+  bool packed = false;
+  DeviceTensor values, codes, scale, zero, tenscale, meta, mask, residual, rscale, scratch;
+  Outs o;
+
+  Scratch* sc() { return static_cast<Scratch*>(scratch.mutable_data()); }
+
+  void setup() {
+    is_tcfp = dtype.family() != Family::Standard;
+    const bool actual = opt.mode != CastMode::Virtual;
+    if (is_tcfp) {
+      p = castscope::detail::make_plan(xin.shape(), DataType::parse("e4m3fn_e8m0_t32"), opt);
+      bp = castscope::tcfp::block_params(dtype, opt, p.numel());
+    } else {
+      p = castscope::detail::make_plan(xin.shape(), dtype, opt);
+      kp = cpu::kernel_params(p);
+      if (p.multiscale) tile_scale_max = p.dtype.scale()->scale.max();
+    }
+    x = xin;
+    if (p.permuted) {
+      x = DeviceTensor::empty(xin.dtype(), p.perm_shape);
+      permute_device(xin.data(), x.mutable_data(), dtype_size(xin.dtype()), p.in_shape, p.perm, false);
+    }
+    scratch = DeviceTensor::empty(DType::U8, {static_cast<int64_t>(sizeof(Scratch))});
+    if (!actual || with_values) {
+      values = DeviceTensor::empty(DType::F32, p.perm_shape);
+      o.values = static_cast<float*>(values.mutable_data());
+    }
+    if (is_tcfp) {
+      path = "tcfp";
+      if (actual) {
+        Shape ss = p.perm_shape;
+        ss.back() = p.gc;
+        codes = DeviceTensor::empty(DType::F8E4M3, p.perm_shape);
+        scale = DeviceTensor::empty(DType::U8, ss);
+        o.codes = codes.mutable_data();
+        o.scale = scale.mutable_data();
+        if (bp.variant != tcb::Variant::T8) {
+          residual = DeviceTensor::empty(bp.variant == tcb::Variant::T12 ? DType::I8 : DType::F8E4M3, p.perm_shape);
+          rscale = DeviceTensor::empty(DType::U8, ss);
+          o.residual = residual.mutable_data();
+          o.rscale = static_cast<uint8_t*>(rscale.mutable_data());
+        }
+      }
+      return;
+    }
+    const bool tiles = p.scaled && !p.tensor_scope;
+    const bool fast = tiles && !p.permuted && p.R == 1 && p.tr == 1 && (p.tc == 16 || p.tc == 32) &&
+                      p.C % p.tc == 0 && p.sub == 0 && p.sparse_dim < 0 && p.zero_kind == 0 &&
+                      dtype_size(p.code_dtype) == 1 && dtype_size(p.scale_dtype) == 1 &&
+                      (x.dtype() == DType::F32 || x.dtype() == DType::BF16);
+    path = !tiles ? "elementwise" : fast ? "fast" : "group";
+    // Sub-byte codes are packed on the device where the kernel writes whole bytes anyway.
+    const bool last_even = !p.in_shape.empty() && p.in_shape.back() % 2 == 0;
+    packed = opt.mode == CastMode::Compress && p.data.bits <= 4 && p.data.bits > 2 && last_even &&
+             (fast || !tiles);
+    if (actual) {
+      if (packed) {
+        Shape cs = p.perm_shape;
+        cs.back() /= 2;
+        codes = DeviceTensor::empty(DType::U8, cs);
+      } else {
+        codes = DeviceTensor::empty(p.code_dtype, p.perm_shape);
+      }
+      o.codes = codes.mutable_data();
+      o.code_size = packed ? 1 : static_cast<int>(dtype_size(p.code_dtype));
+      o.pack4 = packed;
+      if (p.scaled) {
+        Shape ss = p.tensor_scope ? Shape{1} : permuted_shape(p.scale_shape, p.perm);
+        scale = DeviceTensor::empty(p.scale_dtype, ss);
+        o.scale = scale.mutable_data();
+        o.scale_size = static_cast<int>(dtype_size(p.scale_dtype));
+        if (p.zero_kind) {
+          zero = DeviceTensor::empty(p.second_dtype, ss);
+          o.zero = zero.mutable_data();
+          o.zero_size = static_cast<int>(dtype_size(p.second_dtype));
+        }
+        if (p.multiscale) tenscale = DeviceTensor::empty(p.second_dtype, {1});
+        if (p.sub) {
+          meta = DeviceTensor::empty(DType::U8, permuted_shape(p.meta_shape, p.perm), true);
+          o.meta = static_cast<uint8_t*>(meta.mutable_data());
+        }
+      }
+      if (p.sparse_dim >= 0) {
+        mask = DeviceTensor::empty(DType::Bool, p.perm_shape);
+        o.mask = static_cast<uint8_t*>(mask.mutable_data());
+      }
+    }
+  }
+
+  void run() {
+    cudaStream_t st = stream();
+    init_scratch<<<1, 1, 0, st>>>(sc());
+    CS_CUDA_LAUNCH("init_scratch");
+    const int64_t n = p.numel();
+    const unsigned cap = static_cast<unsigned>(sm_count()) * 16;
+    with_input(x.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      const T* xp = static_cast<const T*>(x.data());
+      if (is_tcfp) {
+        const int64_t groups = p.groups();
+        tcfp_kernel<T><<<grid_for(groups, 128, cap * 2), 128, 0, st>>>(xp, p.C, p.gc, groups, bp, sc(), o);
+        CS_CUDA_LAUNCH("tcfp_kernel");
+        return;
+      }
+      if (p.multiscale || (p.scaled && p.tensor_scope)) {
+        reduce_kernel<T><<<grid_for(n, 256, cap), 256, 0, st>>>(xp, n, sc());
+        CS_CUDA_LAUNCH("reduce_kernel");
+        finalize_kernel<<<1, 1, 0, st>>>(kp, tile_scale_max, p.multiscale, p.scaled && p.tensor_scope, sc(),
+                                         o, tenscale ? tenscale.mutable_data() : nullptr,
+                                         static_cast<int>(dtype_size(p.second_dtype)));
+        CS_CUDA_LAUNCH("finalize_kernel");
+      }
+      if (!p.scaled || p.tensor_scope) {
+        elementwise_kernel<T><<<grid_for((n + 7) / 8, 256, cap), 256, 0, st>>>(xp, n, kp, sc(), o);
+        CS_CUDA_LAUNCH("elementwise_kernel");
+        return;
+      }
+      if (std::string(path) == "fast") {
+        if constexpr (std::is_same<T, float>::value || std::is_same<T, __nv_bfloat16>::value) {
+          constexpr int V = Vec<T>::V;
+          const int64_t ntiles = p.groups();
+          const int64_t chunks = n / V;
+          if (p.tc == 32)
+            fast_kernel<T, 32><<<grid_for(chunks, 256, cap), 256, 0, st>>>(xp, ntiles, kp, sc(), o);
+          else
+            fast_kernel<T, 16><<<grid_for(chunks, 256, cap), 256, 0, st>>>(xp, ntiles, kp, sc(), o);
+          CS_CUDA_LAUNCH("fast_kernel");
+          return;
+        }
+      }
+      Geo g{p.B, p.R, p.C, p.tr, p.tc, p.gr, p.gc, p.sub, p.sparse_dim, p.sp_n, p.sp_m};
+      group_kernel<T><<<grid_for(p.groups() * 32, 256, cap), 256, 0, st>>>(xp, kp, g, sc(), o);
+      CS_CUDA_LAUNCH("group_kernel");
+    });
+  }
+
+  // A permuted-order device tensor back in the input's axis order (shape `target`).
+  DeviceTensor restore(const DeviceTensor& t, const Shape& target) {
+    if (!t) return t;
+    if (!p.permuted) return t.reshaped(target);
+    DeviceTensor out = DeviceTensor::empty(t.dtype(), target.empty() ? Shape{1} : target);
+    permute_device(t.data(), out.mutable_data(), dtype_size(t.dtype()), target, p.perm, true);
+    return out.reshaped(target);
+  }
+
+  DeviceCastResult result() {
+    Scratch s;
+    CS_CUDA(cudaMemcpyAsync(&s, scratch.data(), sizeof(Scratch), cudaMemcpyDeviceToHost, stream()));
+    CS_CUDA(cudaStreamSynchronize(stream()));
+    DeviceCastResult r;
+    r.dtype = dtype;
+    r.options = opt;
+    r.shape = xin.shape();
+    r.counts.clipped = static_cast<int64_t>(s.counts[0]);
+    r.counts.nonfinite = static_cast<int64_t>(s.counts[1]);
+    r.counts.pruned = static_cast<int64_t>(s.counts[2]);
+    const Shape& xs = xin.shape();
+    r.values = restore(values, xs);
+    if (opt.mode == CastMode::Virtual) {
+      r.mode = CastMode::Virtual;
+      return r;
+    }
+    r.mode = packed ? CastMode::Compress : CastMode::Actual;
+    if (packed) {
+      Shape cs = xs.empty() ? Shape{1} : xs;
+      cs.back() /= 2;
+      r.codes = codes.reshaped(cs);
+    } else {
+      r.codes = restore(codes, xs);
+    }
+    if (is_tcfp) {
+      r.scale = restore(scale, p.scale_shape);
+      r.residual = restore(residual, xs);
+      r.residual_scale = restore(rscale, p.scale_shape);
+      return r;
+    }
+    r.mask = restore(mask, xs);
+    if (scale) r.scale = p.tensor_scope ? scale : restore(scale, p.scale_shape);
+    if (zero) r.zero = p.tensor_scope ? zero : restore(zero, p.scale_shape);
+    r.tenscale = tenscale;
+    r.meta = restore(meta, p.meta_shape);
+    return r;
+  }
+
+  double min_bytes() const {
+    double b = static_cast<double>(x.nbytes());
+    for (const DeviceTensor* t : {&values, &codes, &scale, &zero, &meta, &mask, &residual, &rscale})
+      if (*t) b += static_cast<double>(t->nbytes());
+    return b;
+  }
+};
+
+CastRunner::CastRunner(const DeviceTensor& x, const DataType& dtype, const CastOptions& opt,
+                       bool with_values)
+    : impl_(new Impl) {
+  if (!x) throw Error("cannot cast an undefined device tensor");
+  if (x.numel() == 0) throw Error("cannot cast an empty tensor (shape " + shape_str(x.shape()) + ")");
+  with_input(x.dtype(), [](auto) {});
+  impl_->xin = x;
+  impl_->dtype = dtype;
+  impl_->opt = opt;
+  impl_->with_values = with_values;
+  impl_->setup();
+}
+CastRunner::~CastRunner() = default;
+void CastRunner::run() { impl_->run(); }
+DeviceCastResult CastRunner::result() { return impl_->result(); }
+const char* CastRunner::path() const { return impl_->path; }
+double CastRunner::min_bytes() const { return impl_->min_bytes(); }
+
+}  // namespace detail
+
+DeviceCastResult cast(const DeviceTensor& x, const DataType& dtype, const CastOptions& opt,
+                      bool with_values) {
+  if (opt.job) opt.job->check();
+  detail::CastRunner runner(x, dtype, opt, with_values);
+  runner.run();
+  DeviceCastResult r = runner.result();
+  if (opt.job) opt.job->report(1.0);
+  return r;
+}
+
+}  // namespace castscope::gpu
 
 namespace castscope::cuda {
 
-CastResult cast(const Tensor&, const DataType&, const CastOptions&) {
-  throw Error("the CUDA cast kernels are not in this build yet");
+CastResult cast(const Tensor& x, const DataType& dtype, const CastOptions& opt) {
+  Tensor in = x;
+  if (x.dtype() == DType::F8E4M3 || x.dtype() == DType::F8E5M2) in = x.to_f32();
+  gpu::DeviceTensor dx = gpu::DeviceTensor::upload(in);
+  return gpu::cast(dx, dtype, opt).download();
 }
 
 }  // namespace castscope::cuda

@@ -1,6 +1,18 @@
+// The CUDA entry points of a build without CUDA: every one reports why instead of running, so the
+// engine, the CLI and the tests link and behave the same on machines without nvcc.
 #include "backend.hpp"
+#include "castscope/cuda_stats.hpp"
+#include "castscope/matmul.hpp"
 
-namespace castscope::cuda {
+namespace castscope {
+namespace {
+constexpr const char* kNoCuda = "built without CUDA";
+[[noreturn]] void no_cuda(const char* what) {
+  throw Error(std::string(what) + ": this build has no CUDA backend (" + kNoCuda + ")");
+}
+}  // namespace
+
+namespace cuda {
 
 bool available(std::string* reason, std::string* device_name) {
   if (reason) *reason = "this build has no CUDA backend (configured with CASTSCOPE_CUDA=OFF)";
@@ -8,8 +20,51 @@ bool available(std::string* reason, std::string* device_name) {
   return false;
 }
 
-CastResult cast(const Tensor&, const DataType&, const CastOptions&) {
-  throw Error("this build has no CUDA backend (configured with CASTSCOPE_CUDA=OFF)");
+CastResult cast(const Tensor&, const DataType&, const CastOptions&) { no_cuda("GPU cast"); }
+
+}  // namespace cuda
+
+const char* to_string(GemmKind k) {
+  switch (k) {
+    case GemmKind::BF16: return "bf16";
+    case GemmKind::FP8: return "fp8";
+    case GemmKind::FP8Block: return "fp8-block";
+    case GemmKind::TCFP12: return "tcfp12";
+    case GemmKind::TCFP16: return "tcfp16";
+  }
+  return "?";
 }
 
-}  // namespace castscope::cuda
+bool gemm_available(std::string* reason) {
+  if (reason) *reason = kNoCuda;
+  return false;
+}
+
+GemmResult run_gemm(GemmKind, const GemmOptions&, JobControl*) { no_cuda("GEMM"); }
+
+namespace gpu {
+
+bool available(std::string* reason) { return cuda::available(reason, nullptr); }
+
+DeviceTensor DeviceTensor::empty(DType, Shape, bool) { no_cuda("device tensor"); }
+DeviceTensor DeviceTensor::upload(const Tensor&) { no_cuda("device tensor"); }
+Tensor DeviceTensor::download() const { no_cuda("device tensor"); }
+DeviceTensor DeviceTensor::reshaped(Shape) const { no_cuda("device tensor"); }
+CastResult DeviceCastResult::download() const { no_cuda("device cast result"); }
+
+DeviceCastResult cast(const DeviceTensor&, const DataType&, const CastOptions&, bool) { no_cuda("GPU cast"); }
+Stats compute_stats(const DeviceTensor&, const DeviceTensor&, int64_t) { no_cuda("GPU statistics"); }
+Histogram histogram(const DeviceTensor&, double, double, int, bool) { no_cuda("GPU histogram"); }
+Histogram error_histogram(const DeviceTensor&, const DeviceTensor&, double, double, int) {
+  no_cuda("GPU histogram");
+}
+ExponentHistogram exponent_histogram(const DeviceTensor&) { no_cuda("GPU histogram"); }
+TileMap tile_map(const DeviceTensor&, const DeviceTensor&, const DeviceCastResult&) { no_cuda("GPU tile map"); }
+
+int run_benchmark(const BenchOptions&, std::FILE* out) {
+  std::fprintf(out, "castscope bench: no usable GPU (%s); nothing to measure.\n", kNoCuda);
+  return 0;
+}
+
+}  // namespace gpu
+}  // namespace castscope

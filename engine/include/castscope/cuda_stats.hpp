@@ -1,0 +1,93 @@
+// Device-resident tensors, casts and statistics (CUDA builds). The host API in cast.hpp /
+// metrics.hpp copies tensors to the GPU and back for every call; this API keeps a tensor on the
+// device across a cast and its statistics, so an interactive view can recompute everything for a
+// new datatype without moving the tensor over PCIe. Results are those of the host functions of
+// the same name: casts bit for bit, histogram counts and tile-map scales exactly, sums (MSE, SNR,
+// bias) up to floating-point summation order.
+//
+// Without CUDA (or without a GPU) every function throws castscope::Error naming why; available()
+// says so without throwing. Header stays C++17 so that CUDA sources can include it.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "castscope/cast.hpp"
+#include "castscope/metrics.hpp"
+
+namespace castscope::gpu {
+
+// True when a usable GPU is present; otherwise `reason` says why not.
+bool available(std::string* reason = nullptr);
+
+// An owning n-dimensional array in GPU memory (stream-ordered pool allocation). Copies share the
+// allocation, like Tensor.
+class DeviceTensor {
+ public:
+  DeviceTensor() = default;
+  // Uninitialised storage; zeroed when `zero` is set. Throws Error when out of GPU memory.
+  static DeviceTensor empty(DType dtype, Shape shape, bool zero = false);
+  static DeviceTensor upload(const Tensor& host);
+  Tensor download() const;
+
+  DType dtype() const { return dtype_; }
+  const Shape& shape() const { return shape_; }
+  int64_t numel() const { return castscope::numel(shape_); }
+  size_t nbytes() const { return static_cast<size_t>(numel()) * dtype_size(dtype_); }
+  const void* data() const { return mem_.get(); }
+  void* mutable_data() { return mem_.get(); }
+  explicit operator bool() const { return mem_ != nullptr; }
+  DeviceTensor reshaped(Shape shape) const;
+
+ private:
+  DType dtype_ = DType::F32;
+  Shape shape_;
+  std::shared_ptr<void> mem_;
+};
+
+// A cast whose outputs stay on the device. Same fields as CastResult. `mode` is the layout the
+// tensors are in: Compress when the kernels packed on the device, else Actual (download() then
+// packs on the host when Compress was asked for) or Virtual.
+struct DeviceCastResult {
+  DataType dtype;
+  CastOptions options;
+  Shape shape;
+  CastMode mode = CastMode::Virtual;
+  DeviceTensor values, codes, scale, zero, tenscale, meta, mask, residual, residual_scale;
+  CastCounts counts;
+  // The host result, exactly what castscope::cast returns for the same input and options.
+  CastResult download() const;
+};
+
+// Casts a device tensor (F32 / F16 / BF16 / F64). with_values: in Actual / Compress mode also
+// write the float32 values (what upcast would give), for statistics next to the codes.
+DeviceCastResult cast(const DeviceTensor& x, const DataType& dtype, const CastOptions& opt,
+                      bool with_values = false);
+
+Stats compute_stats(const DeviceTensor& original, const DeviceTensor& values, int64_t clipped = 0);
+Histogram histogram(const DeviceTensor& values_f32, double lo, double hi, int bins,
+                    bool log_x = false);
+Histogram error_histogram(const DeviceTensor& x_f32, const DeviceTensor& q_f32, double lo,
+                          double hi, int bins);
+ExponentHistogram exponent_histogram(const DeviceTensor& values_f32);
+// `actual` must be an Actual (or device-packed Compress) result of a tile- or channel-scaled
+// standard datatype of x_f32.
+TileMap tile_map(const DeviceTensor& x_f32, const DeviceTensor& values,
+                 const DeviceCastResult& actual);
+
+// The GPU benchmark behind `castscope-bench` and `castscope-cli bench`: copy bandwidth, cast
+// throughput, GEMM rates and the interactive update, printed as tables to `out`. Returns 0, or
+// prints why nothing ran (no GPU) and returns 0 as well; throws Error for failures on the GPU.
+struct BenchOptions {
+  int64_t cast_rows = 16384, cast_cols = 16384;
+  std::vector<int> gemm_sizes = {4096, 8192};
+  int64_t update_n = 4096;
+  int iters = 20;   // timed repetitions per figure (median reported)
+  bool casts = true, gemms = true, update = true;
+};
+int run_benchmark(const BenchOptions& opt, std::FILE* out);
+
+}  // namespace castscope::gpu

@@ -1,0 +1,365 @@
+// Statistics of device-resident tensors (cuda_stats.hpp). Each mirrors its host function in
+// metrics/stats.cpp element for element; only the order of the floating-point sums differs
+// (block partials added in a fixed order, so repeated runs agree with each other).
+#include <cmath>
+#include <limits>
+
+#include "cpu/cast_cpu.hpp"
+#include "cuda/cuda_common.hpp"
+#include "cuda/cuda_internal.hpp"
+
+namespace castscope::gpu {
+namespace detail {
+namespace {
+
+using castscope::detail::KernelParams;
+
+template <class T>
+struct Tag {
+  using type = T;
+};
+
+template <class F>
+void with_float(DType d, const char* what, F&& f) {
+  switch (d) {
+    case DType::F32: f(Tag<float>{}); break;
+    case DType::F64: f(Tag<double>{}); break;
+    case DType::F16: f(Tag<__half>{}); break;
+    case DType::BF16: f(Tag<__nv_bfloat16>{}); break;
+    default: throw Error(std::string(what) + " needs a float32, float16, bfloat16 or float64 tensor (got " + dtype_name(d) + ")");
+  }
+}
+
+struct Acc {
+  long long count, nonfinite_in, nonfinite_out, zeros_out;
+  double sx2, se2, se, maxe;
+};
+
+constexpr int kStatBlocks = 1024;
+
+template <class T>
+__global__ void __launch_bounds__(256) stats_kernel(const T* __restrict__ x, const float* __restrict__ q, int64_t n,
+                                                    Acc* partial) {
+  Acc a{0, 0, 0, 0, 0.0, 0.0, 0.0, 0.0};
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const double xv = Load<T>::get(x, i);
+    if (!isfinite(xv)) {
+      ++a.nonfinite_in;
+      continue;
+    }
+    const double qv = q[i];
+    if (!isfinite(qv)) {
+      ++a.nonfinite_out;
+      continue;
+    }
+    ++a.count;
+    const double d = qv - xv;
+    a.sx2 = __dadd_rn(a.sx2, __dmul_rn(xv, xv));
+    a.se2 = __dadd_rn(a.se2, __dmul_rn(d, d));
+    a.se += d;
+    a.maxe = fabs(d) > a.maxe ? fabs(d) : a.maxe;
+    a.zeros_out += (qv == 0 && xv != 0) ? 1 : 0;
+  }
+  __shared__ Acc part[256];
+  part[threadIdx.x] = a;
+  __syncthreads();
+  for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+    if (threadIdx.x < s) {
+      Acc& p = part[threadIdx.x];
+      const Acc& o = part[threadIdx.x + s];
+      p.count += o.count;
+      p.nonfinite_in += o.nonfinite_in;
+      p.nonfinite_out += o.nonfinite_out;
+      p.zeros_out += o.zeros_out;
+      p.sx2 += o.sx2;
+      p.se2 += o.se2;
+      p.se += o.se;
+      p.maxe = o.maxe > p.maxe ? o.maxe : p.maxe;
+    }
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) partial[blockIdx.x] = part[0];
+}
+
+// Histogram of values (or of q - x over finite x when `x` is given). Counts per block in shared
+// memory when the bins fit, then one atomic per bin and block. extra: below, above, nonfinite, zeros.
+__global__ void __launch_bounds__(256) hist_kernel(const float* __restrict__ v, const float* __restrict__ x,
+                                                   int64_t n, double lo, double hi, double scale, int bins,
+                                                   bool log_x, unsigned long long* counts, bool use_shared) {
+  extern __shared__ unsigned int sh[];
+  if (use_shared) {
+    for (int b = threadIdx.x; b < bins; b += blockDim.x) sh[b] = 0;
+    __syncthreads();
+  }
+  unsigned long long below = 0, above = 0, nonfinite = 0, zeros = 0;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    double val;
+    if (x) {
+      if (!isfinite(x[i])) continue;
+      const float e = __fsub_rn(v[i], x[i]);
+      val = e;
+    } else {
+      val = v[i];
+    }
+    if (!isfinite(val)) {
+      ++nonfinite;
+      continue;
+    }
+    if (log_x) {
+      if (val == 0) {
+        ++zeros;
+        continue;
+      }
+      val = log2(fabs(val));
+    }
+    if (val < lo) {
+      ++below;
+      continue;
+    }
+    if (val > hi) {
+      ++above;
+      continue;
+    }
+    int64_t b = static_cast<int64_t>((val - lo) * scale);
+    if (b >= bins) b = bins - 1;
+    if (use_shared) atomicAdd(&sh[b], 1u);
+    else atomicAdd(&counts[b], 1ull);
+  }
+  if (use_shared) {
+    __syncthreads();
+    for (int b = threadIdx.x; b < bins; b += blockDim.x)
+      if (sh[b]) atomicAdd(&counts[b], static_cast<unsigned long long>(sh[b]));
+  }
+  if (below) atomicAdd(&counts[bins], below);
+  if (above) atomicAdd(&counts[bins + 1], above);
+  if (nonfinite) atomicAdd(&counts[bins + 2], nonfinite);
+  if (zeros) atomicAdd(&counts[bins + 3], zeros);
+}
+
+constexpr int kExpMin = -149, kExpBins = 127 - (-149) + 1;
+
+__global__ void __launch_bounds__(256) exp_hist_kernel(const float* __restrict__ v, int64_t n,
+                                                       unsigned long long* counts) {
+  __shared__ unsigned int sh[kExpBins + 2];
+  for (int b = threadIdx.x; b < kExpBins + 2; b += blockDim.x) sh[b] = 0;
+  __syncthreads();
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const uint32_t u = __float_as_uint(v[i]) & 0x7FFFFFFFu;
+    const int e = static_cast<int>(u >> 23);
+    if (e == 255) {
+      atomicAdd(&sh[kExpBins + 1], 1u);
+      continue;
+    }
+    if (u == 0) {
+      atomicAdd(&sh[kExpBins], 1u);
+      continue;
+    }
+    // ilogb: the binade, also for subnormals (from the leading mantissa bit).
+    const int lb = e ? e - 127 : (31 - __clz(u)) - 149;
+    atomicAdd(&sh[lb - kExpMin], 1u);
+  }
+  __syncthreads();
+  for (int b = threadIdx.x; b < kExpBins + 2; b += blockDim.x)
+    if (sh[b]) atomicAdd(&counts[b], static_cast<unsigned long long>(sh[b]));
+}
+
+// One thread per tile: sums in the CPU's element order, so the tile SNRs are the CPU's.
+__global__ void __launch_bounds__(128) tile_kernel(const float* __restrict__ x, const float* __restrict__ q,
+                                                   const void* scale, int scale_size, KernelParams kp,
+                                                   int64_t B, int64_t R, int64_t C, int64_t tr, int64_t tc,
+                                                   int64_t gr, int64_t gc, uint32_t* codes_out, float* svals,
+                                                   float* amax_out, float* snr_out) {
+  const int64_t groups = B * gr * gc, per = gr * gc;
+  for (int64_t k = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; k < groups;
+       k += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t b = k / per, gi = (k % per) / gc, gj = k % gc;
+    const uint32_t code = load_code(scale, scale_size, k, kp.scale);
+    const castscope::detail::GroupScale gs = castscope::detail::scale_from_codes(kp, code, 0);
+    codes_out[k] = code;
+    svals[k] = gs.nan ? __int_as_float(0x7FC00000) : static_cast<float>(gs.s);
+    double am = 0, sx2 = 0, se2 = 0;
+    const int64_t i1 = (gi + 1) * tr < R ? (gi + 1) * tr : R, j1 = (gj + 1) * tc < C ? (gj + 1) * tc : C;
+    for (int64_t i = gi * tr; i < i1; ++i)
+      for (int64_t j = gj * tc; j < j1; ++j) {
+        const int64_t e = b * R * C + i * C + j;
+        const float xv = x[e];
+        if (!isfinite(xv)) continue;
+        const double xd = xv;
+        am = fabs(xd) > am ? fabs(xd) : am;
+        const double d = static_cast<double>(q[e]) - xd;
+        sx2 = __dadd_rn(sx2, __dmul_rn(xd, xd));  // no FMA: the CPU rounds the product first
+        se2 = __dadd_rn(se2, __dmul_rn(d, d));
+      }
+    amax_out[k] = static_cast<float>(am);
+    snr_out[k] = se2 > 0 ? static_cast<float>(10 * log10(sx2 / se2)) : __int_as_float(0x7F800000);
+  }
+}
+
+Histogram finish_hist(const std::vector<unsigned long long>& c, double lo, double hi, int bins, bool log_x) {
+  Histogram h;
+  h.lo = lo;
+  h.hi = hi;
+  h.log_x = log_x;
+  h.counts.assign(c.begin(), c.begin() + bins);
+  h.below = c[bins];
+  h.above = c[bins + 1];
+  h.nonfinite = c[bins + 2];
+  h.zeros = c[bins + 3];
+  return h;
+}
+
+Histogram run_hist(const float* v, const float* x, int64_t n, double lo, double hi, int bins, bool log_x) {
+  if (bins <= 0 || !(hi > lo)) throw Error("histogram needs bins > 0 and hi > lo");
+  DeviceTensor counts = DeviceTensor::empty(DType::U64, {bins + 4}, true);
+  const double scale = bins / (hi - lo);
+  const bool use_shared = bins <= 12288;
+  const size_t smem = use_shared ? static_cast<size_t>(bins) * sizeof(unsigned int) : 0;
+  hist_kernel<<<grid_for(n, 256, 1024), 256, smem, stream()>>>(
+      v, x, n, lo, hi, scale, bins, log_x, static_cast<unsigned long long*>(counts.mutable_data()), use_shared);
+  CS_CUDA_LAUNCH("hist_kernel");
+  Tensor h = counts.download();
+  std::vector<unsigned long long> c(h.ptr<unsigned long long>(), h.ptr<unsigned long long>() + bins + 4);
+  return finish_hist(c, lo, hi, bins, log_x);
+}
+
+void need_f32(const DeviceTensor& t, const char* what) {
+  if (!t || t.dtype() != DType::F32) throw Error(std::string(what) + " needs a float32 device tensor");
+}
+
+}  // namespace
+}  // namespace detail
+
+Stats compute_stats(const DeviceTensor& original, const DeviceTensor& values, int64_t clipped) {
+  using namespace detail;
+  if (original.numel() != values.numel())
+    throw Error("statistics need tensors of equal size (" + shape_str(original.shape()) + " vs " +
+                shape_str(values.shape()) + ")");
+  need_f32(values, "statistics of cast values");
+  const int64_t n = original.numel();
+  DeviceTensor part = DeviceTensor::empty(DType::U8, {static_cast<int64_t>(sizeof(Acc)) * kStatBlocks}, true);
+  const unsigned grid = grid_for(n, 256, kStatBlocks);
+  with_float(original.dtype(), "statistics", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    stats_kernel<T><<<grid, 256, 0, stream()>>>(static_cast<const T*>(original.data()),
+                                                static_cast<const float*>(values.data()), n,
+                                                static_cast<Acc*>(part.mutable_data()));
+    CS_CUDA_LAUNCH("stats_kernel");
+  });
+  std::vector<Acc> h(grid);
+  CS_CUDA(cudaMemcpyAsync(h.data(), part.data(), sizeof(Acc) * grid, cudaMemcpyDeviceToHost, stream()));
+  CS_CUDA(cudaStreamSynchronize(stream()));
+  Acc t{0, 0, 0, 0, 0.0, 0.0, 0.0, 0.0};
+  for (const Acc& a : h) {
+    t.count += a.count;
+    t.nonfinite_in += a.nonfinite_in;
+    t.nonfinite_out += a.nonfinite_out;
+    t.zeros_out += a.zeros_out;
+    t.sx2 += a.sx2;
+    t.se2 += a.se2;
+    t.se += a.se;
+    t.maxe = std::max(t.maxe, a.maxe);
+  }
+  Stats s;
+  s.count = t.count;
+  s.nonfinite_in = t.nonfinite_in;
+  s.nonfinite_out = t.nonfinite_out;
+  s.zeros_out = t.zeros_out;
+  s.clipped = clipped;
+  if (t.count) {
+    s.mse = t.se2 / t.count;
+    s.mean_err = t.se / t.count;
+    s.signal_power = t.sx2 / t.count;
+  }
+  s.max_abs_err = t.maxe;
+  s.snr_db = t.se2 > 0 ? 10.0 * std::log10(t.sx2 / t.se2) : std::numeric_limits<double>::infinity();
+  return s;
+}
+
+Histogram histogram(const DeviceTensor& v, double lo, double hi, int bins, bool log_x) {
+  detail::need_f32(v, "histogram");
+  return detail::run_hist(static_cast<const float*>(v.data()), nullptr, v.numel(), lo, hi, bins, log_x);
+}
+
+Histogram error_histogram(const DeviceTensor& x, const DeviceTensor& q, double lo, double hi, int bins) {
+  detail::need_f32(x, "error histogram");
+  detail::need_f32(q, "error histogram");
+  if (x.numel() != q.numel()) throw Error("error histogram needs tensors of equal size");
+  return detail::run_hist(static_cast<const float*>(q.data()), static_cast<const float*>(x.data()), x.numel(), lo,
+                          hi, bins, false);
+}
+
+ExponentHistogram exponent_histogram(const DeviceTensor& v) {
+  using namespace detail;
+  need_f32(v, "exponent histogram");
+  DeviceTensor counts = DeviceTensor::empty(DType::U64, {kExpBins + 2}, true);
+  exp_hist_kernel<<<grid_for(v.numel(), 256, 1024), 256, 0, stream()>>>(
+      static_cast<const float*>(v.data()), v.numel(), static_cast<unsigned long long*>(counts.mutable_data()));
+  CS_CUDA_LAUNCH("exp_hist_kernel");
+  Tensor c = counts.download();
+  const unsigned long long* cp = c.ptr<unsigned long long>();
+  ExponentHistogram h;
+  h.emin = kExpMin;
+  h.emax = 127;
+  h.counts.assign(cp, cp + kExpBins);
+  h.zeros = cp[kExpBins];
+  h.nonfinite = cp[kExpBins + 1];
+  int lo = 0, hi = static_cast<int>(h.counts.size()) - 1;
+  while (lo < hi && h.counts[lo] == 0) ++lo;
+  while (hi > lo && h.counts[hi] == 0) --hi;
+  h.counts = std::vector<uint64_t>(h.counts.begin() + lo, h.counts.begin() + hi + 1);
+  h.emax = h.emin + hi;
+  h.emin = h.emin + lo;
+  return h;
+}
+
+TileMap tile_map(const DeviceTensor& x_f32, const DeviceTensor& values, const DeviceCastResult& a) {
+  using namespace detail;
+  if (a.mode == CastMode::Virtual || a.dtype.family() != Family::Standard || !a.dtype.scaled() ||
+      a.dtype.tensor_scaled() || !a.scale)
+    throw Error("a tile map needs an actual or compressed cast of a tile- or channel-scaled datatype");
+  const castscope::detail::CastPlan p = castscope::detail::make_plan(a.shape, a.dtype, a.options);
+  castscope::detail::KernelParams kp = cpu::kernel_params(p);
+  if (x_f32.dtype() != DType::F32 || x_f32.numel() != p.numel() || values.numel() != p.numel() ||
+      values.dtype() != DType::F32)
+    throw Error("tile map needs the float32 input and the cast values of the same tensor");
+  if (p.multiscale) {
+    if (!a.tenscale) throw Error("tile map of " + a.dtype.str() + " needs its tensor scale");
+    Tensor t = a.tenscale.download();
+    kp.tensor_scale = scalar::decode_value(castscope::detail::load_code(t.data(), p.second_dtype, 0, kp.second), kp.second);
+  }
+  auto perm_of = [&](const DeviceTensor& t, const Shape& shape) -> DeviceTensor {
+    if (!p.permuted) return t;
+    Shape s(shape.size());
+    for (size_t i = 0; i < s.size(); ++i) s[i] = shape[p.perm[i]];
+    DeviceTensor o = DeviceTensor::empty(t.dtype(), s);
+    permute_device(t.data(), o.mutable_data(), dtype_size(t.dtype()), shape, p.perm, false);
+    return o;
+  };
+  const Shape shape = a.shape.empty() ? Shape{1} : a.shape;
+  DeviceTensor x = perm_of(x_f32, shape), q = perm_of(values, shape), sc = perm_of(a.scale, a.scale.shape());
+  const int64_t g = p.groups();
+  DeviceTensor codes = DeviceTensor::empty(DType::U32, {g}), sv = DeviceTensor::empty(DType::F32, {g}),
+               am = DeviceTensor::empty(DType::F32, {g}), snr = DeviceTensor::empty(DType::F32, {g});
+  tile_kernel<<<grid_for(g, 128, 1 << 16), 128, 0, stream()>>>(
+      static_cast<const float*>(x.data()), static_cast<const float*>(q.data()), sc.data(),
+      static_cast<int>(dtype_size(p.scale_dtype)), kp, p.B, p.R, p.C, p.tr, p.tc, p.gr, p.gc,
+      static_cast<uint32_t*>(codes.mutable_data()), static_cast<float*>(sv.mutable_data()),
+      static_cast<float*>(am.mutable_data()), static_cast<float*>(snr.mutable_data()));
+  CS_CUDA_LAUNCH("tile_kernel");
+  TileMap m;
+  m.rows = p.B * p.gr;
+  m.cols = p.gc;
+  m.tile_rows = p.tr;
+  m.tile_cols = p.tc;
+  Tensor hc = codes.download(), hs = sv.download(), ha = am.download(), hn = snr.download();
+  m.scale_code.assign(hc.ptr<uint32_t>(), hc.ptr<uint32_t>() + g);
+  m.scale_value.assign(hs.ptr<float>(), hs.ptr<float>() + g);
+  m.absmax.assign(ha.ptr<float>(), ha.ptr<float>() + g);
+  m.snr_db.assign(hn.ptr<float>(), hn.ptr<float>() + g);
+  return m;
+}
+
+}  // namespace castscope::gpu

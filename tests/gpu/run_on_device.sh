@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Configure (GUI off), build, and run the GPU tests, castscope-bench and compute-sanitizer
+# (memcheck + racecheck over a reduced test filter) on a machine with an NVIDIA GPU.
+# Logs go to $OUT (default ./gpu-logs); a short table is printed last.
+#   STEPS="build test bench memcheck racecheck"   which steps to run (default: all)
+#   BUILD_DIR=build-device  JOBS=$(nproc)  BENCH_ARGS=""  SAN_FILTER=...
+set -u -o pipefail
+OUT=${OUT:-$PWD/gpu-logs}
+B=${BUILD_DIR:-build-device}
+JOBS=${JOBS:-$(nproc)}
+STEPS=${STEPS:-"build test bench memcheck racecheck"}
+SAN_FILTER=${SAN_FILTER:-"GpuCast.AxesTwoDTilesSparsityAndSubtiles:GpuCast.BadInputsAreErrors:GpuStats.*:GpuGemm.BadSizesAreErrors"}
+mkdir -p "$OUT"
+declare -A RESULT
+has() { [[ " $STEPS " == *" $1 "* ]]; }
+now() { date +%s; }
+
+if has build; then
+  t0=$(now)
+  cmake -S . -B "$B" -G Ninja -DCASTSCOPE_GUI=OFF -DCASTSCOPE_ONNX=OFF -DCMAKE_BUILD_TYPE=Release \
+    >"$OUT/configure.log" 2>&1 &&
+    ninja -C "$B" -j"$JOBS" castscope_test_gpu castscope-bench castscope-cli >"$OUT/build.log" 2>&1
+  rc=$?
+  RESULT[build]="rc=$rc $(( $(now) - t0 ))s"
+  if [ $rc -ne 0 ]; then
+    tail -20 "$OUT/configure.log"
+    grep -E "error|FAILED" "$OUT/build.log" | head -40
+  fi
+fi
+TEST_BIN="$B/tests/castscope_test_gpu"
+BENCH_BIN="$B/bench/castscope-bench"
+SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+
+if has test; then
+  t0=$(now)
+  "$TEST_BIN" >"$OUT/test_gpu.log" 2>&1
+  rc=$?
+  RESULT[test]="rc=$rc $(( $(now) - t0 ))s $(grep -E '^\[  (PASSED|FAILED)|tests? ran' "$OUT/test_gpu.log" | tr '\n' ' ')"
+  grep -E "FAILED|Failure|error" "$OUT/test_gpu.log" | head -20
+fi
+if has bench; then
+  t0=$(now)
+  # shellcheck disable=SC2086
+  "$BENCH_BIN" ${BENCH_ARGS:-} >"$OUT/bench.log" 2>&1
+  rc=$?
+  RESULT[bench]="rc=$rc $(( $(now) - t0 ))s"
+  cat "$OUT/bench.log"
+fi
+for tool in memcheck racecheck; do
+  has $tool || continue
+  t0=$(now)
+  timeout 280 "$SAN" --tool $tool --error-exitcode 9 "$TEST_BIN" --gtest_filter="$SAN_FILTER" \
+    >"$OUT/$tool.log" 2>&1
+  rc=$?
+  RESULT[$tool]="rc=$rc $(( $(now) - t0 ))s $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/$tool.log" | tail -1)"
+done
+
+echo
+echo "step       result"
+for s in build test bench memcheck racecheck; do
+  [ -n "${RESULT[$s]:-}" ] && printf '%-10s %s\n' "$s" "${RESULT[$s]}"
+done
+exit 0

@@ -1,0 +1,119 @@
+// Device statistics against metrics.hpp: counts and tile scales exact, sums to rounding.
+#include <cmath>
+
+#include "castscope/cuda_stats.hpp"
+#include "castscope/metrics.hpp"
+#include "gpu_test_util.hpp"
+
+namespace castscope::gputest {
+namespace {
+
+void expect_close(double cpu, double gpu, const std::string& what) {
+  if (std::isinf(cpu) || std::isinf(gpu)) {
+    EXPECT_EQ(cpu, gpu) << what;
+    return;
+  }
+  EXPECT_NEAR(gpu, cpu, 1e-9 * std::max(1.0, std::fabs(cpu))) << what;
+}
+
+void expect_hist(const Histogram& c, const Histogram& g, const std::string& what) {
+  EXPECT_EQ(c.counts, g.counts) << what;
+  EXPECT_EQ(c.below, g.below) << what;
+  EXPECT_EQ(c.above, g.above) << what;
+  EXPECT_EQ(c.nonfinite, g.nonfinite) << what;
+  EXPECT_EQ(c.zeros, g.zeros) << what;
+}
+
+TEST(GpuStats, MatchHostStatisticsHistogramsAndTileMaps) {
+  CS_REQUIRE_GPU();
+  const uint64_t seed = run_seed();
+  struct Case {
+    const char* dtype;
+    Shape shape;
+    int axis;
+  };
+  const Case cases[] = {{"mxfp8e4", {96, 160}, -1}, {"nvfp4", {33, 64}, -1}, {"fp8e4_block128", {200, 136}, -1},
+                        {"int8_sc", {40, 3, 50}, 1}, {"mxint4", {64, 40}, 0}};
+  uint64_t k = 0;
+  for (const Case& c : cases) {
+    const std::string tag = std::string(c.dtype) + " seed " + std::to_string(seed);
+    const Tensor x = random_input(c.shape, seed + ++k, 448.0, 480.0);
+    const DataType d = DataType::parse(c.dtype);
+    CastOptions o;
+    o.mode = CastMode::Actual;
+    o.axis = c.axis;
+    const CastResult host = cpu_cast(x, d, o);
+    const Tensor hv = upcast(host);
+
+    const gpu::DeviceTensor dx = gpu::DeviceTensor::upload(x);
+    const gpu::DeviceCastResult dr = gpu::cast(dx, d, o, true);
+    EXPECT_EQ(tensor_diff("values", hv, dr.values.download()), "") << tag;
+
+    const Stats cs = compute_stats(x, hv, host.counts.clipped);
+    const Stats gs = gpu::compute_stats(dx, dr.values, dr.counts.clipped);
+    EXPECT_EQ(cs.count, gs.count) << tag;
+    EXPECT_EQ(cs.nonfinite_in, gs.nonfinite_in) << tag;
+    EXPECT_EQ(cs.nonfinite_out, gs.nonfinite_out) << tag;
+    EXPECT_EQ(cs.zeros_out, gs.zeros_out) << tag;
+    EXPECT_EQ(cs.clipped, gs.clipped) << tag;
+    EXPECT_EQ(cs.max_abs_err, gs.max_abs_err) << tag;
+    expect_close(cs.mse, gs.mse, "mse " + tag);
+    expect_close(cs.snr_db, gs.snr_db, "snr " + tag);
+    expect_close(cs.mean_err, gs.mean_err, "bias " + tag);
+    expect_close(cs.signal_power, gs.signal_power, "power " + tag);
+
+    const float* vp = hv.ptr<float>();
+    expect_hist(histogram(vp, hv.numel(), -8, 8, 64), gpu::histogram(dr.values, -8, 8, 64), "linear " + tag);
+    expect_hist(histogram(vp, hv.numel(), -20, 10, 300, true), gpu::histogram(dr.values, -20, 10, 300, true),
+                "log " + tag);
+    expect_hist(histogram(vp, hv.numel(), -1, 1, 20000), gpu::histogram(dr.values, -1, 1, 20000), "many bins " + tag);
+    expect_hist(error_histogram(x.ptr<float>(), vp, x.numel(), -0.25, 0.25, 128),
+                gpu::error_histogram(dx, dr.values, -0.25, 0.25, 128), "error " + tag);
+    const ExponentHistogram ce = exponent_histogram(vp, hv.numel()), ge = gpu::exponent_histogram(dr.values);
+    EXPECT_EQ(ce.emin, ge.emin) << tag;
+    EXPECT_EQ(ce.emax, ge.emax) << tag;
+    EXPECT_EQ(ce.counts, ge.counts) << tag;
+    EXPECT_EQ(ce.zeros, ge.zeros) << tag;
+    EXPECT_EQ(ce.nonfinite, ge.nonfinite) << tag;
+
+    const TileMap ct = tile_map(x, hv, host), gt = gpu::tile_map(dx, dr.values, dr);
+    EXPECT_EQ(ct.rows, gt.rows) << tag;
+    EXPECT_EQ(ct.cols, gt.cols) << tag;
+    EXPECT_EQ(ct.scale_code, gt.scale_code) << tag;
+    ASSERT_EQ(ct.snr_db.size(), gt.snr_db.size()) << tag;
+    for (size_t i = 0; i < ct.snr_db.size(); ++i) {
+      EXPECT_EQ(std::isnan(ct.scale_value[i]), std::isnan(gt.scale_value[i])) << tag;
+      if (!std::isnan(ct.scale_value[i])) {
+        EXPECT_EQ(ct.scale_value[i], gt.scale_value[i]) << tag;
+      }
+      EXPECT_EQ(ct.absmax[i], gt.absmax[i]) << tag << " tile " << i;
+      if (std::isfinite(ct.snr_db[i])) {
+        EXPECT_NEAR(ct.snr_db[i], gt.snr_db[i], 1e-4f) << tag << " tile " << i;
+      } else {
+        EXPECT_EQ(ct.snr_db[i], gt.snr_db[i]) << tag << " tile " << i;
+      }
+    }
+  }
+}
+
+TEST(GpuStats, BadArgumentsAreErrors) {
+  CS_REQUIRE_GPU();
+  const gpu::DeviceTensor a = gpu::DeviceTensor::upload(random_input({8, 8}, run_seed(), 1, 1));
+  const gpu::DeviceTensor b = gpu::DeviceTensor::upload(random_input({4, 8}, run_seed(), 1, 1));
+  EXPECT_THROW(gpu::compute_stats(a, b), Error);
+  EXPECT_THROW(gpu::histogram(a, 1, 0, 8), Error);
+  EXPECT_THROW(gpu::histogram(a, 0, 1, 0), Error);
+  CastOptions o;
+  o.mode = CastMode::Virtual;
+  const gpu::DeviceCastResult v = gpu::cast(a, DataType::parse("e4m3fn_e8m0_t8"), o);
+  EXPECT_THROW(gpu::tile_map(a, v.values, v), Error);  // virtual result has no scales
+}
+
+TEST(GpuStats, EmptyAndUndefinedTensorsAreErrors) {
+  CS_REQUIRE_GPU();
+  EXPECT_THROW(gpu::DeviceTensor::upload(Tensor()), Error);
+  EXPECT_THROW(gpu::cast(gpu::DeviceTensor(), DataType::parse("mxfp8e4"), {}), Error);
+}
+
+}  // namespace
+}  // namespace castscope::gputest
