@@ -223,7 +223,8 @@ std::vector<float> cast_values(const std::vector<float>& x, const std::vector<in
   const Groups g = make_groups(shape, d, o.axis);
   const bool is_int = n.is_int();
   const FloatFmt ef = is_int ? FloatFmt{} : describe(n);
-  const bool negzero = is_int || ef.has_negzero;
+  // Integer codes have a single zero, so -0 and negative values that round to zero give +0.
+  const bool negzero = !is_int && ef.has_negzero;
   auto elem_exp = [&](double v, int s) -> double {  // element v at exponent scale 2^s
     if (is_int) return int_fixed_point(v, n.bits(), s, o.round);
     return std::ldexp(round_float(std::ldexp(v, -s), ef, o.round, o.overflow), s);
@@ -250,8 +251,9 @@ std::vector<float> cast_values(const std::vector<float>& x, const std::vector<in
       }
       const int e = select_exponent(absmax, n, is_int ? OScale::Floor : o.scale);
       const int s = std::min(sn.emax(), std::max(sn.emin(), e - n.emax()));
-      // Subtiles: a pair lowers its exponent by one when all its values lie below the tile's
-      // top binade (decision 10).
+      // Subtiles: a pair lowers its exponent by one when all its values lie below the top binade
+      // of the tile's (clamped) scale (decision 10); the microexponent is a separate bit, so the
+      // lowered exponent may go one below the scale format's range.
       std::map<int64_t, double> submax;
       for (int64_t i : tile)
         if (g.sub_of[i] >= 0) {
@@ -262,7 +264,7 @@ std::vector<float> cast_values(const std::vector<float>& x, const std::vector<in
         int si = s;
         if (g.sub_of[i] >= 0) {
           const double m = submax[g.sub_of[i]];
-          if (m < std::ldexp(1.0, e) && s - 1 >= sn.emin()) si = s - 1;
+          if (m < std::ldexp(1.0, s + n.emax())) si = s - 1;
         }
         const double v = elem_exp(x[i], si);
         out[i] = v == 0 ? signed_zero(x[i], negzero) : static_cast<float>(v);
@@ -309,7 +311,7 @@ std::vector<float> cast_values(const std::vector<float>& x, const std::vector<in
         continue;
       }
       double q;
-      const double xs = v / sc;
+      const double xs = v / (sc * tenscale);  // exact product: sc has few significant bits
       if (is_int) {
         const double lim = static_cast<double>(n.int_max());
         q = std::min(lim, std::max(-lim, round_int(xs, o.round)));
