@@ -19,7 +19,7 @@ if has build; then
   t0=$(now)
   cmake -S . -B "$B" -G Ninja -DCASTSCOPE_GUI=OFF -DCASTSCOPE_ONNX=OFF -DCMAKE_BUILD_TYPE=Release \
     >"$OUT/configure.log" 2>&1 &&
-    ninja -C "$B" -j"$JOBS" castscope_test_gpu castscope-bench castscope-cli >"$OUT/build.log" 2>&1
+    ninja -C "$B" -k 0 -j"$JOBS" castscope_test_gpu castscope-bench castscope-cli >"$OUT/build.log" 2>&1
   rc=$?
   RESULT[build]="rc=$rc $(( $(now) - t0 ))s"
   if [ $rc -ne 0 ]; then
@@ -49,7 +49,7 @@ fi
 for tool in memcheck racecheck; do
   has $tool || continue
   t0=$(now)
-  timeout 280 "$SAN" --tool $tool --error-exitcode 9 "$TEST_BIN" --gtest_filter="$SAN_FILTER" \
+  timeout "${SAN_TIMEOUT:-150}" "$SAN" --tool $tool --error-exitcode 9 "$TEST_BIN" --gtest_filter="$SAN_FILTER" \
     >"$OUT/$tool.log" 2>&1
   rc=$?
   RESULT[$tool]="rc=$rc $(( $(now) - t0 ))s $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/$tool.log" | tail -1)"

@@ -3,6 +3,7 @@
 #include "gpu_test_util.hpp"
 
 #include "castscope/datatype.hpp"
+#include "cuda/cuda_internal.hpp"
 
 namespace castscope::gputest {
 namespace {
@@ -146,7 +147,7 @@ TEST(GpuCast, UpcastOfGpuActualEqualsGpuVirtual) {
   uint64_t k = 500;
   for (const RegistryEntry& e : registry()) {
     const DataType d = DataType::parse(e.name);
-    const Tensor x = input_for(d, {40, 64}, seed + ++k);
+    const Tensor x = input_for(d, {136, 160}, seed + ++k);
     CastOptions o;
     o.mode = CastMode::Virtual;
     const Tensor v = cuda::cast(x, d, o).values;
@@ -168,6 +169,34 @@ TEST(GpuCast, BadInputsAreErrors) {
   CastOptions o;
   o.axis = 5;
   EXPECT_THROW(cuda::cast(small, DataType::parse("e4m3fn_e8m0_t2"), o), Error);
+}
+
+}  // namespace
+}  // namespace castscope::gputest
+
+namespace castscope::gputest {
+namespace {
+
+// The float-arithmetic rounding of the fast kernels against the shared scalar::quantize on every
+// float32 input and random doubles, for every data grid a registry datatype uses.
+TEST(GpuCast, FastQuantizerEqualsSharedQuantizerExhaustively) {
+  CS_REQUIRE_GPU();
+  const uint64_t seed = run_seed();
+  std::vector<scalar::Format> seen;
+  for (const RegistryEntry& e : registry()) {
+    const DataType d = DataType::parse(e.name);
+    if (d.family() != Family::Standard) continue;
+    const scalar::Format f = detail::make_plan({256, 256}, d, {}).data;
+    if (!gpu::detail::fast_quantizer_applies(f)) continue;
+    bool dup = false;
+    for (const scalar::Format& g : seen) dup |= std::memcmp(&g, &f, sizeof f) == 0;
+    if (dup) continue;
+    seen.push_back(f);
+    double bad = 0;
+    const uint64_t n = gpu::detail::verify_fast_quantizer(f, uint64_t{1} << 28, seed, &bad);
+    EXPECT_EQ(n, 0u) << e.name << ": first mismatch at " << bad << " (seed " << seed << ")";
+  }
+  EXPECT_GE(seen.size(), 8u);
 }
 
 }  // namespace

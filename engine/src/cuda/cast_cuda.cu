@@ -72,6 +72,7 @@ struct CastRunner::Impl {
   double tile_scale_max = 1.0;
   const char* path = "group";
   bool packed = false;
+  bool fastq = false;  // round-to-nearest-even, saturating, codes only: the float quantizer applies
   DeviceTensor values, codes, scale, zero, tenscale, meta, mask, residual, rscale, scratch;
   Outs o;
 
@@ -122,6 +123,8 @@ struct CastRunner::Impl {
                       dtype_size(p.code_dtype) == 1 && dtype_size(p.scale_dtype) == 1 &&
                       (x.dtype() == DType::F32 || x.dtype() == DType::BF16);
     path = !tiles ? "elementwise" : fast ? "fast" : "group";
+    fastq = opt.round == Round::Even && fast_quant_ok(p.data) && !o.values &&
+            (p.scaled || opt.overflow == Overflow::Saturate);
     // Sub-byte codes are packed on the device where the kernel writes whole bytes anyway.
     const bool last_even = !p.in_shape.empty() && p.in_shape.back() % 2 == 0;
     packed = opt.mode == CastMode::Compress && p.data.bits <= 4 && p.data.bits > 2 && last_even &&
@@ -184,7 +187,7 @@ struct CastRunner::Impl {
         CS_CUDA_LAUNCH("finalize_kernel");
       }
       if (!p.scaled || p.tensor_scope) {
-        elementwise_kernel<T><<<grid_for((n + 7) / 8, 256, cap), 256, 0, st>>>(xp, n, kp, sc(), o);
+        elementwise_kernel<T><<<grid_for((n + 7) / 8, 256, cap), 256, 0, st>>>(xp, n, kp, sc(), o, fastq);
         CS_CUDA_LAUNCH("elementwise_kernel");
         return;
       }
@@ -193,10 +196,16 @@ struct CastRunner::Impl {
           constexpr int V = Vec<T>::V;
           const int64_t ntiles = p.groups();
           const int64_t chunks = n / V;
-          if (p.tc == 32)
-            fast_kernel<T, 32><<<grid_for(chunks, 256, cap), 256, 0, st>>>(xp, ntiles, kp, sc(), o);
-          else
-            fast_kernel<T, 16><<<grid_for(chunks, 256, cap), 256, 0, st>>>(xp, ntiles, kp, sc(), o);
+          const unsigned grid = grid_for(chunks, 256, cap);
+          const int mode = !fastq ? 0 : (kp.scale_is_exponent && !kp.multiscale ? 1 : 2);
+          auto go = [&](auto tile) {
+            constexpr int TL = decltype(tile)::value;
+            if (mode == 0) fast_kernel<T, TL, 0><<<grid, 256, 0, st>>>(xp, ntiles, kp, sc(), o);
+            else if (mode == 1) fast_kernel<T, TL, 1><<<grid, 256, 0, st>>>(xp, ntiles, kp, sc(), o);
+            else fast_kernel<T, TL, 2><<<grid, 256, 0, st>>>(xp, ntiles, kp, sc(), o);
+          };
+          if (p.tc == 32) go(std::integral_constant<int, 32>{});
+          else go(std::integral_constant<int, 16>{});
           CS_CUDA_LAUNCH("fast_kernel");
           return;
         }
@@ -305,3 +314,67 @@ CastResult cast(const Tensor& x, const DataType& dtype, const CastOptions& opt) 
 }
 
 }  // namespace castscope::cuda
+
+namespace castscope::gpu::detail {
+namespace {
+
+__device__ __forceinline__ uint32_t slow_code(double y, const scalar::Format& f, bool& clipped) {
+  const scalar::Quantized q = castscope::detail::canonical(
+      scalar::quantize(y, f, scalar::Round::Even, scalar::Overflow::Saturate, 0), f);
+  clipped = q.clipped;
+  return scalar::encode(q, f);
+}
+
+__global__ void verify_kernel(scalar::Format f, uint64_t extra, uint64_t seed, unsigned long long* bad,
+                              unsigned long long* first) {
+  const uint64_t total = (1ull << 32) + extra;
+  unsigned long long mism = 0;
+  for (uint64_t i = blockIdx.x * static_cast<uint64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<uint64_t>(gridDim.x) * blockDim.x) {
+    double y;
+    bool f32 = false;
+    if (i < (1ull << 32)) {
+      const float yf = __uint_as_float(static_cast<uint32_t>(i));
+      if (!(yf - yf == 0.0f)) continue;
+      y = yf;
+      f32 = true;
+    } else {
+      // Random doubles within +-2^40 of the grid, with their low bits often zero (ties).
+      const uint64_t r = (static_cast<uint64_t>(scalar::random_bits(seed, 2 * i)) << 32) |
+                         scalar::random_bits(seed, 2 * i + 1);
+      const int e = static_cast<int>((r >> 52) % 81) - 40;
+      uint64_t mant = r & 0x000FFFFFFFFFFFFFull;
+      if (r & 1) mant &= ~((1ull << ((r >> 1) % 52)) - 1);
+      y = scalar::bits_double((r & (1ull << 63)) | (static_cast<uint64_t>(e + 1023) << 52) | mant);
+    }
+    bool c0 = false;
+    const uint32_t want = slow_code(y, f, c0);
+    const scalar::Quantized q64 = castscope::detail::canonical(quantize_rne_f64(y, f), f);
+    bool ok = scalar::encode(q64, f) == want && q64.clipped == c0;
+    if (f32) {
+      const scalar::Quantized q32 = castscope::detail::canonical(quantize_rne_f32(static_cast<float>(y), f), f);
+      ok = ok && scalar::encode(q32, f) == want && q32.clipped == c0;
+    }
+    if (!ok) {
+      ++mism;
+      atomicExch(first, static_cast<unsigned long long>(__double_as_longlong(y)));
+    }
+  }
+  if (mism) atomicAdd(bad, mism);
+}
+
+}  // namespace
+
+bool fast_quantizer_applies(const scalar::Format& f) { return fast_quant_ok(f); }
+
+uint64_t verify_fast_quantizer(const scalar::Format& f, uint64_t extra, uint64_t seed, double* first_bad) {
+  DeviceTensor out = DeviceTensor::empty(DType::U64, {2}, true);
+  unsigned long long* p = static_cast<unsigned long long*>(out.mutable_data());
+  verify_kernel<<<static_cast<unsigned>(sm_count()) * 8, 256, 0, stream()>>>(f, extra, seed, p, p + 1);
+  CS_CUDA_LAUNCH("verify_kernel");
+  Tensor h = out.download();
+  if (first_bad) *first_bad = scalar::bits_double(h.ptr<uint64_t>()[1]);
+  return h.ptr<uint64_t>()[0];
+}
+
+}  // namespace castscope::gpu::detail

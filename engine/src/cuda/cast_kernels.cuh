@@ -5,6 +5,7 @@
 #pragma once
 
 #include "cuda/cuda_common.hpp"
+#include "cuda/fast_quant.cuh"
 #include "group.hpp"
 #include "tcfp/tcfp_block.hpp"
 
@@ -224,12 +225,28 @@ __device__ __forceinline__ uint32_t element_out(const KernelParams& kp, const Gr
   return scalar::encode(q, kp.data);
 }
 
+// scalar::Quantized of a scaled element (encode_element's scaled, saturating branch) through the
+// fast round-to-nearest-even quantizer. f32: the scale is a power of two (exponent scale, no tensor
+// scale), so x * 2^-shift is formed in float (two factors, each a normal power of two).
+template <bool F32>
+__device__ __forceinline__ scalar::Quantized fast_scaled(const KernelParams& kp, const GroupScale& gs, float x) {
+  if (!(x - x == 0.0f) || gs.nan || gs.s == 0.0) return scalar::Quantized{};
+  if (F32) {
+    const int h1 = -gs.shift / 2, h2 = -gs.shift - h1;
+    return castscope::detail::canonical(quantize_rne_f32(x * pow2f(h1) * pow2f(h2), kp.data), kp.data_codes);
+  }
+  const double y = castscope::detail::scaled_input(kp, gs, static_cast<double>(x), 0);
+  return castscope::detail::canonical(quantize_rne_f64(y, kp.data), kp.data_codes);
+}
+
 // Unscaled and tensor-scoped casts: chunks of 8 elements per thread (vector loads for float32
 // and bfloat16, codes stored 8 / packed 4 bytes at once).
 template <class T>
 __global__ void __launch_bounds__(256)
-    elementwise_kernel(const T* __restrict__ x, int64_t n, KernelParams kp, Scratch* s, Outs o) {
+    elementwise_kernel(const T* __restrict__ x, int64_t n, KernelParams kp, Scratch* s, Outs o, bool fast) {
   if (kp.multiscale) kp.tensor_scale = s->tensor_scale;
+  // Fast rounding: float inputs, no scale, round to nearest even, saturation, codes only.
+  const bool fastq = fast && sizeof(T) <= 4 && !kp.scaled && !o.values;
   const GroupScale gs = kp.scaled ? s->gs : GroupScale{};
   unsigned long long clipped = 0, nonfinite = 0;
   const int64_t chunks = (n + 7) / 8;
@@ -268,7 +285,14 @@ __global__ void __launch_bounds__(256)
         continue;
       }
       nonfinite += (v[k] - v[k] == 0) ? 0 : 1;
-      code[k] = element_out(kp, gs, v[k], 0, e0 + k, o, clipped);
+      if (fastq && v[k] - v[k] == 0) {  // finite, unscaled: round the input itself
+        const scalar::Quantized q =
+            castscope::detail::canonical(quantize_rne_f32(static_cast<float>(v[k]), kp.data), kp.data_codes);
+        clipped += q.clipped ? 1 : 0;
+        code[k] = scalar::encode(q, kp.data);
+      } else {
+        code[k] = element_out(kp, gs, v[k], 0, e0 + k, o, clipped);
+      }
     }
     if (!o.codes) continue;
     if (o.pack4) {
@@ -400,7 +424,9 @@ struct Vec<__nv_bfloat16> {
 // codes and scales, no zero point, subtile or sparsity. L = TILE / V lanes share a tile; each
 // lane loads 16 bytes, the tile's absmax is combined with shuffles, and codes go out as one
 // 4- or 8-byte store per lane (two codes per byte when packed).
-template <class T, int TILE>
+// MODE 0: the shared encode_element (any rounding, values too); 1: fast rounding with a power-of-two
+// scale formed in float; 2: fast rounding of the double scaled input (float or tensor scales).
+template <class T, int TILE, int MODE>
 __global__ void __launch_bounds__(256)
     fast_kernel(const T* __restrict__ x, int64_t ntiles, KernelParams kp, Scratch* s, Outs o) {
   constexpr int V = Vec<T>::V;
@@ -440,7 +466,13 @@ __global__ void __launch_bounds__(256)
 #pragma unroll
     for (int k = 0; k < V; ++k) {
       nonfinite += (v[k] - v[k] == 0.0f) ? 0 : 1;
-      code[k] = element_out(kp, gs, v[k], 0, e0 + k, o, clipped);
+      if (MODE == 0) {
+        code[k] = element_out(kp, gs, v[k], 0, e0 + k, o, clipped);
+      } else {
+        const scalar::Quantized q = fast_scaled<MODE == 1>(kp, gs, v[k]);
+        clipped += q.clipped ? 1 : 0;
+        code[k] = scalar::encode(q, kp.data);
+      }
     }
     if (part == 0 && o.scale) store_code(o.scale, 1, c / L, gs.scale_code, kp.scale);
     if (o.codes) {

@@ -354,11 +354,16 @@ TileMap tile_map(const DeviceTensor& x_f32, const DeviceTensor& values, const De
   m.cols = p.gc;
   m.tile_rows = p.tr;
   m.tile_cols = p.tc;
-  Tensor hc = codes.download(), hs = sv.download(), ha = am.download(), hn = snr.download();
-  m.scale_code.assign(hc.ptr<uint32_t>(), hc.ptr<uint32_t>() + g);
-  m.scale_value.assign(hs.ptr<float>(), hs.ptr<float>() + g);
-  m.absmax.assign(ha.ptr<float>(), ha.ptr<float>() + g);
-  m.snr_db.assign(hn.ptr<float>(), hn.ptr<float>() + g);
+  // Straight into the vectors: no zero-filled staging tensors for what can be a million tiles.
+  m.scale_code.resize(g);
+  m.scale_value.resize(g);
+  m.absmax.resize(g);
+  m.snr_db.resize(g);
+  CS_CUDA(cudaMemcpyAsync(m.scale_code.data(), codes.data(), g * 4, cudaMemcpyDeviceToHost, stream()));
+  CS_CUDA(cudaMemcpyAsync(m.scale_value.data(), sv.data(), g * 4, cudaMemcpyDeviceToHost, stream()));
+  CS_CUDA(cudaMemcpyAsync(m.absmax.data(), am.data(), g * 4, cudaMemcpyDeviceToHost, stream()));
+  CS_CUDA(cudaMemcpyAsync(m.snr_db.data(), snr.data(), g * 4, cudaMemcpyDeviceToHost, stream()));
+  CS_CUDA(cudaStreamSynchronize(stream()));
   return m;
 }
 

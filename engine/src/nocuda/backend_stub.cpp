@@ -3,6 +3,7 @@
 #include "backend.hpp"
 #include "castscope/cuda_stats.hpp"
 #include "castscope/matmul.hpp"
+#include "cuda/cuda_internal.hpp"
 
 namespace castscope {
 namespace {
@@ -65,6 +66,11 @@ int run_benchmark(const BenchOptions&, std::FILE* out) {
   std::fprintf(out, "castscope bench: no usable GPU (%s); nothing to measure.\n", kNoCuda);
   return 0;
 }
+
+namespace detail {
+uint64_t verify_fast_quantizer(const scalar::Format&, uint64_t, uint64_t, double*) { no_cuda("GPU quantizer check"); }
+bool fast_quantizer_applies(const scalar::Format&) { return false; }
+}  // namespace detail
 
 }  // namespace gpu
 }  // namespace castscope

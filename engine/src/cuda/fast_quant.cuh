@@ -1,0 +1,77 @@
+// Round-to-nearest-even quantization with saturation in float / double arithmetic: the same
+// (r, qe, neg, clipped) as scalar::quantize(y, f, Round::Even, Overflow::Saturate, 0) for Float and
+// Int grids, without its 64-bit significand arithmetic. The reason this is exact: y * 2^-qe is a
+// power-of-two scaling of y (exact, never subnormal for the grids allowed by fast_quant_ok), and
+// rint() rounds it to nearest even exactly as the integer remainder test does. The GPU test suite
+// checks it against scalar::quantize on every float32 input for every such format.
+#pragma once
+
+#include "castscope/scalar.hpp"
+
+namespace castscope::gpu::detail {
+
+// Grids the fast quantizer is exact for: Float / Int kinds whose quantum and largest quantum stay
+// far inside float32's normal range (every registry format qualifies).
+inline bool fast_quant_ok(const scalar::Format& f) {
+  return (f.kind == scalar::Kind::Float || f.kind == scalar::Kind::Int) && f.qmin > -96 && f.maxe < 96 &&
+         f.maxbinade < 96 && f.maxr < (1ull << 24);
+}
+
+__device__ __forceinline__ float pow2f(int e) { return __uint_as_float(static_cast<uint32_t>(e + 127) << 23); }
+
+__device__ __forceinline__ scalar::Quantized quantize_rne_f32(float y, const scalar::Format& f) {
+  scalar::Quantized q;
+  const uint32_t u = __float_as_uint(y);
+  q.neg = (u >> 31) != 0;
+  q.qe = f.qmin;
+  const uint32_t a = u & 0x7FFFFFFFu;
+  const int e = static_cast<int>(a >> 23);
+  if (e == 0) return q;  // zero or a float subnormal: below half of the smallest quantum
+  const int b = e - 127;
+  const int qe = b - f.mgrid > f.qmin ? b - f.mgrid : f.qmin;
+  bool overflow = b > f.maxbinade + 1 || qe > f.maxe;
+  uint32_t r = 0;
+  if (!overflow) {
+    r = static_cast<uint32_t>(rintf(__uint_as_float(a) * pow2f(-qe)));
+    overflow = qe == f.maxe && r > f.maxr;
+  }
+  if (overflow) {
+    q.clipped = true;
+    q.r = f.maxr;
+    q.qe = f.maxe;
+    return q;
+  }
+  q.r = r;
+  q.qe = qe;
+  return q;
+}
+
+__device__ __forceinline__ scalar::Quantized quantize_rne_f64(double y, const scalar::Format& f) {
+  scalar::Quantized q;
+  const uint64_t u = static_cast<uint64_t>(__double_as_longlong(y));
+  q.neg = (u >> 63) != 0;
+  q.qe = f.qmin;
+  const uint64_t a = u & 0x7FFFFFFFFFFFFFFFull;
+  const int e = static_cast<int>(a >> 52);
+  if (e == 0) return q;  // zero or a double subnormal
+  const int b = e - 1023;
+  if (b < f.qmin - 2) return q;  // below half of the smallest quantum: rounds to zero
+  const int qe = b - f.mgrid > f.qmin ? b - f.mgrid : f.qmin;
+  bool overflow = b > f.maxbinade + 1 || qe > f.maxe;
+  uint64_t r = 0;
+  if (!overflow) {
+    r = static_cast<uint64_t>(rint(__longlong_as_double(static_cast<long long>(a)) * scalar::pow2(-qe)));
+    overflow = qe == f.maxe && r > f.maxr;
+  }
+  if (overflow) {
+    q.clipped = true;
+    q.r = f.maxr;
+    q.qe = f.maxe;
+    return q;
+  }
+  q.r = r;
+  q.qe = qe;
+  return q;
+}
+
+}  // namespace castscope::gpu::detail
