@@ -20,7 +20,9 @@ void save_npy(const std::string& path, const Tensor& t);
 
 // Writes `bytes` to path atomically: a temporary file beside it, fsync, rename. `write` gets a
 // callback to append data; throwing from it (or a full disk) leaves no file at `path`.
-void write_atomically(const std::string& path, const std::function<void(const std::function<void(const void*, size_t)>&)>& write);
+void write_atomically(
+    const std::string& path,
+    const std::function<void(const std::function<void(const void*, size_t)>&)>& write);
 
 // One entry of a model's table of contents: read from headers only.
 struct TensorInfo {
@@ -39,6 +41,9 @@ class Model {
   virtual const std::vector<TensorInfo>& tensors() const = 0;
   virtual Tensor load(const std::string& name) const = 0;  // float32, the stored shape
   virtual std::string format() const = 0;                  // "safetensors", "npz", "gguf", ...
+  // The tensor in its stored dtype (no conversion; borrowed from the file map where possible).
+  // Throws Error for storage that has no DType (GGUF block formats, ONNX fnuz floats).
+  virtual Tensor load_raw(const std::string& name) const;
   const std::string& path() const { return path_; }
   const TensorInfo* find(const std::string& name) const {
     for (const TensorInfo& t : tensors())
@@ -52,6 +57,10 @@ class Model {
 
 // Picks the reader from the file's contents / extension. Throws Error naming the file.
 std::unique_ptr<Model> open_model(const std::string& path);
+
+// Whether a TensorInfo::dtype string names floating-point storage (safetensors "BF16", numpy
+// "float16", GGUF "Q4_0" / "MXFP4", ONNX "FLOAT", ...): the tensors worth casting.
+bool is_float_storage(const std::string& stored_dtype);
 
 // safetensors dtype names ("F32", "BF16", "F8_E4M3", "U8", "BOOL", ...).
 const char* safetensors_dtype(DType d);

@@ -1,9 +1,9 @@
 #include <cstring>
-#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 
 #include "castscope/io.hpp"
+#include "io/reader.hpp"
 
 namespace castscope::io {
 namespace {
@@ -15,10 +15,11 @@ struct StDType {
   DType dtype;
 };
 constexpr StDType kSt[] = {
-    {"F32", DType::F32}, {"F16", DType::F16}, {"BF16", DType::BF16}, {"F64", DType::F64},
-    {"F8_E4M3", DType::F8E4M3}, {"F8_E5M2", DType::F8E5M2}, {"U8", DType::U8}, {"I8", DType::I8},
-    {"U16", DType::U16}, {"I16", DType::I16}, {"U32", DType::U32}, {"I32", DType::I32},
-    {"U64", DType::U64}, {"I64", DType::I64}, {"BOOL", DType::Bool},
+    {"F32", DType::F32}, {"F16", DType::F16},        {"BF16", DType::BF16},
+    {"F64", DType::F64}, {"F8_E4M3", DType::F8E4M3}, {"F8_E5M2", DType::F8E5M2},
+    {"U8", DType::U8},   {"I8", DType::I8},          {"U16", DType::U16},
+    {"I16", DType::I16}, {"U32", DType::U32},        {"I32", DType::I32},
+    {"U64", DType::U64}, {"I64", DType::I64},        {"BOOL", DType::Bool},
 };
 
 struct Part {
@@ -26,11 +27,50 @@ struct Part {
   Tensor CastResult::*member;
 };
 constexpr Part kParts[] = {
-    {"", &CastResult::codes},          {".scale", &CastResult::scale},
-    {".zero", &CastResult::zero},      {".tenscale", &CastResult::tenscale},
-    {".meta", &CastResult::meta},      {".mask", &CastResult::mask},
-    {".residual", &CastResult::residual}, {".residual_scale", &CastResult::residual_scale},
+    {"", &CastResult::codes},
+    {".scale", &CastResult::scale},
+    {".zero", &CastResult::zero},
+    {".tenscale", &CastResult::tenscale},
+    {".meta", &CastResult::meta},
+    {".mask", &CastResult::mask},
+    {".residual", &CastResult::residual},
+    {".residual_scale", &CastResult::residual_scale},
 };
+
+// The parts of a stored cast must have exactly the dtypes and shapes that the cast produces, or
+// upcast would read past them. The reference layout comes from casting zeros of the stored shape
+// with the stored options, after bounding that shape by the size of the stored codes.
+void check_layout(const std::string& path, const PackedTensor& pt) {
+  const CastResult& r = pt.result;
+  const std::string at = "'" + path + "': tensor '" + pt.name + "': ";
+  const uint64_t n = detail::checked_numel(r.shape, path, pt.name);
+  if (n == 0 || n > static_cast<uint64_t>(r.codes.numel()) * 64 + 64)
+    throw Error(at + "shape " + shape_str(r.shape) + " does not match its " +
+                std::to_string(r.codes.numel()) + " stored codes");
+  CastOptions o = r.options;
+  o.mode = r.mode;
+  o.device = Device::CPU;
+  o.job = nullptr;
+  CastResult ref;
+  try {
+    ref = cast(Tensor::empty(DType::F32, r.shape), r.dtype, o);
+  } catch (const Error& e) {
+    throw Error(at + "datatype " + r.dtype.str() + " does not apply to shape " +
+                shape_str(r.shape) + ": " + e.what());
+  }
+  for (const Part& part : kParts) {
+    const Tensor& want = ref.*(part.member);
+    const Tensor& got = r.*(part.member);
+    const std::string what = std::string("'") + pt.name + part.suffix + "'";
+    if (!want && !got) continue;
+    if (!got) throw Error(at + "missing part " + what);
+    if (!want) throw Error(at + "unexpected part " + what + " for datatype " + r.dtype.str());
+    if (want.dtype() != got.dtype() || want.shape() != got.shape())
+      throw Error(at + "part " + what + " is " + dtype_name(got.dtype()) + " " +
+                  shape_str(got.shape()) + ", expected " + dtype_name(want.dtype()) + " " +
+                  shape_str(want.shape()));
+  }
+}
 
 }  // namespace
 
@@ -57,7 +97,8 @@ void save_packed(const std::string& path, const std::vector<PackedTensor>& tenso
   uint64_t offset = 0;
   for (const PackedTensor& pt : tensors) {
     const CastResult& r = pt.result;
-    if (r.mode == CastMode::Virtual) throw Error("tensor '" + pt.name + "': a virtual cast has no codes to pack");
+    if (r.mode == CastMode::Virtual)
+      throw Error("tensor '" + pt.name + "': a virtual cast has no codes to pack");
     meta[pt.name + ".dtype"] = r.dtype.str();
     meta[pt.name + ".shape"] = json(r.shape).dump();
     meta[pt.name + ".mode"] = to_string(r.mode);
@@ -70,7 +111,9 @@ void save_packed(const std::string& path, const std::vector<PackedTensor>& tenso
       if (!t) continue;
       const std::string key = pt.name + part.suffix;
       if (header.contains(key)) throw Error("duplicate tensor name '" + key + "' in packed export");
-      header[key] = {{"dtype", safetensors_dtype(t.dtype())}, {"shape", t.shape()}, {"data_offsets", {offset, offset + t.nbytes()}}};
+      header[key] = {{"dtype", safetensors_dtype(t.dtype())},
+                     {"shape", t.shape()},
+                     {"data_offsets", {offset, offset + t.nbytes()}}};
       offset += t.nbytes();
       order.push_back(&t);
     }
@@ -89,27 +132,26 @@ void save_packed(const std::string& path, const std::vector<PackedTensor>& tenso
 }
 
 std::vector<PackedTensor> load_packed(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw Error("cannot open '" + path + "' for reading");
-  f.seekg(0, std::ios::end);
-  const uint64_t size = static_cast<uint64_t>(f.tellg());
-  f.seekg(0);
-  uint8_t len[8];
-  if (size < 8 || !f.read(reinterpret_cast<char*>(len), 8)) throw Error("'" + path + "': too short for a safetensors file");
+  auto map = detail::MappedFile::open(path);
+  const uint64_t size = map->size();
+  if (size < 8) throw Error("'" + path + "': too short for a safetensors file");
   uint64_t hl = 0;
-  for (int i = 0; i < 8; ++i) hl |= static_cast<uint64_t>(len[i]) << (8 * i);
-  if (hl > size - 8 || hl > (100u << 20)) throw Error("'" + path + "': header length " + std::to_string(hl) + " runs past the end of the file");
-  std::string hs(hl, '\0');
-  f.read(hs.data(), static_cast<std::streamsize>(hl));
+  for (int i = 0; i < 8; ++i) hl |= static_cast<uint64_t>(map->data()[i]) << (8 * i);
+  if (hl > size - 8 || hl > (100u << 20))
+    throw Error("'" + path + "': header length " + std::to_string(hl) +
+                " runs past the end of the file");
   json header;
   try {
-    header = json::parse(hs);
+    header = json::parse(map->data() + 8, map->data() + 8 + hl);
   } catch (const json::exception& e) {
     throw Error("'" + path + "': header is not valid JSON (" + e.what() + ")");
   }
   const uint64_t data_start = 8 + hl;
-  if (!header.contains("__metadata__") || header["__metadata__"].value("format", "") != "castscope-packed")
-    throw Error("'" + path + "' is not a CastScope packed file (no __metadata__.format = castscope-packed)");
+  if (!header.is_object() || !header.contains("__metadata__") ||
+      !header["__metadata__"].is_object() || !header["__metadata__"].contains("format") ||
+      header["__metadata__"]["format"] != "castscope-packed")
+    throw Error("'" + path +
+                "' is not a CastScope packed file (no __metadata__.format = castscope-packed)");
   const json& meta = header["__metadata__"];
   std::vector<PackedTensor> out;
   for (auto it = meta.begin(); it != meta.end(); ++it) {
@@ -117,7 +159,9 @@ std::vector<PackedTensor> load_packed(const std::string& path) {
     if (key.size() < 7 || key.compare(key.size() - 6, 6, ".dtype") != 0) continue;
     const std::string name = key.substr(0, key.size() - 6);
     auto get = [&](const std::string& k) -> std::string {
-      if (!meta.contains(name + k)) throw Error("'" + path + "': tensor '" + name + "' has no " + k.substr(1) + " in __metadata__");
+      if (!meta.contains(name + k))
+        throw Error("'" + path + "': tensor '" + name + "' has no " + k.substr(1) +
+                    " in __metadata__");
       return meta[name + k].get<std::string>();
     };
     PackedTensor pt;
@@ -131,6 +175,7 @@ std::vector<PackedTensor> load_packed(const std::string& path) {
       r.options.round = parse_round(get(".round"));
       r.options.scale_mode = parse_scale_mode(get(".scale_mode"));
       r.options.seed = std::stoull(get(".seed"));
+      if (r.mode == CastMode::Virtual) throw Error("mode 'virtual' has no codes");
     } catch (const Error& e) {
       throw Error("'" + path + "': tensor '" + name + "': " + e.what());
     } catch (const std::exception& e) {
@@ -144,13 +189,13 @@ std::vector<PackedTensor> load_packed(const std::string& path) {
       try {
         const DType dt = parse_safetensors_dtype(e.at("dtype").get<std::string>());
         const Shape shape = e.at("shape").get<Shape>();
-        const uint64_t b = e.at("data_offsets")[0].get<uint64_t>(), en = e.at("data_offsets")[1].get<uint64_t>();
-        Tensor t = Tensor::empty(dt, shape);
-        if (en < b || en - b != t.nbytes() || data_start + en > size)
-          throw Error("data_offsets [" + std::to_string(b) + ", " + std::to_string(en) + "] do not fit its shape or the file");
-        f.seekg(static_cast<std::streamoff>(data_start + b));
-        f.read(static_cast<char*>(t.mutable_data()), static_cast<std::streamsize>(t.nbytes()));
-        r.*(part.member) = t;
+        const uint64_t b = e.at("data_offsets").at(0).get<uint64_t>(),
+                       en = e.at("data_offsets").at(1).get<uint64_t>();
+        const uint64_t nbytes = detail::checked_nbytes(shape, dtype_size(dt), path, k);
+        if (en < b || en - b != nbytes || en > size - data_start)
+          throw Error("data_offsets [" + std::to_string(b) + ", " + std::to_string(en) +
+                      "] do not fit its shape or the file");
+        r.*(part.member) = detail::copy_raw(map->data() + data_start + b, dt, shape);
       } catch (const Error& ex) {
         throw Error("'" + path + "': tensor '" + k + "': " + ex.what());
       } catch (const std::exception& ex) {
@@ -158,6 +203,7 @@ std::vector<PackedTensor> load_packed(const std::string& path) {
       }
     }
     if (!r.codes) throw Error("'" + path + "': tensor '" + name + "' has no codes");
+    check_layout(path, pt);
     out.push_back(std::move(pt));
   }
   return out;

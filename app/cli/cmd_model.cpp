@@ -1,0 +1,375 @@
+// castscope-cli inspect MODEL | report MODEL --dtype D... | decompress PACKED OUT
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <regex>
+
+#include "castscope/cast.hpp"
+#include "castscope/io.hpp"
+#include "castscope/metrics.hpp"
+#include "cli/command.hpp"
+
+namespace castscope::cli {
+namespace {
+
+using nlohmann::ordered_json;
+
+std::string human_bytes(uint64_t b) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(b);
+  int u = 0;
+  while (v >= 1024 && u < 4) {
+    v /= 1024;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, u ? "%.2f %s" : "%.0f %s", v, units[u]);
+  return buf;
+}
+
+ordered_json num(double v) {  // JSON has no inf / nan: spell them as strings
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  return v;
+}
+
+// Progress to stderr: one rewritten line on a terminal, one line per step otherwise.
+class Progress {
+ public:
+  explicit Progress(size_t total) : total_(total), tty_(::isatty(2) != 0) {}
+  void step(size_t i, const std::string& name) {
+    if (tty_)
+      std::fprintf(stderr, "\r\033[K[%zu/%zu] %s", i + 1, total_, name.c_str());
+    else
+      std::fprintf(stderr, "[%zu/%zu] %s\n", i + 1, total_, name.c_str());
+  }
+  void done() {
+    if (tty_) std::fprintf(stderr, "\r\033[K");
+  }
+
+ private:
+  size_t total_;
+  bool tty_;
+};
+
+// ---------------------------------------------------------------------------------------------
+
+struct InspectArgs {
+  std::string model;
+  bool json = false;
+};
+
+void inspect_cmd(CLI::App& app) {
+  static InspectArgs a;
+  auto* sub = app.add_subcommand(
+      "inspect", "List a model's tensors (name, stored dtype, shape, size) from its headers");
+  sub->add_option(
+         "model", a.model,
+         "Model: .safetensors, .npy, .npz, .gguf, .onnx, a directory or a *.safetensors.index.json")
+      ->required();
+  sub->add_flag("--json", a.json, "Print JSON instead of a table");
+  sub->callback([] {
+    auto m = io::open_model(a.model);
+    uint64_t bytes = 0;
+    int64_t elems = 0;
+    for (const io::TensorInfo& t : m->tensors()) {
+      bytes += t.nbytes;
+      elems += numel(t.shape);
+    }
+    if (a.json) {
+      ordered_json j;
+      j["model"] = a.model;
+      j["format"] = m->format();
+      j["tensors"] = ordered_json::array();
+      for (const io::TensorInfo& t : m->tensors())
+        j["tensors"].push_back({{"name", t.name},
+                                {"dtype", t.dtype},
+                                {"shape", t.shape},
+                                {"numel", numel(t.shape)},
+                                {"nbytes", t.nbytes},
+                                {"file", t.file}});
+      j["total"] = {{"tensors", m->tensors().size()}, {"numel", elems}, {"nbytes", bytes}};
+      std::printf("%s\n", j.dump(2).c_str());
+      return;
+    }
+    size_t w = 4;
+    for (const io::TensorInfo& t : m->tensors()) w = std::max(w, t.name.size());
+    std::printf("%-*s  %-14s  %-24s  %12s\n", static_cast<int>(w), "name", "dtype", "shape",
+                "size");
+    for (const io::TensorInfo& t : m->tensors())
+      std::printf("%-*s  %-14s  %-24s  %12s\n", static_cast<int>(w), t.name.c_str(),
+                  t.dtype.c_str(), shape_str(t.shape).c_str(), human_bytes(t.nbytes).c_str());
+    std::printf("%zu tensors, %lld values, %s (%s)\n", m->tensors().size(),
+                static_cast<long long>(elems), human_bytes(bytes).c_str(), m->format().c_str());
+  });
+}
+
+Register reg_inspect(inspect_cmd);
+
+// ---------------------------------------------------------------------------------------------
+
+struct ReportArgs {
+  std::string model, round = "even", scale_mode = "floor", filter, device = "auto";
+  std::vector<std::string> dtypes;
+  bool json = false, csv = false;
+  int axis = -1;
+};
+
+struct Total {
+  int64_t count = 0, clipped = 0, nonfinite_in = 0, nonfinite_out = 0, tensors = 0, failed = 0;
+  double sq_err = 0, signal = 0, max_err = 0;
+};
+
+void report_cmd(CLI::App& app) {
+  static ReportArgs a;
+  auto* sub = app.add_subcommand("report",
+                                 "Per tensor and per datatype error of casting a model: MSE, SNR, "
+                                 "max error, clipped %, non-finite");
+  sub->add_option("model", a.model, "Model: file, directory or *.safetensors.index.json")
+      ->required();
+  sub->add_option("--dtype,-d", a.dtypes, "Datatype (repeat for several)")->required();
+  sub->add_flag("--json", a.json, "Print JSON");
+  sub->add_flag("--csv", a.csv, "Print CSV");
+  sub->add_option("--round", a.round, "even | away | zero | stochastic")
+      ->check(CLI::IsMember({"even", "away", "nearest", "zero", "stochastic"}));
+  sub->add_option("--scale-mode", a.scale_mode, "floor | ceil | midmax | option3 | topbinade")
+      ->check(CLI::IsMember(
+          {"floor", "max", "ceil", "midmax", "auto", "option3", "even", "topbinade"}));
+  sub->add_option("--axis", a.axis, "Tile axis (negative counts from the end)");
+  sub->add_option("--filter", a.filter,
+                  "Only tensors whose name matches this regular expression (anywhere in the name)");
+  sub->add_option("--device", a.device, "auto | cpu | cuda")
+      ->check(CLI::IsMember({"auto", "cpu", "cuda", "gpu"}));
+  sub->callback([] {
+    if (a.json && a.csv) throw Error("choose one of --json and --csv");
+    std::vector<DataType> dts;
+    for (const std::string& s : a.dtypes) dts.push_back(DataType::parse(s));
+    CastOptions o;
+    o.mode = CastMode::Virtual;
+    o.round = parse_round(a.round);
+    o.scale_mode = parse_scale_mode(a.scale_mode);
+    o.axis = a.axis;
+    o.device = parse_device(a.device);
+    std::optional<std::regex> re;
+    if (!a.filter.empty()) {
+      try {
+        re.emplace(a.filter, std::regex::ECMAScript);
+      } catch (const std::regex_error& e) {
+        throw Error("--filter '" + a.filter + "' is not a valid regular expression (" + e.what() +
+                    ")");
+      }
+    }
+    auto m = io::open_model(a.model);
+    std::vector<const io::TensorInfo*> todo;
+    for (const io::TensorInfo& t : m->tensors())
+      if (!re || std::regex_search(t.name, *re)) todo.push_back(&t);
+    std::vector<Total> totals(dts.size());
+    ordered_json jt = ordered_json::array(), jskip = ordered_json::array();
+    if (a.csv)
+      std::printf(
+          "tensor,stored_dtype,shape,numel,datatype,mse,snr_db,max_abs_err,clipped_pct,nonfinite_"
+          "in,nonfinite_out,error\n");
+    else if (!a.json)
+      std::printf("%-40s %-22s %12s %9s %12s %9s %8s\n", "tensor", "datatype", "mse", "snr_db",
+                  "max_abs_err", "clipped%", "nonfin");
+    Progress prog(todo.size());
+    for (size_t i = 0; i < todo.size(); ++i) {
+      const io::TensorInfo& info = *todo[i];
+      prog.step(i, info.name);
+      if (!io::is_float_storage(info.dtype) || numel(info.shape) == 0) {
+        const std::string why =
+            numel(info.shape) == 0 ? "empty" : "not floating point (" + info.dtype + ")";
+        prog.done();
+        std::fprintf(stderr, "note: skipping '%s': %s\n", info.name.c_str(), why.c_str());
+        jskip.push_back({{"name", info.name}, {"dtype", info.dtype}, {"reason", why}});
+        continue;
+      }
+      Tensor x;
+      try {
+        x = m->load(info.name);  // one tensor in memory at a time
+      } catch (const Error& e) {
+        prog.done();
+        std::fprintf(stderr, "note: skipping '%s': %s\n", info.name.c_str(), e.what());
+        jskip.push_back({{"name", info.name}, {"dtype", info.dtype}, {"reason", e.what()}});
+        continue;
+      }
+      ordered_json jr = ordered_json::array();
+      for (size_t d = 0; d < dts.size(); ++d) {
+        const std::string label = a.dtypes[d];
+        Stats s;
+        std::string err;
+        try {
+          CastResult r = cast(x, dts[d], o);
+          s = compute_stats(x, r.values, r.counts.clipped);
+        } catch (const Cancelled&) {
+          throw;
+        } catch (const Error& e) {
+          err = e.what();
+        }
+        Total& t = totals[d];
+        if (err.empty()) {
+          t.count += s.count;
+          t.clipped += s.clipped;
+          t.nonfinite_in += s.nonfinite_in;
+          t.nonfinite_out += s.nonfinite_out;
+          t.sq_err += s.mse * static_cast<double>(s.count);
+          t.signal += s.signal_power * static_cast<double>(s.count);
+          t.max_err = std::max(t.max_err, s.max_abs_err);
+          ++t.tensors;
+        } else {
+          ++t.failed;
+        }
+        if (a.json) {
+          if (err.empty())
+            jr.push_back({{"datatype", label},
+                          {"mse", num(s.mse)},
+                          {"snr_db", num(s.snr_db)},
+                          {"max_abs_err", num(s.max_abs_err)},
+                          {"clipped_pct", num(s.clipped_pct())},
+                          {"clipped", s.clipped},
+                          {"nonfinite_in", s.nonfinite_in},
+                          {"nonfinite_out", s.nonfinite_out}});
+          else
+            jr.push_back({{"datatype", label}, {"error", err}});
+        } else if (a.csv) {
+          std::string e2 = err;
+          for (char& c : e2)
+            if (c == '"') c = '\'';
+          std::printf("\"%s\",%s,\"%s\",%lld,%s,%.9g,%.6g,%.9g,%.6g,%lld,%lld,\"%s\"\n",
+                      info.name.c_str(), info.dtype.c_str(), shape_str(info.shape).c_str(),
+                      static_cast<long long>(numel(info.shape)), label.c_str(), s.mse, s.snr_db,
+                      s.max_abs_err, s.clipped_pct(), static_cast<long long>(s.nonfinite_in),
+                      static_cast<long long>(s.nonfinite_out), e2.c_str());
+        } else {
+          prog.done();
+          if (err.empty())
+            std::printf("%-40s %-22s %12.6g %9.3f %12.6g %9.4f %8lld\n", info.name.c_str(),
+                        label.c_str(), s.mse, s.snr_db, s.max_abs_err, s.clipped_pct(),
+                        static_cast<long long>(s.nonfinite_in + s.nonfinite_out));
+          else
+            std::printf("%-40s %-22s error: %s\n", info.name.c_str(), label.c_str(), err.c_str());
+        }
+      }
+      if (a.json)
+        jt.push_back(
+            {{"name", info.name}, {"dtype", info.dtype}, {"shape", info.shape}, {"results", jr}});
+      std::fflush(stdout);
+    }
+    prog.done();
+    auto snr = [](const Total& t) {
+      return t.sq_err == 0 ? INFINITY : 10.0 * std::log10(t.signal / t.sq_err);
+    };
+    auto mse = [](const Total& t) {
+      return t.count ? t.sq_err / static_cast<double>(t.count) : 0.0;
+    };
+    auto pct = [](const Total& t) {
+      return t.count ? 100.0 * static_cast<double>(t.clipped) / static_cast<double>(t.count) : 0.0;
+    };
+    if (a.json) {
+      ordered_json j;
+      j["model"] = a.model;
+      j["format"] = m->format();
+      j["options"] = {
+          {"round", to_string(o.round)}, {"scale_mode", to_string(o.scale_mode)}, {"axis", o.axis}};
+      j["tensors"] = jt;
+      j["skipped"] = jskip;
+      j["totals"] = ordered_json::array();
+      for (size_t d = 0; d < dts.size(); ++d) {
+        const Total& t = totals[d];
+        j["totals"].push_back({{"datatype", a.dtypes[d]},
+                               {"label", dts[d].label()},
+                               {"tensors", t.tensors},
+                               {"failed", t.failed},
+                               {"numel", t.count},
+                               {"mse", num(mse(t))},
+                               {"snr_db", num(snr(t))},
+                               {"max_abs_err", num(t.max_err)},
+                               {"clipped_pct", num(pct(t))},
+                               {"nonfinite_in", t.nonfinite_in},
+                               {"nonfinite_out", t.nonfinite_out}});
+      }
+      std::printf("%s\n", j.dump(2).c_str());
+    } else if (a.csv) {
+      for (size_t d = 0; d < dts.size(); ++d) {
+        const Total& t = totals[d];
+        std::printf("__total__,,,%lld,%s,%.9g,%.6g,%.9g,%.6g,%lld,%lld,\"\"\n",
+                    static_cast<long long>(t.count), a.dtypes[d].c_str(), mse(t), snr(t), t.max_err,
+                    pct(t), static_cast<long long>(t.nonfinite_in),
+                    static_cast<long long>(t.nonfinite_out));
+      }
+    } else {
+      std::printf("\ntotals over %zu tensors (%zu skipped):\n", todo.size() - jskip.size(),
+                  jskip.size());
+      for (size_t d = 0; d < dts.size(); ++d) {
+        const Total& t = totals[d];
+        std::printf("%-40s %-22s %12.6g %9.3f %12.6g %9.4f %8lld%s\n", "TOTAL", a.dtypes[d].c_str(),
+                    mse(t), snr(t), t.max_err, pct(t),
+                    static_cast<long long>(t.nonfinite_in + t.nonfinite_out),
+                    t.failed ? (" (" + std::to_string(t.failed) + " failed)").c_str() : "");
+      }
+    }
+  });
+}
+
+Register reg_report(report_cmd);
+
+// ---------------------------------------------------------------------------------------------
+
+struct DecompressArgs {
+  std::string in, out, tensor;
+};
+
+void decompress_cmd(CLI::App& app) {
+  static DecompressArgs a;
+  auto* sub = app.add_subcommand("decompress",
+                                 "Upcast a CastScope packed .safetensors file to float32 .npy");
+  sub->add_option(
+         "packed", a.in,
+         "CastScope packed .safetensors (from cast --mode compress or export --layout native)")
+      ->required();
+  sub->add_option("output", a.out, "Output .npy (one tensor) or a directory (one .npy per tensor)")
+      ->required();
+  sub->add_option("--tensor,-t", a.tensor, "Only this tensor");
+  sub->callback([] {
+    std::vector<io::PackedTensor> all = io::load_packed(a.in);
+    std::vector<const io::PackedTensor*> sel;
+    for (const io::PackedTensor& p : all)
+      if (a.tensor.empty() || p.name == a.tensor) sel.push_back(&p);
+    if (sel.empty())
+      throw Error(a.tensor.empty() ? "'" + a.in + "' holds no packed tensors"
+                                   : "'" + a.in + "' has no packed tensor '" + a.tensor + "'");
+    const bool to_file = a.out.size() > 4 && a.out.compare(a.out.size() - 4, 4, ".npy") == 0;
+    if (to_file) {
+      if (sel.size() != 1)
+        throw Error("'" + a.in + "' holds " + std::to_string(sel.size()) +
+                    " tensors; pass --tensor NAME or an output directory");
+      io::save_npy(a.out, upcast(sel[0]->result));
+      std::fprintf(stderr, "wrote '%s' (%s %s)\n", a.out.c_str(), sel[0]->name.c_str(),
+                   shape_str(sel[0]->result.shape).c_str());
+      return;
+    }
+    std::error_code ec;
+    std::filesystem::create_directories(a.out, ec);
+    if (ec) throw Error("cannot create directory '" + a.out + "': " + ec.message());
+    Progress prog(sel.size());
+    for (size_t i = 0; i < sel.size(); ++i) {
+      prog.step(i, sel[i]->name);
+      std::string file = sel[i]->name;
+      for (char& c : file)
+        if (c == '/' || c == '\\') c = '_';
+      if (file.empty() || file == "." || file == "..") file = "_" + file;
+      io::save_npy((std::filesystem::path(a.out) / (file + ".npy")).string(),
+                   upcast(sel[i]->result));
+    }
+    prog.done();
+    std::fprintf(stderr, "wrote %zu tensors to '%s'\n", sel.size(), a.out.c_str());
+  });
+}
+
+Register reg_decompress(decompress_cmd);
+
+}  // namespace
+}  // namespace castscope::cli
