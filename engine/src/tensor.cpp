@@ -79,6 +79,19 @@ Tensor Tensor::empty(DType dtype, Shape shape) {
   return t;
 }
 
+Tensor Tensor::uninitialized(DType dtype, Shape shape) {
+  check_shape(shape, dtype);
+  Tensor t;
+  t.dtype_ = dtype;
+  t.shape_ = std::move(shape);
+  const size_t bytes = t.nbytes();
+  std::shared_ptr<uint8_t[]> buf(new uint8_t[bytes ? bytes : 1]);
+  t.data_ = buf.get();
+  t.owner_ = std::shared_ptr<const void>(buf, buf.get());
+  t.writable_ = true;
+  return t;
+}
+
 Tensor Tensor::borrow(DType dtype, Shape shape, std::shared_ptr<const void> owner, const void* data) {
   check_shape(shape, dtype);
   Tensor t;

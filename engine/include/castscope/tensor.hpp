@@ -26,6 +26,8 @@ class Tensor {
   Tensor() = default;
   // Zero-initialised storage. Throws Error for negative dims or absurd sizes.
   static Tensor empty(DType dtype, Shape shape);
+  // Storage left uninitialised, for outputs that are written in full.
+  static Tensor uninitialized(DType dtype, Shape shape);
   // Borrow memory owned by `owner` (e.g. a memory map); the tensor keeps owner alive.
   static Tensor borrow(DType dtype, Shape shape, std::shared_ptr<const void> owner, const void* data);
 

@@ -4,8 +4,10 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 
 #include "cpu/cast_cpu.hpp"
+#include "cpu/fast_tile.hpp"
 #include "group.hpp"
 #include "parallel.hpp"
 
@@ -124,10 +126,62 @@ template <class T>
 class Engine {
  public:
   Engine(const CastPlan& p, const KernelParams& kp, const T* x, Outputs& out, Counts& counts)
-      : p_(p), kp_(kp), x_(x), out_(out), counts_(counts) {}
+      : p_(p), kp_(kp), x_(x), out_(out), counts_(counts) {
+    fast_ = std::is_same_v<T, float> && p.sparse_dim < 0 && !p.sub && !p.multiscale &&
+            (p.scale_is_exponent || !p.scaled) && (p.scaled || p.opt.overflow == scalar::Overflow::Saturate);
+    tp_ = fast::make_params(kp.data, kp.round, kp.seed);
+  }
+
+  // The fast path for one group; false when the group needs the generic path.
+  bool fast_group(int64_t g, int64_t& clipped) {
+    if constexpr (!std::is_same_v<T, float>) {
+      return false;
+    } else {
+      const int64_t per = p_.gr * p_.gc;
+      const int64_t b = g / per, gi = (g % per) / p_.gc, gj = g % p_.gc;
+      const int64_t r0 = gi * p_.tr, r1 = std::min(p_.R, r0 + p_.tr);
+      const int64_t c0 = gj * p_.tc, c1 = std::min(p_.C, c0 + p_.tc);
+      const int64_t base = b * p_.R * p_.C;
+      uint32_t amax = 0;
+      for (int64_t i = r0; i < r1; ++i) amax = std::max(amax, fast::abs_max_bits(x_ + base + i * p_.C + c0, c1 - c0));
+      if (amax >= 0x7F800000u) return false;  // NaN / Inf: the generic path makes the tile NaN
+      const GroupScale gs = detail::choose_scale(kp_, scalar::bits_float(amax), 0, 0, false);
+      if (!fast::tile_ok(kp_.data, gs.shift)) return false;
+      if (out_.scale) detail::store_code(out_.scale, p_.scale_dtype, g, gs.scale_code, kp_.scale);
+      run_rows(base, r0, r1, c0, c1, gs.shift, clipped);
+      return true;
+    }
+  }
+
+  void run_rows(int64_t base, int64_t r0, int64_t r1, int64_t c0, int64_t c1, int shift, int64_t& clipped) {
+    if constexpr (std::is_same_v<T, float>) {
+      constexpr int kChunk = 256;
+      uint32_t rr[kChunk];
+      int32_t qq[kChunk];
+      uint8_t ng[kChunk];
+      for (int64_t i = r0; i < r1; ++i) {
+        for (int64_t j = c0; j < c1; j += kChunk) {
+          const int n = static_cast<int>(std::min<int64_t>(kChunk, c1 - j));
+          const int64_t e = base + i * p_.C + j;
+          clipped += fast::cast_tile(tp_, x_ + e, n, shift, static_cast<uint64_t>(e), out_.values ? out_.values + e : nullptr,
+                                     out_.codes ? rr : nullptr, qq, ng);
+          if (out_.codes) {
+            for (int k = 0; k < n; ++k) {
+              scalar::Quantized q;
+              q.r = rr[k];
+              q.qe = qq[k];
+              q.neg = ng[k];
+              detail::store_code(out_.codes, p_.code_dtype, e + k, scalar::encode(q, kp_.data), kp_.data);
+            }
+          }
+        }
+      }
+    }
+  }
 
   // One tile-scaled group, start to finish.
   void group(int64_t g, std::vector<uint8_t>& keep, int64_t& clipped, int64_t& nonfinite, int64_t& pruned) {
+    if (fast_ && fast_group(g, clipped)) return;
     const int64_t per = p_.gr * p_.gc;
     const int64_t b = g / per, gi = (g % per) / p_.gc, gj = g % p_.gc;
     const int64_t r0 = gi * p_.tr, r1 = std::min(p_.R, r0 + p_.tr);
@@ -184,6 +238,14 @@ class Engine {
 
   // Elements [b, e) of a tensor-scoped cast (one scale for everything).
   void elements(const GroupScale& gs, int64_t b, int64_t e, int64_t& clipped, int64_t& nonfinite) {
+    if constexpr (std::is_same_v<T, float>) {
+      if (fast_ && !gs.nan && fast::tile_ok(kp_.data, gs.shift)) {
+        if (fast::abs_max_bits(x_ + b, e - b) < 0x7F800000u) {
+          run_rows(0, 0, 1, b, e, gs.shift, clipped);
+          return;
+        }
+      }
+    }
     for (int64_t i = b; i < e; ++i) {
       const double v = static_cast<double>(x_[i]);
       if (!finite(v)) ++nonfinite;
@@ -206,6 +268,8 @@ class Engine {
   const T* x_;
   Outputs& out_;
   Counts& counts_;
+  bool fast_ = false;
+  fast::TileParams tp_{};
 };
 
 template <class T>
@@ -340,7 +404,7 @@ CastResult cast_standard(const Tensor& x, const DataType& dtype, const CastOptio
   Tensor values, codes, mask, scale, zero, meta;
   Outputs out;
   if (!actual) {
-    values = Tensor::empty(DType::F32, p.perm_shape);
+    values = Tensor::uninitialized(DType::F32, p.perm_shape);  // every element is written
     out.values = values.mutable_ptr<float>();
   } else {
     codes = Tensor::empty(p.code_dtype, p.perm_shape);

@@ -1,0 +1,153 @@
+// Fast path of the CPU engine for the common casts: float32 input, exponent scale (or none), no
+// sparsity / subtiles / tensor scale. It works on float32 bits with 32-bit integer arithmetic the
+// compiler vectorizes, and produces exactly what the generic path (scalar::quantize in double)
+// produces; tile_ok() says when that holds, and callers fall back to the generic path otherwise.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+
+#include "castscope/scalar.hpp"
+
+namespace castscope::cpu::fast {
+
+struct TileParams {
+  int mgrid;     // format grid: quantum exponent = max(binade - mgrid, qmin)
+  int qmin;
+  int maxe;      // largest finite = maxr * 2^maxe
+  uint32_t maxr;
+  int mode;      // scalar::Round
+  bool keep_negzero;
+  uint64_t seed;
+};
+
+inline TileParams make_params(const scalar::Format& f, scalar::Round round, uint64_t seed) {
+  TileParams t;
+  t.mgrid = f.mgrid > 30 ? 30 : f.mgrid;  // integers: any value above binade qmin+30 overflows
+  t.qmin = f.qmin;
+  t.maxe = f.maxe;
+  t.maxr = static_cast<uint32_t>(f.maxr);
+  t.mode = static_cast<int>(round);
+  t.keep_negzero = f.kind == scalar::Kind::Float && f.has_negzero;
+  t.seed = seed;
+  return t;
+}
+
+// Whether scale shift s keeps every intermediate exactly representable in float32: the grid's
+// smallest quantum times 2^s is at least 2^-149, float32 subnormal inputs sit below the grid's
+// normal range (so their unnormalized significand gives the same quantum), every in-range value
+// keeps at least one bit below its quantum, and the largest value times 2^s stays below 2^128.
+inline bool tile_ok(const scalar::Format& f, int s) {
+  if (f.kind == scalar::Kind::Float) {
+    if (f.mbits > 22) return false;
+  } else if (f.kind == scalar::Kind::Int) {
+    if (-f.qmin > 22) return false;
+  } else {
+    return false;
+  }
+  const int emin_grid = f.kind == scalar::Kind::Float ? f.emin : f.qmin;
+  return s + f.qmin >= -149 && s >= -126 - emin_grid && s + f.maxbinade + 1 <= 127;
+}
+
+// One value: the same steps as scalar::quantize on float32 bits. Branch-free apart from the
+// compile-time round mode, so the loops below vectorize.
+template <int Mode>
+inline void cast_one(const TileParams& t, uint32_t u, int s, uint64_t index, uint32_t& r_out, int& qe_out,
+                     uint32_t& neg_out, uint32_t& over_out) {
+  // Bitwise rather than short-circuit logic throughout: no control flow, so it vectorizes.
+  const uint32_t sign = u >> 31;
+  const uint32_t mag = u & 0x7FFFFFFFu;
+  const int e = static_cast<int>(mag >> 23);
+  const uint32_t normal = e != 0;
+  const uint32_t m = (mag & 0x7FFFFFu) | (normal << 23);
+  const int b = (e + static_cast<int>(normal ^ 1u)) - 127 - s;  // binade of x*2^-s (a floor for subnormal x)
+  const int qexp = std::max(b - t.mgrid, t.qmin);
+  const int dt = qexp - (b - 23);  // significand bits below the quantum
+  const uint32_t huge = dt < 1;    // integers far above their grid
+  const int d = std::min(std::max(dt, 1), 31);
+  const uint32_t small = dt >= 32;
+  uint32_t r = (m >> d) & (small - 1u);
+  const uint32_t rem = small ? m : m & ((1u << d) - 1);
+  const uint32_t half = small ? 0xFFFFFFFFu : 1u << (d - 1);  // m < 2^24: never a tie
+  uint32_t up;
+  if constexpr (Mode == 0) up = (rem > half) | ((rem == half) & r);
+  else if constexpr (Mode == 1) up = rem >= half;
+  else if constexpr (Mode == 2) up = rem > half;
+  else {
+    const int fd = std::max(dt, 1);
+    const uint32_t frac = fd <= 32 ? rem << (32 - fd) : (fd - 32 < 32 ? rem >> ((fd - 32) & 31) : 0u);
+    up = scalar::random_bits(t.seed, index) < frac;
+  }
+  r += up & 1u;
+  const uint32_t over = huge | (qexp > t.maxe) | ((qexp == t.maxe) & (r > t.maxr));
+  r_out = over ? t.maxr : r;
+  qe_out = over ? t.maxe : qexp;
+  neg_out = sign & ((r_out != 0) | static_cast<uint32_t>(t.keep_negzero));
+  over_out = over;
+}
+
+template <int Mode>
+__attribute__((target_clones("avx2", "default"))) int64_t cast_values(const TileParams& t, const float* x, int n,
+                                                                      int s, uint64_t first, float* values) {
+  int64_t clipped = 0;
+  for (int i = 0; i < n; ++i) {
+    uint32_t r, neg, over;
+    int qe;
+    cast_one<Mode>(t, scalar::float_bits(x[i]), s, first + i, r, qe, neg, over);
+    const int k = qe + s;
+    const uint32_t p2 = k >= -126 ? static_cast<uint32_t>(k + 127) << 23 : 1u << ((k + 149) & 31);
+    const float v = static_cast<float>(static_cast<int32_t>(r)) * scalar::bits_float(p2);
+    values[i] = scalar::bits_float(scalar::float_bits(v) | (neg << 31));
+    clipped += over;
+  }
+  return clipped;
+}
+
+template <int Mode>
+int64_t cast_codes(const TileParams& t, const float* x, int n, int s, uint64_t first, uint32_t* rr, int32_t* qq,
+                   uint8_t* ng) {
+  int64_t clipped = 0;
+  for (int i = 0; i < n; ++i) {
+    uint32_t r, neg, over;
+    int qe;
+    cast_one<Mode>(t, scalar::float_bits(x[i]), s, first + i, r, qe, neg, over);
+    rr[i] = r;
+    qq[i] = qe;
+    ng[i] = neg;
+    clipped += over;
+  }
+  return clipped;
+}
+
+// Largest |x| bit pattern of n float32 values (NaN / Inf show as >= 0x7F800000).
+__attribute__((target_clones("avx2", "default"))) inline uint32_t abs_max_bits(const float* x, int64_t n) {
+  uint32_t m = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const uint32_t a = scalar::float_bits(x[i]) & 0x7FFFFFFFu;
+    m = a > m ? a : m;
+  }
+  return m;
+}
+
+// Casts n float32 values with scale shift s (the caller has checked tile_ok and, for scaled
+// groups, that no value is NaN / Inf). Writes values (virtual) or the rounded (r, qexp, neg)
+// triples for encoding; returns the number of saturated values.
+inline int64_t cast_tile(const TileParams& t, const float* x, int n, int s, uint64_t first_index, float* values,
+                         uint32_t* rr, int32_t* qq, uint8_t* neg) {
+  if (values) {
+    switch (t.mode) {
+      case 0: return cast_values<0>(t, x, n, s, first_index, values);
+      case 1: return cast_values<1>(t, x, n, s, first_index, values);
+      case 2: return cast_values<2>(t, x, n, s, first_index, values);
+      default: return cast_values<3>(t, x, n, s, first_index, values);
+    }
+  }
+  switch (t.mode) {
+    case 0: return cast_codes<0>(t, x, n, s, first_index, rr, qq, neg);
+    case 1: return cast_codes<1>(t, x, n, s, first_index, rr, qq, neg);
+    case 2: return cast_codes<2>(t, x, n, s, first_index, rr, qq, neg);
+    default: return cast_codes<3>(t, x, n, s, first_index, rr, qq, neg);
+  }
+}
+
+}  // namespace castscope::cpu::fast
