@@ -1,0 +1,12 @@
+# The Python interop check of the exported layouts (tests/interop/test_interop.py): numpy and
+# safetensors from pip; exit code 77 (skip) when they are not installed.
+find_package(Python3 COMPONENTS Interpreter)
+if(Python3_Interpreter_FOUND)
+  set(_castscope_python ${Python3_EXECUTABLE})
+else()
+  set(_castscope_python python3)
+endif()
+add_dependencies(${_t} castscope-cli)
+add_test(NAME castscope_interop_python
+  COMMAND ${_castscope_python} ${PROJECT_SOURCE_DIR}/tests/interop/test_interop.py $<TARGET_FILE:castscope-cli>)
+set_tests_properties(castscope_interop_python PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300 LABELS "export;interop")
