@@ -1,0 +1,132 @@
+// ONNX models built here with protobuf: raw_data and typed-field initializers, a Constant node,
+// and an initializer whose data lives in an external file.
+#ifdef CASTSCOPE_HAVE_ONNX
+#include <onnx/onnx_pb.h>
+
+#include "io_test_util.hpp"
+
+namespace castscope::iotest {
+namespace {
+
+void write_model(const onnx::ModelProto& m, const std::string& path) {
+  std::string s;
+  ASSERT_TRUE(m.SerializeToString(&s));
+  write_file(path, Bytes(s.begin(), s.end()));
+}
+
+TEST(Onnx, InitializersConstantsAndExternalData) {
+  IO_SEED_TRACE();
+  std::mt19937_64 rng(seed() + 10);
+  std::normal_distribution<float> nd;
+  TempDir dir;
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  onnx::GraphProto* g = m.mutable_graph();
+  g->set_name("g");
+  std::vector<float> raw(24), fields(6), ext(40), cst(5);
+  for (auto* v : {&raw, &fields, &ext, &cst})
+    for (float& x : *v) x = nd(rng);
+  {  // raw_data float32 [4, 6]
+    onnx::TensorProto* t = g->add_initializer();
+    t->set_name("w.raw");
+    t->set_data_type(onnx::TensorProto_DataType_FLOAT);
+    t->add_dims(4);
+    t->add_dims(6);
+    t->set_raw_data(std::string(reinterpret_cast<const char*>(raw.data()), raw.size() * 4));
+  }
+  {  // float16 through int32_data [2, 3]
+    onnx::TensorProto* t = g->add_initializer();
+    t->set_name("w.f16");
+    t->set_data_type(onnx::TensorProto_DataType_FLOAT16);
+    t->add_dims(2);
+    t->add_dims(3);
+    for (float& x : fields) {
+      const uint16_t h = float_to_half(x);
+      x = half_to_float(h);
+      t->add_int32_data(h);
+    }
+  }
+  {  // int64 position ids
+    onnx::TensorProto* t = g->add_initializer();
+    t->set_name("pos");
+    t->set_data_type(onnx::TensorProto_DataType_INT64);
+    t->add_dims(3);
+    for (int64_t v : {7, -3, 11}) t->add_int64_data(v);
+  }
+  {  // external data: 16 bytes of something else first, then the tensor
+    Bytes file(16, 0xAB);
+    put_bytes(file, ext.data(), ext.size() * 4);
+    write_file(dir / "weights.bin", file);
+    onnx::TensorProto* t = g->add_initializer();
+    t->set_name("w.ext");
+    t->set_data_type(onnx::TensorProto_DataType_FLOAT);
+    t->add_dims(8);
+    t->add_dims(5);
+    t->set_data_location(onnx::TensorProto_DataLocation_EXTERNAL);
+    auto kv = [&](const char* k, const std::string& v) {
+      onnx::StringStringEntryProto* e = t->add_external_data();
+      e->set_key(k);
+      e->set_value(v);
+    };
+    kv("location", "weights.bin");
+    kv("offset", "16");
+    kv("length", std::to_string(ext.size() * 4));
+  }
+  {  // Constant node with float_data
+    onnx::NodeProto* n = g->add_node();
+    n->set_op_type("Constant");
+    n->add_output("c.out");
+    onnx::AttributeProto* a = n->add_attribute();
+    a->set_name("value");
+    a->set_type(onnx::AttributeProto_AttributeType_TENSOR);
+    onnx::TensorProto* t = a->mutable_t();
+    t->set_data_type(onnx::TensorProto_DataType_FLOAT);
+    t->add_dims(5);
+    for (float x : cst) t->add_float_data(x);
+  }
+  const std::string path = dir / "m.onnx";
+  write_model(m, path);
+  auto model = io::open_model(path);
+  EXPECT_EQ(model->format(), "onnx");
+  ASSERT_EQ(model->tensors().size(), 5u);
+  auto check = [&](const std::string& name, const std::vector<float>& want, const Shape& shape) {
+    SCOPED_TRACE(name);
+    const Tensor t = model->load(name);
+    ASSERT_EQ(t.shape(), shape);
+    for (size_t k = 0; k < want.size(); ++k)
+      ASSERT_EQ(t.ptr<float>()[k], want[k]) << "element " << k;
+  };
+  check("w.raw", raw, {4, 6});
+  check("w.f16", fields, {2, 3});
+  check("w.ext", ext, {8, 5});
+  check("c.out", cst, {5});
+  check("pos", {7, -3, 11}, {3});
+  EXPECT_EQ(model->find("pos")->dtype, "INT64");
+  EXPECT_FALSE(io::is_float_storage("INT64"));
+  EXPECT_EQ(model->find("w.f16")->dtype, "FLOAT16");
+
+  // External data that escapes the folder, runs past its file, or is missing: errors naming it.
+  for (const std::string& bad : {"../weights.bin", "/etc/passwd", "nothere.bin"}) {
+    onnx::ModelProto m2 = m;
+    m2.mutable_graph()->mutable_initializer(3)->mutable_external_data(0)->set_value(bad);
+    write_model(m2, dir / "bad.onnx");
+    try {
+      io::open_model(dir / "bad.onnx");
+      ADD_FAILURE() << "expected an error for location " << bad;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("w.ext"), std::string::npos) << e.what();
+    }
+  }
+  onnx::ModelProto m3 = m;
+  m3.mutable_graph()->mutable_initializer(3)->mutable_external_data(1)->set_value("1000");
+  write_model(m3, dir / "bad.onnx");
+  EXPECT_THROW(io::open_model(dir / "bad.onnx"), Error);
+  onnx::ModelProto m4 = m;
+  m4.mutable_graph()->mutable_initializer(0)->add_dims(2);  // raw_data now too short
+  write_model(m4, dir / "bad.onnx");
+  EXPECT_THROW(io::open_model(dir / "bad.onnx"), Error);
+}
+
+}  // namespace
+}  // namespace castscope::iotest
+#endif

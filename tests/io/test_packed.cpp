@@ -1,0 +1,95 @@
+// Packed files: cast (compress) -> save_packed -> load_packed -> upcast equals the virtual cast
+// bit for bit, and `decompress`-style readers reject tampered layouts.
+#include "io_test_util.hpp"
+
+namespace castscope::iotest {
+namespace {
+
+Tensor random_tensor(std::mt19937_64& rng, Shape shape) {
+  Tensor t = Tensor::empty(DType::F32, shape);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::uniform_real_distribution<float> scale(-6.0f, 6.0f);
+  float* p = t.mutable_ptr<float>();
+  for (int64_t i = 0; i < t.numel(); ++i) p[i] = nd(rng) * std::exp2(scale(rng) * (i % 7 == 0));
+  return t;
+}
+
+TEST(Packed, RoundTripEqualsVirtualCast) {
+  IO_SEED_TRACE();
+  std::mt19937_64 rng(seed() + 20);
+  TempDir dir;
+  const char* dtypes[] = {"mxfp4e2", "nvfp4", "mx9", "uint4_fi32", "tcfp12", "e4m3fn_e8m0_t16n2m4"};
+  std::vector<io::PackedTensor> pts;
+  std::vector<Tensor> virt;
+  for (const char* d : dtypes) {
+    const DataType dt = DataType::parse(d);
+    const Tensor x = random_tensor(rng, {2 + static_cast<int64_t>(rng() % 3), 64});
+    CastOptions o;
+    o.device = Device::CPU;
+    o.mode = CastMode::Compress;
+    pts.push_back({std::string("t.") + d, cast(x, dt, o)});
+    o.mode = CastMode::Virtual;
+    virt.push_back(cast(x, dt, o).values);
+  }
+  const std::string path = dir / "p.safetensors";
+  io::save_packed(path, pts, {{"note", "test"}});
+  const std::vector<io::PackedTensor> back = io::load_packed(path);
+  ASSERT_EQ(back.size(), pts.size());
+  for (size_t i = 0; i < pts.size(); ++i) {
+    const io::PackedTensor* p = nullptr;
+    for (const io::PackedTensor& b : back)
+      if (b.name == pts[i].name) p = &b;
+    ASSERT_NE(p, nullptr) << pts[i].name;
+    SCOPED_TRACE(pts[i].name);
+    EXPECT_EQ(p->result.dtype, pts[i].result.dtype);
+    EXPECT_EQ(p->result.shape, pts[i].result.shape);
+    const Tensor u = upcast(p->result);
+    ASSERT_EQ(u.numel(), virt[i].numel());
+    EXPECT_EQ(std::memcmp(u.data(), virt[i].data(), u.nbytes()), 0)
+        << "upcast differs from the virtual cast";
+  }
+  // The packed file is also a plain safetensors model.
+  auto m = io::open_model(path);
+  EXPECT_GE(m->tensors().size(), pts.size());
+}
+
+TEST(Packed, TamperedLayoutIsAnError) {
+  IO_SEED_TRACE();
+  std::mt19937_64 rng(seed() + 21);
+  TempDir dir;
+  const Tensor x = random_tensor(rng, {4, 64});
+  CastOptions o;
+  o.device = Device::CPU;
+  o.mode = CastMode::Compress;
+  const std::string path = dir / "p.safetensors";
+  io::save_packed(path, {{"w", cast(x, DataType::parse("mxfp4e2"), o)}});
+  const Bytes good = read_file(path);
+  uint64_t hl;
+  std::memcpy(&hl, good.data(), 8);
+  const std::string header(good.begin() + 8, good.begin() + 8 + static_cast<int64_t>(hl));
+  const Bytes data(good.begin() + 8 + static_cast<int64_t>(hl), good.end());
+  auto with = [&](const std::string& from, const std::string& to) {
+    std::string h = header;
+    const size_t at = h.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    if (at != std::string::npos) h.replace(at, from.size(), to);
+    return safetensors_bytes(h, data);
+  };
+  const std::vector<std::pair<std::string, Bytes>> cases = {
+      {"bigger original shape", with("\"[4,64]\"", "\"[8,64]\"")},
+      {"huge original shape", with("\"[4,64]\"", "\"[4000000000,64000000]\"")},
+      {"other datatype",
+       with("\"w.dtype\":\"e2m1fnuz_e8m0_t32\"", "\"w.dtype\":\"e4m3fn_e8m0_t32\"")},
+      {"bad datatype",
+       with("\"w.dtype\":\"e2m1fnuz_e8m0_t32\"", "\"w.dtype\":\"e2m1fnuz_e8m0_t\"")},
+      {"bad mode", with("\"compress\"", "\"virtual\"")},
+  };
+  for (const auto& [what, bytes] : cases) {
+    SCOPED_TRACE(what);
+    write_file(dir / "bad.safetensors", bytes);
+    EXPECT_THROW(io::load_packed(dir / "bad.safetensors"), Error);
+  }
+}
+
+}  // namespace
+}  // namespace castscope::iotest
