@@ -73,6 +73,7 @@ struct CastRunner::Impl {
   const char* path = "group";
   bool packed = false;
   bool fastq = false;  // round-to-nearest-even, saturating, codes only: the float quantizer applies
+  int fid = kRuntime;  // compile-time copy of the data grid, when there is one
   DeviceTensor values, codes, scale, zero, tenscale, meta, mask, residual, rscale, scratch;
   Outs o;
 
@@ -125,6 +126,7 @@ struct CastRunner::Impl {
     path = !tiles ? "elementwise" : fast ? "fast" : "group";
     fastq = opt.round == Round::Even && fast_quant_ok(p.data) && !o.values &&
             (p.scaled || opt.overflow == Overflow::Saturate);
+    if (fastq) fid = static_format_id(p.data);
     // Sub-byte codes are packed on the device where the kernel writes whole bytes anyway.
     const bool last_even = !p.in_shape.empty() && p.in_shape.back() % 2 == 0;
     packed = opt.mode == CastMode::Compress && p.data.bits <= 4 && p.data.bits > 2 && last_even &&
@@ -187,7 +189,11 @@ struct CastRunner::Impl {
         CS_CUDA_LAUNCH("finalize_kernel");
       }
       if (!p.scaled || p.tensor_scope) {
-        elementwise_kernel<T><<<grid_for((n + 7) / 8, 256, cap), 256, 0, st>>>(xp, n, kp, sc(), o, fastq);
+        const unsigned grid = grid_for((n + 7) / 8, 256, cap);
+        if (fastq && fid == kE4M3FN && !p.scaled)
+          elementwise_kernel<T, kE4M3FN><<<grid, 256, 0, st>>>(xp, n, kp, sc(), o, true);
+        else
+          elementwise_kernel<T, kRuntime><<<grid, 256, 0, st>>>(xp, n, kp, sc(), o, fastq);
         CS_CUDA_LAUNCH("elementwise_kernel");
         return;
       }
@@ -200,9 +206,13 @@ struct CastRunner::Impl {
           const int mode = !fastq ? 0 : (kp.scale_is_exponent && !kp.multiscale ? 1 : 2);
           auto go = [&](auto tile) {
             constexpr int TL = decltype(tile)::value;
-            if (mode == 0) fast_kernel<T, TL, 0><<<grid, 256, 0, st>>>(xp, ntiles, kp, sc(), o);
-            else if (mode == 1) fast_kernel<T, TL, 1><<<grid, 256, 0, st>>>(xp, ntiles, kp, sc(), o);
-            else fast_kernel<T, TL, 2><<<grid, 256, 0, st>>>(xp, ntiles, kp, sc(), o);
+            if (mode == 0) fast_kernel<T, TL, 0, kRuntime><<<grid, 256, 0, st>>>(xp, ntiles, kp, sc(), o);
+            else if (mode == 1 && fid == kE4M3FN) fast_kernel<T, TL, 1, kE4M3FN><<<grid, 256, 0, st>>>(xp, ntiles, kp, sc(), o);
+            else if (mode == 1 && fid == kE2M1FNUZ) fast_kernel<T, TL, 1, kE2M1FNUZ><<<grid, 256, 0, st>>>(xp, ntiles, kp, sc(), o);
+            else if (mode == 1 && fid == kInt8Fixed) fast_kernel<T, TL, 1, kInt8Fixed><<<grid, 256, 0, st>>>(xp, ntiles, kp, sc(), o);
+            else if (mode == 1) fast_kernel<T, TL, 1, kRuntime><<<grid, 256, 0, st>>>(xp, ntiles, kp, sc(), o);
+            else if (fid == kE2M1FNUZ) fast_kernel<T, TL, 2, kE2M1FNUZ><<<grid, 256, 0, st>>>(xp, ntiles, kp, sc(), o);
+            else fast_kernel<T, TL, 2, kRuntime><<<grid, 256, 0, st>>>(xp, ntiles, kp, sc(), o);
           };
           if (p.tc == 32) go(std::integral_constant<int, 32>{});
           else go(std::integral_constant<int, 16>{});
@@ -351,6 +361,18 @@ __global__ void verify_kernel(scalar::Format f, uint64_t extra, uint64_t seed, u
     const uint32_t want = slow_code(y, f, c0);
     const scalar::Quantized q64 = castscope::detail::canonical(quantize_rne_f64(y, f), f);
     bool ok = scalar::encode(q64, f) == want && q64.clipped == c0;
+    if (!f32) {
+      // The division-free path: x a float, d a small-significand scale (like e4m3 * fp32).
+      const uint32_t r2 = scalar::random_bits(seed ^ 0x5bd1e995u, i);
+      const double d = (8 + (r2 & 7)) * scalar::pow2(static_cast<int>((r2 >> 3) % 24) - 15);
+      const float xf = static_cast<float>(y * d);
+      if (xf - xf == 0.0f) {
+        bool c1 = false;
+        const uint32_t w2 = slow_code(static_cast<double>(xf) / d, f, c1);
+        const scalar::Quantized qd = castscope::detail::canonical(quantize_rne_div(xf, d, 1.0 / d, f), f);
+        ok = ok && scalar::encode(qd, f) == w2 && qd.clipped == c1;
+      }
+    }
     if (f32) {
       const scalar::Quantized q32 = castscope::detail::canonical(quantize_rne_f32(static_cast<float>(y), f), f);
       ok = ok && scalar::encode(q32, f) == want && q32.clipped == c0;

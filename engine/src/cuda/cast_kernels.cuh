@@ -228,22 +228,30 @@ __device__ __forceinline__ uint32_t element_out(const KernelParams& kp, const Gr
 // scalar::Quantized of a scaled element (encode_element's scaled, saturating branch) through the
 // fast round-to-nearest-even quantizer. f32: the scale is a power of two (exponent scale, no tensor
 // scale), so x * 2^-shift is formed in float (two factors, each a normal power of two).
+// d: what scaled_input divides by (2^shift * t, or s, or s * t; exact in double), inv = RN(1 / d).
 template <bool F32>
-__device__ __forceinline__ scalar::Quantized fast_scaled(const KernelParams& kp, const GroupScale& gs, float x) {
+__device__ __forceinline__ scalar::Quantized fast_scaled(const KernelParams& kp, const GroupScale& gs, float x,
+                                                        double d, double inv) {
   if (!(x - x == 0.0f) || gs.nan || gs.s == 0.0) return scalar::Quantized{};
   if (F32) {
     const int h1 = -gs.shift / 2, h2 = -gs.shift - h1;
     return castscope::detail::canonical(quantize_rne_f32(x * pow2f(h1) * pow2f(h2), kp.data), kp.data_codes);
   }
-  const double y = castscope::detail::scaled_input(kp, gs, static_cast<double>(x), 0);
-  return castscope::detail::canonical(quantize_rne_f64(y, kp.data), kp.data_codes);
+  return castscope::detail::canonical(quantize_rne_div(static_cast<double>(x), d, inv, kp.data), kp.data_codes);
+}
+
+// The divisor of scaled_input for a scaled group without zero point.
+__device__ __forceinline__ double scale_divisor(const KernelParams& kp, const GroupScale& gs) {
+  if (kp.scale_is_exponent) return scalar::pow2(gs.shift) * (kp.multiscale ? gs.t : 1.0);
+  return kp.multiscale ? gs.s * gs.t : gs.s;
 }
 
 // Unscaled and tensor-scoped casts: chunks of 8 elements per thread (vector loads for float32
 // and bfloat16, codes stored 8 / packed 4 bytes at once).
-template <class T>
+template <class T, int F>
 __global__ void __launch_bounds__(256)
     elementwise_kernel(const T* __restrict__ x, int64_t n, KernelParams kp, Scratch* s, Outs o, bool fast) {
+  if constexpr (F != kRuntime) kp.data = kp.data_codes = static_format(F);
   if (kp.multiscale) kp.tensor_scale = s->tensor_scale;
   // Fast rounding: float inputs, no scale, round to nearest even, saturation, codes only.
   const bool fastq = fast && sizeof(T) <= 4 && !kp.scaled && !o.values;
@@ -426,9 +434,10 @@ struct Vec<__nv_bfloat16> {
 // 4- or 8-byte store per lane (two codes per byte when packed).
 // MODE 0: the shared encode_element (any rounding, values too); 1: fast rounding with a power-of-two
 // scale formed in float; 2: fast rounding of the double scaled input (float or tensor scales).
-template <class T, int TILE, int MODE>
+template <class T, int TILE, int MODE, int F>
 __global__ void __launch_bounds__(256)
     fast_kernel(const T* __restrict__ x, int64_t ntiles, KernelParams kp, Scratch* s, Outs o) {
+  if constexpr (F != kRuntime) kp.data = kp.data_codes = static_format(F);
   constexpr int V = Vec<T>::V;
   constexpr int L = TILE / V;
   static_assert(L >= 1 && L <= 32 && (32 % L) == 0, "lanes per tile must divide a warp");
@@ -462,6 +471,11 @@ __global__ void __launch_bounds__(256)
     if (!active) continue;
     const GroupScale gs = castscope::detail::choose_scale(kp, am, 0.0, 0.0, nf != 0);
     const int64_t e0 = c * V;
+    double d = 1.0, inv = 1.0;
+    if (MODE == 2 && !gs.nan && gs.s != 0.0) {
+      d = scale_divisor(kp, gs);
+      inv = 1.0 / d;
+    }
     uint32_t code[V];
 #pragma unroll
     for (int k = 0; k < V; ++k) {
@@ -469,7 +483,7 @@ __global__ void __launch_bounds__(256)
       if (MODE == 0) {
         code[k] = element_out(kp, gs, v[k], 0, e0 + k, o, clipped);
       } else {
-        const scalar::Quantized q = fast_scaled<MODE == 1>(kp, gs, v[k]);
+        const scalar::Quantized q = fast_scaled<MODE == 1>(kp, gs, v[k], d, inv);
         clipped += q.clipped ? 1 : 0;
         code[k] = scalar::encode(q, kp.data);
       }

@@ -74,4 +74,45 @@ __device__ __forceinline__ scalar::Quantized quantize_rne_f64(double y, const sc
   return q;
 }
 
+// quantize_rne_f64 of RN(x / d), given inv = RN(1 / d), without a division per element: x * inv is
+// within a few ulps of x / d, and round-to-nearest-even of two values that close differs only when
+// a rounding midpoint (k + 1/2) * 2^qe lies between them, so only inputs near a midpoint pay for
+// the exact quotient.
+__device__ __forceinline__ scalar::Quantized quantize_rne_div(double x, double d, double inv, const scalar::Format& f) {
+  const double y = x * inv;
+  const double a = fabs(y);
+  const int b = static_cast<int>((static_cast<uint64_t>(__double_as_longlong(a)) >> 52)) - 1023;
+  const int qe = b - f.mgrid > f.qmin ? b - f.mgrid : f.qmin;
+  const double t = a * scalar::pow2(-qe);
+  const double frac = t - floor(t);
+  if (fabs(frac - 0.5) < 0x1p-20) return quantize_rne_f64(x / d, f);
+  return quantize_rne_f64(y, f);
+}
+
+// Compile-time copies of the hottest data grids (values as NumberSpec builds them; the host picks
+// one only when the plan's grid equals it field for field), so the shared encode / canonical fold
+// to a handful of instructions.
+enum StaticFormat { kRuntime = 0, kE4M3FN = 1, kE2M1FNUZ = 2, kInt8Fixed = 3 };
+
+__host__ __device__ constexpr scalar::Format static_format(int id) {
+  return id == kE4M3FN     ? scalar::Format{scalar::Kind::Float, scalar::InfNan::FN, 8, 4, 3, 7, 8, -6, 3, -9, 14ull,
+                                        5, 8, false, true, true, true}
+         : id == kE2M1FNUZ ? scalar::Format{scalar::Kind::Float, scalar::InfNan::FNUZ, 4, 2, 1, 1, 2, 0, 1, -1, 3ull,
+                                            1, 2, false, true, false, true}
+                           : scalar::Format{scalar::Kind::Int, scalar::InfNan::IEEE, 8, 1, 6, 0, 0, -6, 62, -6, 127ull,
+                                            -6, 0, false, false, false, true};
+}
+
+inline int static_format_id(const scalar::Format& f) {
+  for (int id : {kE4M3FN, kE2M1FNUZ, kInt8Fixed}) {
+    const scalar::Format s = static_format(id);
+    if (s.kind == f.kind && s.infnan == f.infnan && s.bits == f.bits && s.ebits == f.ebits && s.mbits == f.mbits &&
+        s.bias == f.bias && s.emax == f.emax && s.emin == f.emin && s.mgrid == f.mgrid && s.qmin == f.qmin &&
+        s.maxr == f.maxr && s.maxe == f.maxe && s.maxbinade == f.maxbinade && s.has_inf == f.has_inf &&
+        s.has_nan == f.has_nan && s.has_negzero == f.has_negzero && s.is_signed == f.is_signed)
+      return id;
+  }
+  return kRuntime;
+}
+
 }  // namespace castscope::gpu::detail
