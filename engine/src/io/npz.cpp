@@ -104,7 +104,9 @@ class Archive {
 }  // namespace
 
 std::vector<Entry> read_npz(const std::string& path) {
-  auto zip = std::make_shared<Archive>(MappedFile::open(path));
+  auto map = MappedFile::open(path);
+  if (map->size() == 0) throw Error("'" + path + "' is empty (not a zip archive)");
+  auto zip = std::make_shared<Archive>(map);
   std::vector<Entry> out;
   const zip_int64_t n = zip->count();
   for (zip_int64_t i = 0; i < n; ++i) {
