@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <chrono>
+#include <random>
 #include <set>
 #include <sstream>
 
@@ -188,6 +190,74 @@ TEST(UnscaledSweep, NegativeZero) {
       EXPECT_EQ(std::signbit(v.ptr<float>()[i]), f.has_negzero) << n.name() << " i=" << i;
     }
     EXPECT_FALSE(std::signbit(v.ptr<float>()[2])) << n.name();
+  }
+}
+
+}  // namespace
+
+namespace {
+
+// float64 and float16 inputs are rounded once, from the input value itself: a double just above
+// a tie of the target must round up even though its float32 rounding sits on the tie.
+TEST(UnscaledSweep, Float64AndFloat16InputsRoundOnce) {
+  const uint64_t seed =
+      static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+  std::mt19937_64 rng(seed);
+  for (const char* name :
+       {"e4m3fn", "e5m2", "e2m1fnuz", "e3m2", "bfloat16", "float16", "e4m3b8fnuz"}) {
+    const NumberSpec n = NumberSpec::parse(name);
+    const oracle::FloatFmt f = oracle::describe(n);
+    const int64_t count = 4096;
+    Tensor x = Tensor::empty(DType::F64, {count});
+    double* p = x.mutable_ptr<double>();
+    std::uniform_int_distribution<int> e(f.emin - f.mbits - 2, f.emax + 1);
+    std::uniform_int_distribution<int> m(0, (1 << std::min(f.mbits, 12)) * 2 - 1);
+    for (int64_t i = 0; i < count; ++i) {
+      // A tie of the target grid (odd multiple of half an ulp), nudged by less than float32 sees.
+      const double tie = std::ldexp(2.0 * m(rng) + 1, e(rng) - f.mbits - 1);
+      const double nudge = (i % 3 == 0) ? 0 : ((i % 3 == 1) ? 1 : -1) * std::ldexp(tie, -40);
+      p[i] = ((i / 3) % 2 ? -1 : 1) * (tie + nudge);
+    }
+    for (const char* round : {"even", "away", "zero"}) {
+      CastOptions opt;
+      opt.device = Device::CPU;
+      opt.round = parse_round(round);
+      const ORound orr =
+          round[0] == 'e' ? ORound::Even : (round[0] == 'a' ? ORound::Away : ORound::Zero);
+      const Tensor v = cast(x, DataType::make(n, std::nullopt), opt).values;
+      int bad = 0;
+      for (int64_t i = 0; i < count; ++i) {
+        const float want =
+            static_cast<float>(oracle::round_float(p[i], f, orr, OOverflow::Saturate));
+        const float got = v.ptr<float>()[i];
+        if (!oracle::same(want, got) && ++bad <= 3)
+          ADD_FAILURE() << name << " round=" << round << " float64 x=" << std::hexfloat << p[i]
+                        << " want=" << want << " got=" << got << std::defaultfloat
+                        << " seed=" << seed;
+      }
+      EXPECT_EQ(bad, 0) << name << " " << round;
+    }
+  }
+  // float16 inputs: every pattern.
+  Tensor h = Tensor::empty(DType::F16, {65536});
+  for (uint32_t b = 0; b < 65536; ++b) h.mutable_ptr<uint16_t>()[b] = static_cast<uint16_t>(b);
+  const Tensor hf = h.to_f32();
+  for (const char* name : {"e4m3fn", "e2m1fnuz", "e5m2", "e3m4"}) {
+    const NumberSpec n = NumberSpec::parse(name);
+    const oracle::FloatFmt f = oracle::describe(n);
+    CastOptions opt;
+    opt.device = Device::CPU;
+    const Tensor v = cast(h, DataType::make(n, std::nullopt), opt).values;
+    int bad = 0;
+    for (uint32_t b = 0; b < 65536; ++b) {
+      const float in = hf.ptr<float>()[b];
+      const float want =
+          static_cast<float>(oracle::round_float(in, f, ORound::Even, OOverflow::Saturate));
+      if (!oracle::same(want, v.ptr<float>()[b]) && ++bad <= 3)
+        ADD_FAILURE() << name << " float16 " << hex(b) << " x=" << in << " want=" << want
+                      << " got=" << v.ptr<float>()[b];
+    }
+    EXPECT_EQ(bad, 0) << name;
   }
 }
 
