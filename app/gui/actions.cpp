@@ -1,0 +1,114 @@
+#include <imgui.h>
+
+#include <filesystem>
+
+#include "app_state.hpp"
+#include "demo_assets.hpp"
+
+namespace castscope::gui {
+
+const char* panel_name(PanelId p) {
+  switch (p) {
+    case PanelId::Files:
+      return "files";
+    case PanelId::Tensors:
+      return "tensors";
+    case PanelId::Composer:
+      return "composer";
+    case PanelId::Views:
+      return "views";
+    case PanelId::Count:
+      break;
+  }
+  return "?";
+}
+
+void open_source(AppState& app, const std::string& spec) {
+  app.load_error.clear();
+  app.selected.clear();
+  const bool is_demo = spec == "demo" || spec.rfind("demo:", 0) == 0;
+  if (!is_demo) remember_recent(app, spec);
+  app.loader.start("open " + spec, [spec](JobControl& job) {
+    auto out = std::make_shared<Loaded>();
+    std::string first;
+    std::shared_ptr<const io::Model> m = open_any(spec, &first);
+    job.check();
+    out->model = m;
+    out->tensor = first;
+    if (!first.empty()) out->data = m->load(first);
+    return std::shared_ptr<const Loaded>(out);
+  });
+}
+
+void select_tensor(AppState& app, const std::string& name) {
+  if (!app.model || !app.model->find(name)) {
+    app.note("no tensor '" + name + "' in the open model");
+    return;
+  }
+  app.selected = name;
+  auto model = app.model;
+  app.loader.start("load " + name, [model, name](JobControl& job) {
+    auto out = std::make_shared<Loaded>();
+    out->model = model;
+    out->tensor = name;
+    out->data = model->load(name);
+    job.check();
+    return std::shared_ptr<const Loaded>(out);
+  });
+}
+
+bool set_dtype(AppState& app, const std::string& text) {
+  if (!app.composer.set_text(text)) {
+    app.note("datatype '" + text + "': " + app.composer.error);
+    return false;
+  }
+  app.recompute = true;
+  return true;
+}
+
+void update_jobs(AppState& app) {
+  std::shared_ptr<const Loaded> loaded;
+  std::string err;
+  if (app.loader.poll(&loaded, &err)) {
+    if (!err.empty()) {
+      app.load_error = err;
+      app.note(err);
+    } else if (loaded) {
+      if (loaded->model != app.model) {
+        app.model = loaded->model;
+        app.model_path = loaded->model->path();
+      }
+      app.loaded = loaded;
+      app.selected = loaded->tensor;
+      app.recompute = true;
+    }
+  }
+  std::shared_ptr<const widgets::Analysis> a;
+  bool cancelled = false;
+  if (app.analyzer.poll(&a, &err, &cancelled)) {
+    if (!err.empty()) {
+      app.analysis_error = err;
+      app.note(err);
+    } else if (a) {
+      app.analysis = a;
+      app.analysis_error.clear();
+      ++app.analyses_done;
+    }
+  }
+  // Live recompute: any change cancels the running analysis and starts a fresh one.
+  if (app.recompute && app.loaded && app.loaded->data && !app.loader.running()) {
+    app.recompute = false;
+    auto input = app.loaded;
+    const DataType d = app.composer.dtype;
+    CastOptions o;
+    o.round = app.composer.round;
+    o.scale_mode = app.composer.scale_mode;
+    o.overflow = app.composer.overflow;
+    o.device = Device::Auto;
+    app.analyzer.start("cast " + input->tensor + " to " + d.str(), [input, d, o](JobControl& job) {
+      return widgets::analyze(input->data, d, o, input->tensor, {}, &job);
+    });
+  }
+}
+
+}  // namespace castscope::gui

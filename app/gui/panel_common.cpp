@@ -1,0 +1,39 @@
+#include <imgui.h>
+
+#include <cstdio>
+
+#include "panels.hpp"
+
+namespace castscope::gui {
+
+bool begin_panel(AppState& app, PanelId id, const char* title, float x, float y, float w, float h,
+                 ImGuiWindowFlags flags) {
+  const int i = static_cast<int>(id);
+  if (!app.show[i]) return false;
+  const ImGuiViewport* vp = ImGui::GetMainViewport();
+  const float top = ImGui::GetFrameHeight();         // menu bar
+  const float bottom = ImGui::GetFrameHeight() + 6;  // status bar
+  const float H = vp->WorkSize.y - bottom - top + ImGui::GetFrameHeight();
+  const ImGuiCond cond = app.opt.script.empty() ? ImGuiCond_FirstUseEver : ImGuiCond_Appearing;
+  ImGui::SetNextWindowPos(ImVec2(vp->WorkPos.x + x * vp->WorkSize.x, vp->WorkPos.y + y * H), cond);
+  ImGui::SetNextWindowSize(ImVec2(w * vp->WorkSize.x, h * H), cond);
+  if (app.focus_panel == i) {
+    ImGui::SetNextWindowFocus();
+    ImGui::SetNextWindowCollapsed(false);
+    app.focus_panel = -1;
+  }
+  const bool open = ImGui::Begin(title, &app.show[i], flags);
+  if (!open) ImGui::End();
+  return open;
+}
+
+std::string human_bytes(double b) {
+  const char* unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (b >= 1024 && u < 4) b /= 1024, ++u;
+  char buf[32];
+  std::snprintf(buf, sizeof buf, u ? "%.1f %s" : "%.0f %s", b, unit[u]);
+  return buf;
+}
+
+}  // namespace castscope::gui

@@ -1,0 +1,126 @@
+// File browser: a path box, a directory listing, the embedded demo tensors and recent files.
+#include <imgui.h>
+
+#include <algorithm>
+#include <filesystem>
+
+#include "demo_assets.hpp"
+#include "panels.hpp"
+
+namespace castscope::gui {
+
+namespace {
+
+bool openable(const std::filesystem::path& p) {
+  static const char* ext[] = {".npy", ".npz", ".safetensors", ".gguf", ".onnx", ".json"};
+  const std::string e = p.extension().string();
+  return std::any_of(std::begin(ext), std::end(ext), [&](const char* x) { return e == x; });
+}
+
+struct Listing {
+  std::filesystem::path dir;
+  std::vector<std::filesystem::directory_entry> entries;
+  std::string error;
+};
+
+void list_dir(Listing& l, const std::filesystem::path& dir) {
+  l.dir = dir;
+  l.entries.clear();
+  l.error.clear();
+  std::error_code ec;
+  for (auto it = std::filesystem::directory_iterator(dir, ec);
+       !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
+    std::error_code e2;
+    if (it->is_directory(e2) || openable(it->path())) l.entries.push_back(*it);
+    if (l.entries.size() > 2000) break;
+  }
+  if (ec) l.error = dir.string() + ": " + ec.message();
+  std::sort(l.entries.begin(), l.entries.end(), [](const auto& a, const auto& b) {
+    std::error_code e;
+    const bool da = a.is_directory(e), db = b.is_directory(e);
+    return da != db ? da : a.path().filename() < b.path().filename();
+  });
+}
+
+}  // namespace
+
+void draw_files_panel(AppState& app) {
+  if (!begin_panel(app, PanelId::Files, "Files", 0.0f, 0.0f, 0.22f, 0.36f)) return;
+  static Listing listing;
+  if (listing.dir.empty()) {
+    std::error_code ec;
+    list_dir(listing, std::filesystem::current_path(ec));
+  }
+  const bool busy = app.loader.running();
+  ImGui::BeginDisabled(busy);
+  if (app.focus_open_path) {
+    ImGui::SetKeyboardFocusHere();
+    app.focus_open_path = false;
+  }
+  ImGui::SetNextItemWidth(-ImGui::GetFontSize() * 3.5f);
+  const bool enter =
+      ImGui::InputTextWithHint("##path", "file, directory or demo:NAME", app.open_path,
+                               sizeof app.open_path, ImGuiInputTextFlags_EnterReturnsTrue);
+  ImGui::SameLine();
+  if ((ImGui::Button("Open") || enter) && app.open_path[0]) {
+    std::error_code ec;
+    if (std::filesystem::is_directory(app.open_path, ec) &&
+        !std::filesystem::exists(
+            std::filesystem::path(app.open_path) / "model.safetensors.index.json", ec))
+      list_dir(listing, app.open_path);
+    else
+      open_source(app, app.open_path);
+  }
+  if (ImGui::BeginTabBar("##src")) {
+    if (ImGui::BeginTabItem("Browse")) {
+      ImGui::TextDisabled("%s", listing.dir.string().c_str());
+      if (!listing.error.empty())
+        ImGui::TextColored(ImVec4(1, 0.4f, 0.35f, 1), "%s", listing.error.c_str());
+      ImGui::BeginChild("##list", ImVec2(0, 0), false);
+      if (ImGui::Selectable("..")) list_dir(listing, listing.dir.parent_path());
+      std::filesystem::path go;
+      for (const auto& e : listing.entries) {
+        std::error_code ec;
+        const bool dir = e.is_directory(ec);
+        const std::string label = (dir ? "[dir] " : "") + e.path().filename().string();
+        if (ImGui::Selectable(label.c_str(), false, ImGuiSelectableFlags_AllowDoubleClick) &&
+            (ImGui::IsMouseDoubleClicked(0) || !dir)) {
+          if (dir)
+            go = e.path();
+          else
+            open_source(app, e.path().string());
+        }
+        if (!dir && ImGui::IsItemHovered())
+          ImGui::SetTooltip("%s", human_bytes(static_cast<double>(e.file_size(ec))).c_str());
+      }
+      if (!go.empty()) list_dir(listing, go);
+      ImGui::EndChild();
+      ImGui::EndTabItem();
+    }
+    if (ImGui::BeginTabItem("Demo")) {
+      ImGui::TextWrapped("Small tensors built into the program:");
+      for (const EmbeddedFile& f : embedded_demo_files()) {
+        const std::string label = std::string("demo:") + f.name;
+        if (ImGui::Selectable(label.c_str(), app.model_path == "demo" &&
+                                                 app.selected == "demo/" + std::string(f.name)))
+          open_source(app, label);
+      }
+      ImGui::EndTabItem();
+    }
+    if (ImGui::BeginTabItem("Recent")) {
+      if (app.recent.empty()) ImGui::TextDisabled("no recent files");
+      for (const std::string& r : app.recent)
+        if (ImGui::Selectable(r.c_str())) {
+          const std::string copy = r;  // open_source reorders the list
+          open_source(app, copy);
+          break;
+        }
+      ImGui::EndTabItem();
+    }
+    ImGui::EndTabBar();
+  }
+  ImGui::EndDisabled();
+  ImGui::End();
+}
+
+}  // namespace castscope::gui

@@ -1,0 +1,131 @@
+// Tensor browser: the open model's tensors as a tree (names split at '.' and '/'), with shape,
+// stored dtype and size; a filter box switches to a flat list of matches.
+#include <imgui.h>
+
+#include <algorithm>
+#include <cctype>
+#include <map>
+
+#include "panels.hpp"
+
+namespace castscope::gui {
+
+namespace {
+
+struct Node {
+  std::map<std::string, Node> kids;
+  int tensor = -1;
+};
+
+void build(Node& root, const std::vector<io::TensorInfo>& ts) {
+  for (size_t i = 0; i < ts.size(); ++i) {
+    Node* n = &root;
+    const std::string& name = ts[i].name;
+    size_t a = 0;
+    while (a <= name.size()) {
+      size_t b = name.find_first_of("./", a);
+      if (b == std::string::npos) b = name.size();
+      n = &n->kids[name.substr(a, b - a)];
+      a = b + 1;
+    }
+    n->tensor = static_cast<int>(i);
+  }
+}
+
+bool contains_ci(const std::string& s, const char* needle) {
+  std::string a = s, b = needle;
+  auto low = [](std::string& x) {
+    for (char& c : x) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  };
+  low(a);
+  low(b);
+  return a.find(b) != std::string::npos;
+}
+
+void leaf_columns(AppState& app, const io::TensorInfo& t, const char* label) {
+  const bool sel = app.selected == t.name;
+  if (ImGui::Selectable(label, sel, ImGuiSelectableFlags_SpanAllColumns) && !sel)
+    select_tensor(app, t.name);
+  if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s\n%s", t.name.c_str(), t.file.c_str());
+  ImGui::TableNextColumn();
+  ImGui::TextUnformatted(shape_str(t.shape).c_str());
+  ImGui::TableNextColumn();
+  ImGui::TextUnformatted(t.dtype.c_str());
+  ImGui::TableNextColumn();
+  ImGui::TextUnformatted(human_bytes(static_cast<double>(t.nbytes)).c_str());
+}
+
+void draw_node(AppState& app, const std::string& label, const Node& n,
+               const std::vector<io::TensorInfo>& ts) {
+  ImGui::TableNextRow();
+  ImGui::TableNextColumn();
+  if (n.tensor >= 0 && n.kids.empty()) {
+    ImGui::TreeNodeEx(label.c_str(), ImGuiTreeNodeFlags_Leaf | ImGuiTreeNodeFlags_NoTreePushOnOpen |
+                                         ImGuiTreeNodeFlags_Bullet);
+    ImGui::SameLine();
+    leaf_columns(app, ts[n.tensor], ("##" + ts[n.tensor].name).c_str());
+    return;
+  }
+  const bool open = ImGui::TreeNodeEx(
+      label.c_str(), ImGuiTreeNodeFlags_SpanFullWidth | ImGuiTreeNodeFlags_DefaultOpen);
+  if (open) {
+    for (const auto& [k, child] : n.kids) draw_node(app, k, child, ts);
+    ImGui::TreePop();
+  }
+}
+
+}  // namespace
+
+void draw_tensors_panel(AppState& app) {
+  if (!begin_panel(app, PanelId::Tensors, "Tensors", 0.0f, 0.36f, 0.22f, 0.64f)) return;
+  static const io::Model* built_for = nullptr;
+  static Node root;
+  if (!app.model) {
+    ImGui::TextDisabled(app.loader.running() ? "opening..." : "no model open");
+    if (!app.load_error.empty()) ImGui::TextWrapped("%s", app.load_error.c_str());
+    ImGui::End();
+    return;
+  }
+  const auto& ts = app.model->tensors();
+  if (built_for != app.model.get()) {
+    root = Node{};
+    build(root, ts);
+    built_for = app.model.get();
+  }
+  uint64_t total = 0;
+  for (const auto& t : ts) total += t.nbytes;
+  ImGui::TextWrapped("%s (%s): %zu tensors, %s", app.model_path.c_str(),
+                     app.model->format().c_str(), ts.size(),
+                     human_bytes(static_cast<double>(total)).c_str());
+  ImGui::SetNextItemWidth(-FLT_MIN);
+  ImGui::InputTextWithHint("##filter", "filter by name", app.filter, sizeof app.filter);
+  if (!app.load_error.empty())
+    ImGui::TextColored(ImVec4(1, 0.4f, 0.35f, 1), "%s", app.load_error.c_str());
+  // Loading another tensor while one loads would race for the views: wait for it.
+  ImGui::BeginDisabled(app.loader.running());
+  const ImGuiTableFlags tf = ImGuiTableFlags_RowBg | ImGuiTableFlags_ScrollY |
+                             ImGuiTableFlags_Resizable | ImGuiTableFlags_BordersInnerV;
+  if (ImGui::BeginTable("##tensors", 4, tf)) {
+    ImGui::TableSetupScrollFreeze(0, 1);
+    ImGui::TableSetupColumn("name", ImGuiTableColumnFlags_WidthStretch);
+    ImGui::TableSetupColumn("shape", ImGuiTableColumnFlags_WidthFixed);
+    ImGui::TableSetupColumn("dtype", ImGuiTableColumnFlags_WidthFixed);
+    ImGui::TableSetupColumn("size", ImGuiTableColumnFlags_WidthFixed);
+    ImGui::TableHeadersRow();
+    if (app.filter[0]) {
+      for (const auto& t : ts) {
+        if (!contains_ci(t.name, app.filter)) continue;
+        ImGui::TableNextRow();
+        ImGui::TableNextColumn();
+        leaf_columns(app, t, t.name.c_str());
+      }
+    } else {
+      for (const auto& [k, child] : root.kids) draw_node(app, k, child, ts);
+    }
+    ImGui::EndTable();
+  }
+  ImGui::EndDisabled();
+  ImGui::End();
+}
+
+}  // namespace castscope::gui

@@ -1,0 +1,243 @@
+#include "script.hpp"
+
+#include <GLFW/glfw3.h>
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+namespace castscope::gui {
+
+namespace {
+
+const char* const kCommands[] = {"open",     "tensor",     "dtype",   "round",      "scale-mode",
+                                 "overflow", "theme",      "panel",   "hide",       "log-y",
+                                 "log-x",    "wait",       "frames",  "screenshot", "state",
+                                 "quit",     "heat-field", "timeout", "bad-dtype"};
+
+bool known(const std::string& c) {
+  for (const char* k : kCommands)
+    if (c == k) return true;
+  return false;
+}
+
+bool on_off(const std::string& a) {
+  return a == "on" || a == "1" || a == "true" || a == "yes";
+}
+
+double finite_or(double v, double alt) {
+  return std::isfinite(v) ? v : alt;
+}
+
+}  // namespace
+
+Script::Script(const std::string& path) : path_(path) {
+  std::ifstream f(path);
+  if (!f) throw Error("cannot read script '" + path + "'");
+  std::string text;
+  int n = 0;
+  while (std::getline(f, text)) {
+    ++n;
+    const size_t hash = text.find('#');
+    if (hash != std::string::npos) text.resize(hash);
+    std::istringstream ss(text);
+    Line l;
+    l.number = n;
+    if (!(ss >> l.cmd)) continue;
+    std::getline(ss >> std::ws, l.arg);
+    while (!l.arg.empty() && std::isspace(static_cast<unsigned char>(l.arg.back())))
+      l.arg.pop_back();
+    if (!known(l.cmd))
+      throw Error(path + ":" + std::to_string(n) + ": unknown command '" + l.cmd + "'");
+    lines_.push_back(l);
+  }
+}
+
+std::string Script::take_screenshot_path() {
+  std::string p = shot_;
+  shot_.clear();
+  return p;
+}
+
+void Script::step(AppState& app) {
+  if (frames_left_ > 0) {
+    --frames_left_;
+    return;
+  }
+  if (!shot_.empty()) {
+    if (shot_wait_ > 0) --shot_wait_;
+    return;
+  }
+  if (waiting_) {
+    const bool idle = !app.loader.running() && !app.analyzer.running() && !app.recompute;
+    if (!idle) {
+      if (glfwGetTime() - wait_started_ > wait_limit_s_) {
+        errors_.push_back("line wait: still busy after " +
+                          std::to_string(static_cast<int>(wait_limit_s_)) + " s");
+        app.loader.cancel();
+        app.analyzer.cancel();
+        waiting_ = false;
+      }
+      return;
+    }
+    waiting_ = false;
+    frames_left_ = 2;  // let the panels lay out the new result before the next command
+    return;
+  }
+  while (pc_ < lines_.size()) {
+    const Line& l = lines_[pc_++];
+    const std::string where = path_ + ":" + std::to_string(l.number) + ": ";
+    auto fail = [&](const std::string& msg) {
+      errors_.push_back(where + msg);
+      app.note(where + msg);
+    };
+    try {
+      if (l.cmd == "open") {
+        open_source(app, l.arg.empty() ? "demo" : l.arg);
+      } else if (l.cmd == "tensor") {
+        if (app.loader.running()) {
+          --pc_;  // the model is still opening: retry next frame
+          return;
+        }
+        select_tensor(app, l.arg);
+      } else if (l.cmd == "dtype") {
+        if (!set_dtype(app, l.arg)) fail("invalid datatype: " + app.composer.error);
+      } else if (l.cmd == "bad-dtype") {
+        // Types a string that must be rejected; the previous datatype stays in force.
+        const DataType before = app.composer.dtype;
+        if (app.composer.set_text(l.arg)) {
+          fail("datatype '" + l.arg + "' was accepted");
+        } else if (!(app.composer.dtype == before)) {
+          fail("a rejected datatype replaced the current one");
+        } else {
+          std::snprintf(app.composer.text, sizeof app.composer.text, "%s", l.arg.c_str());
+        }
+      } else if (l.cmd == "round") {
+        app.composer.round = parse_round(l.arg);
+        app.recompute = true;
+      } else if (l.cmd == "scale-mode") {
+        app.composer.scale_mode = parse_scale_mode(l.arg);
+        app.recompute = true;
+      } else if (l.cmd == "overflow") {
+        app.composer.overflow = parse_overflow(l.arg);
+        app.recompute = true;
+      } else if (l.cmd == "theme") {
+        if (l.arg != "dark" && l.arg != "light")
+          fail("theme is dark or light");
+        else
+          set_theme(app, l.arg == "dark");
+      } else if (l.cmd == "panel" || l.cmd == "hide") {
+        int found = -1;
+        for (int i = 0; i < static_cast<int>(PanelId::Count); ++i)
+          if (l.arg == panel_name(static_cast<PanelId>(i))) found = i;
+        if (found < 0) {
+          fail("unknown panel '" + l.arg + "'");
+        } else if (l.cmd == "panel") {
+          app.show[found] = true;
+          app.focus_panel = found;
+        } else {
+          app.show[found] = false;
+        }
+      } else if (l.cmd == "log-y") {
+        app.hist_log_y = on_off(l.arg);
+      } else if (l.cmd == "log-x") {
+        app.hist_log_x = on_off(l.arg);
+      } else if (l.cmd == "heat-field") {
+        if (l.arg == "scale")
+          app.heat.field = widgets::HeatField::ScaleLog2;
+        else if (l.arg == "absmax")
+          app.heat.field = widgets::HeatField::Absmax;
+        else if (l.arg == "snr")
+          app.heat.field = widgets::HeatField::Snr;
+        else
+          fail("heat-field is scale, absmax or snr");
+      } else if (l.cmd == "timeout") {
+        wait_limit_s_ = std::stod(l.arg);
+      } else if (l.cmd == "wait") {
+        waiting_ = true;
+        wait_started_ = glfwGetTime();
+        return;
+      } else if (l.cmd == "frames") {
+        frames_left_ = std::max(0, std::stoi(l.arg));
+        return;
+      } else if (l.cmd == "screenshot") {
+        if (l.arg.empty()) {
+          fail("screenshot needs a file name");
+        } else {
+          shot_ = l.arg;
+          shot_wait_ = 1;  // capture after one more full frame
+          return;
+        }
+      } else if (l.cmd == "state") {
+        const std::string text = state_json(app, errors_);
+        io::write_atomically(l.arg, [&](const auto& put) { put(text.data(), text.size()); });
+      } else if (l.cmd == "quit") {
+        app.quit = true;
+        return;
+      }
+    } catch (const std::exception& e) {
+      fail(e.what());
+    }
+  }
+}
+
+std::string state_json(const AppState& app, const std::vector<std::string>& script_errors) {
+  nlohmann::json j;
+  j["model"] = app.model ? app.model_path : "";
+  j["model_format"] = app.model ? app.model->format() : "";
+  j["tensor_count"] = app.model ? app.model->tensors().size() : 0;
+  j["tensor"] = app.loaded ? app.loaded->tensor : "";
+  j["dtype"] = app.composer.dtype.str();
+  j["dtype_name"] = app.composer.dtype.name();
+  j["composer_error"] = app.composer.error;
+  j["round"] = to_string(app.composer.round);
+  j["scale_mode"] = to_string(app.composer.scale_mode);
+  j["overflow"] = to_string(app.composer.overflow);
+  j["theme"] = app.dark ? "dark" : "light";
+  j["busy"] = app.busy();
+  j["frames"] = app.frame;
+  j["analyses"] = app.analyses_done;
+  nlohmann::json panels = nlohmann::json::object();
+  for (int i = 0; i < static_cast<int>(PanelId::Count); ++i)
+    panels[panel_name(static_cast<PanelId>(i))] = app.show[i];
+  j["panels"] = panels;
+  if (const widgets::Analysis* a = app.analysis.get()) {
+    nlohmann::json r;
+    r["tensor"] = a->tensor;
+    r["shape"] = a->shape;
+    r["dtype"] = a->dtype.str();
+    r["scale_mode"] = to_string(a->options.scale_mode);
+    r["round"] = to_string(a->options.round);
+    r["backend"] = a->backend;
+    r["snr_db"] = finite_or(a->stats.snr_db, 1e308);
+    r["mse"] = a->stats.mse;
+    r["max_abs_err"] = a->stats.max_abs_err;
+    r["clipped"] = a->stats.clipped;
+    r["clipped_pct"] = a->stats.clipped_pct();
+    r["nonfinite_in"] = a->stats.nonfinite_in;
+    r["count"] = a->stats.count;
+    r["bits_per_value"] = a->bits_per_value;
+    uint64_t vo = 0, vc = 0;
+    for (uint64_t c : a->value_orig.counts) vo += c;
+    for (uint64_t c : a->value_cast.counts) vc += c;
+    r["value_hist_total"] = {vo, vc};
+    r["exp_range"] = {a->exp_lo, a->exp_hi};
+    r["representable_log2"] = {a->rep_lo, a->rep_hi};
+    r["tiles"] = a->tiles ? nlohmann::json{a->tiles->rows, a->tiles->cols} : nlohmann::json();
+    r["tiles_note"] = a->tiles_note;
+    r["mask_set"] = a->mask.set;
+    r["mask_what"] = a->mask.what;
+    j["analysis"] = r;
+  } else {
+    j["analysis"] = nullptr;
+  }
+  j["analysis_error"] = app.analysis_error;
+  j["load_error"] = app.load_error;
+  j["messages"] = std::vector<std::string>(app.messages.begin(), app.messages.end());
+  j["script_errors"] = script_errors;
+  return j.dump(2) + "\n";
+}
+
+}  // namespace castscope::gui

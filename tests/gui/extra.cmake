@@ -1,0 +1,26 @@
+# The GUI area: the widget library for the view tests, then CTest entries that run the real
+# program: --headless, and scripted sessions under xvfb checked by castscope_gui_check.
+target_link_libraries(${_t} PRIVATE castscope_widgets)
+
+add_executable(castscope_gui_check ${CMAKE_CURRENT_SOURCE_DIR}/gui/check/check_session.cpp)
+target_link_libraries(castscope_gui_check PRIVATE nlohmann_json::nlohmann_json stb)
+
+add_test(NAME gui.headless COMMAND castscope --headless)
+add_test(NAME gui.headless_file COMMAND castscope --headless ${PROJECT_SOURCE_DIR}/assets/demo_outliers.npy --dtype nvfp4)
+add_test(NAME gui.headless_bad_dtype COMMAND castscope --headless --dtype e9m9_nonsense)
+set_tests_properties(gui.headless_bad_dtype PROPERTIES WILL_FAIL TRUE)
+set_tests_properties(gui.headless gui.headless_file gui.headless_bad_dtype PROPERTIES LABELS gui ENVIRONMENT "DISPLAY=")
+
+find_program(CASTSCOPE_XVFB_RUN xvfb-run)
+if(CASTSCOPE_XVFB_RUN)
+  file(GLOB _gui_sessions ${CMAKE_CURRENT_SOURCE_DIR}/gui/scripts/*.txt)
+  foreach(_script ${_gui_sessions})
+    get_filename_component(_session ${_script} NAME_WE)
+    add_test(NAME gui.session.${_session}
+      COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/gui/run_session.sh $<TARGET_FILE:castscope>
+        $<TARGET_FILE:castscope_gui_check> ${_script} ${CMAKE_CURRENT_BINARY_DIR}/gui_sessions/${_session})
+    set_tests_properties(gui.session.${_session} PROPERTIES LABELS gui TIMEOUT 180 RUN_SERIAL TRUE)
+  endforeach()
+else()
+  message(STATUS "CastScope: xvfb-run not found; scripted GUI sessions are not tested")
+endif()

@@ -1,0 +1,72 @@
+// What the views of one cast show, computed in one call on a worker thread. Nothing here touches
+// ImGui or OpenGL: the widgets only draw a finished Analysis, and tests check it directly.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "castscope/cast.hpp"
+#include "castscope/metrics.hpp"
+
+namespace castscope::widgets {
+
+// A 2-D boolean image of a tensor (rows x cols after folding leading dims into rows), reduced to
+// at most max_side cells per side: each cell holds the fraction of its elements that are set.
+struct MaskImage {
+  int64_t rows = 0, cols = 0;            // source elements
+  int64_t cell_rows = 1, cell_cols = 1;  // source elements per cell
+  int64_t out_rows = 0, out_cols = 0;
+  std::vector<float> fraction;  // out_rows * out_cols, in [0, 1]
+  int64_t set = 0, total = 0;
+  std::string what;  // "kept by 2:4 sparsity", "cast to zero", ...
+};
+
+struct AnalysisOptions {
+  int bins = 96;
+  int mask_max_side = 256;
+};
+
+struct Analysis {
+  std::string tensor;  // name shown in the views
+  Shape shape;
+  DataType dtype;
+  CastOptions options;  // the job pointer is cleared
+  std::string backend;
+  Stats stats;
+  double bits_per_value = 0;
+  double absmax = 0;
+  // Value histograms of the original and the cast over the same symmetric range, linear in x
+  // and over log2|x|.
+  Histogram value_orig, value_cast;
+  Histogram log_orig, log_cast;
+  // Exponent (binade) histograms, aligned: both cover [exp_lo, exp_hi].
+  int exp_lo = 0, exp_hi = 0;
+  std::vector<uint64_t> exp_orig, exp_cast;
+  uint64_t exp_zero_orig = 0, exp_zero_cast = 0;
+  // log2 of the smallest and largest magnitudes the target keeps (for a scaled datatype: with
+  // the scale that the largest tile gets, i.e. relative to the tensor absmax).
+  double rep_lo = 0, rep_hi = 0;
+  std::string rep_note;
+  Histogram error;
+  std::optional<TileMap> tiles;
+  std::string tiles_note;  // why there is no tile map
+  MaskImage mask;
+};
+
+// Casts x (any float dtype, any rank) and computes every view. Throws Error for bad input and
+// Cancelled when job->cancel is set.
+std::shared_ptr<const Analysis> analyze(const Tensor& x, const DataType& dtype, CastOptions options,
+                                        const std::string& name, const AnalysisOptions& ao = {},
+                                        JobControl* job = nullptr);
+
+// Representable magnitude range of a number format in log2 units: [smallest positive, max].
+std::pair<double, double> representable_log2(const NumberSpec& n);
+
+// The folded 2-D extent [rows, cols] of a shape (leading dims multiply into rows).
+std::pair<int64_t, int64_t> fold_2d(const Shape& s);
+
+MaskImage mask_image(const uint8_t* set, const Shape& shape, int max_side, std::string what);
+
+}  // namespace castscope::widgets
