@@ -1,6 +1,8 @@
 #include "oracle.hpp"
 
 #include <algorithm>
+#include <chrono>
+#include <cstdlib>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -11,6 +13,11 @@ using castscope::DataType;
 using castscope::NumberSpec;
 
 namespace oracle {
+
+uint64_t test_seed() {
+  if (const char* s = std::getenv("CASTSCOPE_TEST_SEED")) return std::strtoull(s, nullptr, 10);
+  return static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+}
 
 uint32_t bits_of(float f) {
   uint32_t b;
@@ -120,7 +127,10 @@ bool supports(const DataType& d) {
   if (d.family() != castscope::Family::Standard) return false;
   if (!d.scaled()) return d.number().is_float();
   const auto& s = *d.scale();
-  if (d.number().is_uint() || d.number().is_exponent()) return false;
+  if (d.number().is_exponent()) return false;
+  if (d.number().is_uint())
+    return s.scale.is_float() && s.second && (s.second->is_float() || s.second->is_int()) &&
+           !d.sparse_tile() && !d.subtile();
   if (d.sparse_tile()) return false;
   if (s.scale.is_exponent()) return !s.second;  // exponent tensor scale + exponent scale: no
   if (!s.scale.is_float()) return false;
@@ -205,6 +215,74 @@ double int_fixed_point(double x, int bits, int s, ORound r) {
   return std::ldexp(q, s - (bits - 2));
 }
 
+// Asymmetric uint data (decision 7, second half; the formulas are this oracle's reading of
+// TensorCast, which the spec does not spell out): over the tile's finite values and 0,
+//   scale = (max - min) / (2^K - 1), correctly rounded, then cast to the scale format;
+//   float zero point: zero = min cast to the zero format, q = round((x - zero) / scale),
+//     value = q * scale + zero;
+//   int zero point: zero = round(-min / scale) (nearest even, clamped to the zero format),
+//     q = round(x / scale + zero), value = (q - zero) * scale;
+// q is clamped to [0, 2^K - 1]; values are computed in double and rounded once to float32. The
+// round mode applies to the code q (so "zero" means ties toward code 0, the bottom of the range,
+// and "even" picks the even code), as in TensorCast, which rounds the shifted, scaled tensor.
+std::vector<float> cast_uint(const std::vector<float>& x, const Groups& g, const DataType& d,
+                             const Options& o) {
+  const NumberSpec& n = d.number();
+  const auto& ss = *d.scale();
+  const FloatFmt sf = describe(ss.scale);
+  const double qmax = static_cast<double>(n.int_max());
+  std::vector<float> out(x.size());
+  for (const auto& tile : g.tiles) {
+    double lo = std::numeric_limits<double>::infinity(), hi = -lo;
+    for (int64_t i : tile)
+      if (std::isfinite(x[i])) {
+        lo = std::min(lo, static_cast<double>(x[i]));
+        hi = std::max(hi, static_cast<double>(x[i]));
+      }
+    // The range always includes 0, so that an int zero point represents 0.0 exactly
+    // (tensorcast-scaling.md) and a one-signed tile still has a range.
+    lo = std::min(lo, 0.0);
+    hi = std::max(hi, 0.0);
+    const double sc =
+        round_float(static_cast<float>((hi - lo) / qmax), sf, ORound::Even, OOverflow::Saturate);
+    if (!(sc > 0)) {
+      // No range: an all-zero tile decodes to zeros (decision 12); a constant non-zero tile, or
+      // one whose range underflows the scale format, is left open by the spec.
+      for (int64_t i : tile) {
+        out[i] = 0.0f;
+        if (o.open && (lo != 0 || hi != 0)) (*o.open)[i] = 1;
+      }
+      continue;
+    }
+    if (ss.second->is_float()) {
+      const FloatFmt zf = describe(*ss.second);
+      const double zero = round_float(lo, zf, ORound::Even, OOverflow::Saturate);
+      for (int64_t i : tile) {
+        if (std::isnan(x[i])) {
+          out[i] = NAN;
+          continue;
+        }
+        const double q = std::min(qmax, std::max(0.0, round_int((x[i] - zero) / sc, o.round)));
+        out[i] = static_cast<float>(q * sc + zero);
+      }
+    } else {
+      const double zlim_lo = static_cast<double>(ss.second->int_min());
+      const double zlim_hi = static_cast<double>(ss.second->int_max());
+      const double zero = std::min(zlim_hi, std::max(zlim_lo, round_int(-lo / sc, ORound::Even)));
+      for (int64_t i : tile) {
+        if (std::isnan(x[i])) {
+          out[i] = NAN;
+          continue;
+        }
+        const double q = std::min(qmax, std::max(0.0, round_int(x[i] / sc + zero, o.round)));
+        const double v = (q - zero) * sc;
+        out[i] = v == 0 ? 0.0f : static_cast<float>(v);
+      }
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 std::vector<float> cast_values(const std::vector<float>& x, const std::vector<int64_t>& shape,
@@ -221,6 +299,7 @@ std::vector<float> cast_values(const std::vector<float>& x, const std::vector<in
   }
   const auto& ss = *d.scale();
   const Groups g = make_groups(shape, d, o.axis);
+  if (n.is_uint()) return cast_uint(x, g, d, o);
   const bool is_int = n.is_int();
   const FloatFmt ef = is_int ? FloatFmt{} : describe(n);
   // Integer codes have a single zero, so -0 and negative values that round to zero give +0.

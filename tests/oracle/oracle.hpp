@@ -44,10 +44,16 @@ struct Options {
   OOverflow overflow = OOverflow::Saturate;
   OScale scale = OScale::Floor;
   int axis = -1;
+  // When set, elements whose result the spec leaves open are marked 1 (and not compared).
+  std::vector<uint8_t>* open = nullptr;
 };
 std::vector<float> cast_values(const std::vector<float>& x, const std::vector<int64_t>& shape,
                                const castscope::DataType& d, const Options& o);
 bool supports(const castscope::DataType& d);
+
+// The seed of a test's random inputs: CASTSCOPE_TEST_SEED when set (to replay a failure),
+// otherwise fresh from the clock. Tests print it with every failure.
+uint64_t test_seed();
 
 // float32 bit helpers.
 uint32_t bits_of(float f);
