@@ -1,0 +1,7 @@
+// Fuzzes the .safetensors reader: open, list and load every tensor of arbitrary bytes.
+#include "fuzz_common.hpp"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  castscope::fuzz::open_list_load(data, size, ".safetensors");
+  return 0;
+}
