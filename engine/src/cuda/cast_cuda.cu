@@ -335,7 +335,7 @@ __device__ __forceinline__ uint32_t slow_code(double y, const scalar::Format& f,
   return scalar::encode(q, f);
 }
 
-__global__ void verify_kernel(scalar::Format f, uint64_t extra, uint64_t seed, unsigned long long* bad,
+__global__ void verify_kernel(scalar::Format f, int hw, uint64_t extra, uint64_t seed, unsigned long long* bad,
                               unsigned long long* first) {
   const uint64_t total = (1ull << 32) + extra;
   unsigned long long mism = 0;
@@ -373,6 +373,11 @@ __global__ void verify_kernel(scalar::Format f, uint64_t extra, uint64_t seed, u
         ok = ok && scalar::encode(qd, f) == w2 && qd.clipped == c1;
       }
     }
+    if (f32 && hw) {
+      bool c2 = false;
+      const uint32_t hc = hw == kE4M3FN ? code_e4m3fn(static_cast<float>(y), c2) : code_e2m1fnuz(static_cast<float>(y), c2);
+      ok = ok && hc == want && c2 == c0;
+    }
     if (f32) {
       const scalar::Quantized q32 = castscope::detail::canonical(quantize_rne_f32(static_cast<float>(y), f), f);
       ok = ok && scalar::encode(q32, f) == want && q32.clipped == c0;
@@ -392,7 +397,9 @@ bool fast_quantizer_applies(const scalar::Format& f) { return fast_quant_ok(f); 
 uint64_t verify_fast_quantizer(const scalar::Format& f, uint64_t extra, uint64_t seed, double* first_bad) {
   DeviceTensor out = DeviceTensor::empty(DType::U64, {2}, true);
   unsigned long long* p = static_cast<unsigned long long*>(out.mutable_data());
-  verify_kernel<<<static_cast<unsigned>(sm_count()) * 8, 256, 0, stream()>>>(f, extra, seed, p, p + 1);
+  const int id = static_format_id(f);
+  const int hw = id == kE4M3FN || id == kE2M1FNUZ ? id : 0;
+  verify_kernel<<<static_cast<unsigned>(sm_count()) * 8, 256, 0, stream()>>>(f, hw, extra, seed, p, p + 1);
   CS_CUDA_LAUNCH("verify_kernel");
   Tensor h = out.download();
   if (first_bad) *first_bad = scalar::bits_double(h.ptr<uint64_t>()[1]);

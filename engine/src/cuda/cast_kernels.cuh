@@ -293,7 +293,11 @@ __global__ void __launch_bounds__(256)
         continue;
       }
       nonfinite += (v[k] - v[k] == 0) ? 0 : 1;
-      if (fastq && v[k] - v[k] == 0) {  // finite, unscaled: round the input itself
+      if (fastq && v[k] - v[k] == 0 && F == kE4M3FN) {  // finite, unscaled: round the input itself
+        bool cl = false;
+        code[k] = code_e4m3fn(static_cast<float>(v[k]), cl);
+        clipped += cl ? 1 : 0;
+      } else if (fastq && v[k] - v[k] == 0) {
         const scalar::Quantized q =
             castscope::detail::canonical(quantize_rne_f32(static_cast<float>(v[k]), kp.data), kp.data_codes);
         clipped += q.clipped ? 1 : 0;
@@ -440,76 +444,96 @@ __global__ void __launch_bounds__(256)
   if constexpr (F != kRuntime) kp.data = kp.data_codes = static_format(F);
   constexpr int V = Vec<T>::V;
   constexpr int L = TILE / V;
+  constexpr int U = 2;  // rounds per iteration: two 16-byte loads in flight per thread
   static_assert(L >= 1 && L <= 32 && (32 % L) == 0, "lanes per tile must divide a warp");
   if (kp.multiscale) kp.tensor_scale = s->tensor_scale;
   const int lane = threadIdx.x & 31;
   const int part = lane % L;
   const int64_t total = ntiles * L;  // 16-byte chunks
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  unsigned long long clipped = 0, nonfinite = 0;
+  unsigned clipped = 0, nonfinite = 0;
   for (int64_t base = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) - lane; base < total;
-       base += stride) {
-    const int64_t c = base + lane;
-    const bool active = c < total;
-    float v[V];
-    if (active) Vec<T>::load(x + c * V, v);
-    else
+       base += U * stride) {
+    float v[U][V];
 #pragma unroll
-      for (int k = 0; k < V; ++k) v[k] = 0.0f;
-    float am = 0.0f;
-    int nf = 0;
+    for (int u = 0; u < U; ++u) {
+      const int64_t c = base + u * stride + lane;
+      if (c < total) Vec<T>::load(x + c * V, v[u]);
+      else
 #pragma unroll
-    for (int k = 0; k < V; ++k) {
-      if (v[k] - v[k] == 0.0f) am = fmaxf(am, fabsf(v[k]));
-      else nf = 1;
+        for (int k = 0; k < V; ++k) v[u][k] = 0.0f;
     }
 #pragma unroll
-    for (int m = 1; m < L; m <<= 1) {
-      am = fmaxf(am, __shfl_xor_sync(0xffffffffu, am, m));
-      nf |= __shfl_xor_sync(0xffffffffu, nf, m);
-    }
-    if (!active) continue;
-    const GroupScale gs = castscope::detail::choose_scale(kp, am, 0.0, 0.0, nf != 0);
-    const int64_t e0 = c * V;
-    double d = 1.0, inv = 1.0;
-    if (MODE == 2 && !gs.nan && gs.s != 0.0) {
-      d = scale_divisor(kp, gs);
-      inv = 1.0 / d;
-    }
-    uint32_t code[V];
+    for (int u = 0; u < U; ++u) {
+      const int64_t c = base + u * stride + lane;
+      float am = 0.0f;
+      int nf = 0;
 #pragma unroll
-    for (int k = 0; k < V; ++k) {
-      nonfinite += (v[k] - v[k] == 0.0f) ? 0 : 1;
-      if (MODE == 0) {
-        code[k] = element_out(kp, gs, v[k], 0, e0 + k, o, clipped);
-      } else {
-        const scalar::Quantized q = fast_scaled<MODE == 1>(kp, gs, v[k], d, inv);
-        clipped += q.clipped ? 1 : 0;
-        code[k] = scalar::encode(q, kp.data);
+      for (int k = 0; k < V; ++k) {
+        if (v[u][k] - v[u][k] == 0.0f) am = fmaxf(am, fabsf(v[u][k]));
+        else nf = 1;
       }
-    }
-    if (part == 0 && o.scale) store_code(o.scale, 1, c / L, gs.scale_code, kp.scale);
-    if (o.codes) {
-      if (o.pack4) {
-        uint32_t w = 0;
 #pragma unroll
-        for (int k = 0; k < V; ++k) w |= (code[k] & 0xFu) << (4 * k);
-        uint8_t* dst = static_cast<uint8_t*>(o.codes) + e0 / 2;
-        if (V == 4) *reinterpret_cast<uint16_t*>(dst) = static_cast<uint16_t>(w);
-        else *reinterpret_cast<uint32_t*>(dst) = w;
-      } else {
-        if (kp.data.kind == scalar::Kind::Int && kp.data.bits < 8)  // sign-extend, as store_code does
+      for (int m = 1; m < L; m <<= 1) {
+        am = fmaxf(am, __shfl_xor_sync(0xffffffffu, am, m));
+        nf |= __shfl_xor_sync(0xffffffffu, nf, m);
+      }
+      if (c >= total) continue;
+      const GroupScale gs = castscope::detail::choose_scale(kp, am, 0.0, 0.0, nf != 0);
+      const int64_t e0 = c * V;
+      const bool zero_group = gs.nan || gs.s == 0.0;
+      double d = 1.0, inv = 1.0;
+      if (MODE == 2 && !zero_group) {
+        d = scale_divisor(kp, gs);
+        inv = 1.0 / d;
+      }
+      const int h1 = -gs.shift / 2, h2 = -gs.shift - h1;
+      const float f1 = pow2f(h1), f2 = pow2f(h2);
+      uint32_t code[V];
 #pragma unroll
-          for (int k = 0; k < V; ++k)
-            if ((code[k] >> (kp.data.bits - 1)) & 1u) code[k] |= ~((1u << kp.data.bits) - 1);
-        uint32_t w[V / 4];
+      for (int k = 0; k < V; ++k) {
+        const float xv = v[u][k];
+        const bool fin = xv - xv == 0.0f;
+        nonfinite += fin ? 0 : 1;
+        if (MODE == 0) {
+          unsigned long long cl = 0;
+          code[k] = element_out(kp, gs, xv, 0, e0 + k, o, cl);
+          clipped += static_cast<unsigned>(cl);
+        } else if (MODE == 1 && (F == kE4M3FN || F == kE2M1FNUZ)) {
+          bool cl = false;
+          const float y = xv * f1 * f2;
+          code[k] = F == kE4M3FN ? code_e4m3fn(y, cl) : code_e2m1fnuz(y, cl);
+          if (!fin || zero_group) code[k] = 0, cl = false;
+          clipped += cl ? 1 : 0;
+        } else {
+          const scalar::Quantized q = fast_scaled<MODE == 1>(kp, gs, xv, d, inv);
+          clipped += q.clipped ? 1 : 0;
+          code[k] = scalar::encode(q, kp.data);
+        }
+      }
+      if (part == 0 && o.scale) store_code(o.scale, 1, c / L, gs.scale_code, kp.scale);
+      if (o.codes) {
+        if (o.pack4) {
+          uint32_t w = 0;
 #pragma unroll
-        for (int q = 0; q < V / 4; ++q)
-          w[q] = (code[4 * q] & 0xFF) | (code[4 * q + 1] & 0xFF) << 8 | (code[4 * q + 2] & 0xFF) << 16 |
-                 (code[4 * q + 3] & 0xFF) << 24;
-        uint8_t* dst = static_cast<uint8_t*>(o.codes) + e0;
-        if (V == 4) *reinterpret_cast<uint32_t*>(dst) = w[0];
-        else *reinterpret_cast<uint2*>(dst) = make_uint2(w[0], w[V / 4 - 1]);
+          for (int k = 0; k < V; ++k) w |= (code[k] & 0xFu) << (4 * k);
+          uint8_t* dst = static_cast<uint8_t*>(o.codes) + e0 / 2;
+          if (V == 4) *reinterpret_cast<uint16_t*>(dst) = static_cast<uint16_t>(w);
+          else *reinterpret_cast<uint32_t*>(dst) = w;
+        } else {
+          if (kp.data.kind == scalar::Kind::Int && kp.data.bits < 8)  // sign-extend, as store_code does
+#pragma unroll
+            for (int k = 0; k < V; ++k)
+              if ((code[k] >> (kp.data.bits - 1)) & 1u) code[k] |= ~((1u << kp.data.bits) - 1);
+          uint32_t w[V / 4];
+#pragma unroll
+          for (int q = 0; q < V / 4; ++q)
+            w[q] = (code[4 * q] & 0xFF) | (code[4 * q + 1] & 0xFF) << 8 | (code[4 * q + 2] & 0xFF) << 16 |
+                   (code[4 * q + 3] & 0xFF) << 24;
+          uint8_t* dst = static_cast<uint8_t*>(o.codes) + e0;
+          if (V == 4) *reinterpret_cast<uint32_t*>(dst) = w[0];
+          else *reinterpret_cast<uint2*>(dst) = make_uint2(w[0], w[V / 4 - 1]);
+        }
       }
     }
   }

@@ -6,6 +6,8 @@
 // checks it against scalar::quantize on every float32 input for every such format.
 #pragma once
 
+#include <cuda_fp8.h>
+
 #include "castscope/scalar.hpp"
 
 namespace castscope::gpu::detail {
@@ -101,6 +103,21 @@ __host__ __device__ constexpr scalar::Format static_format(int id) {
                                             1, 2, false, true, false, true}
                            : scalar::Format{scalar::Kind::Int, scalar::InfNan::IEEE, 8, 1, 6, 0, 0, -6, 62, -6, 127ull,
                                             -6, 0, false, false, false, true};
+}
+
+// Codes of a finite y for the two hottest grids, round to nearest even with saturation, as the
+// hardware conversion (e4m3fn) and a threshold ladder over the rounding midpoints (e2m1 "fnuz",
+// whose -0 code means NaN, so a zero result carries no sign). Both are checked against the shared
+// quantizer on every float32 input.
+__device__ __forceinline__ uint32_t code_e4m3fn(float y, bool& clipped) {
+  clipped = fabsf(y) > 464.0f;  // the midpoint between 448 and 480 rounds to even, down to 448
+  return __nv_cvt_float_to_fp8(y, __NV_SATFINITE, __NV_E4M3);
+}
+__device__ __forceinline__ uint32_t code_e2m1fnuz(float y, bool& clipped) {
+  const float a = fabsf(y);
+  const uint32_t m = (a > 0.25f) + (a >= 0.75f) + (a > 1.25f) + (a >= 1.75f) + (a > 2.5f) + (a >= 3.5f) + (a > 5.0f);
+  clipped = a >= 7.0f;  // 7 is the midpoint between 6 and the next binade's 8: rounds up, so saturates
+  return m ? m | ((__float_as_uint(y) >> 28) & 0x8u) : 0u;
 }
 
 inline int static_format_id(const scalar::Format& f) {
