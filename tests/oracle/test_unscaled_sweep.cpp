@@ -6,6 +6,8 @@
 #include <chrono>
 #include <random>
 #include <set>
+#include <cstring>
+#include <limits>
 #include <sstream>
 
 #include "oracle.hpp"
@@ -153,6 +155,20 @@ TEST(UnscaledSweep, AllBf16PatternsEveryFormatRoundAndOverflow) {
                           << hex(oracle::bits_of(got[b])) << ")";
         }
         EXPECT_EQ(mismatches, 0) << n.name() << " " << m.round << " " << ovname;
+        if (ov == OOverflow::Saturate) {
+          // clipped counts the finite inputs whose rounded magnitude exceeds max.
+          oracle::FloatFmt unbounded = f;
+          unbounded.max = std::numeric_limits<double>::infinity();
+          int64_t clipped = 0;
+          for (uint32_t b = 0; b < 65536; ++b) {
+            const float in = bf16_value(b);
+            if (std::isfinite(in) &&
+                std::fabs(oracle::round_float(in, unbounded, m.oround, ov)) > f.max)
+              ++clipped;
+          }
+          EXPECT_EQ(r.counts.clipped, clipped) << n.name() << " " << m.round;
+          EXPECT_EQ(r.counts.nonfinite, 2 * 127 + 2) << n.name();  // bf16 NaNs and +-Inf
+        }
       }
   }
   EXPECT_GT(checked, 65536 * 6 * 14);
@@ -258,6 +274,60 @@ TEST(UnscaledSweep, Float64AndFloat16InputsRoundOnce) {
                       << " got=" << v.ptr<float>()[b];
     }
     EXPECT_EQ(bad, 0) << name;
+  }
+}
+
+}  // namespace
+
+namespace {
+
+// 16-bit targets: random float32 bit patterns and exact ties of the target grid (a target value
+// plus half an ulp, in float32), every round mode and overflow policy.
+TEST(UnscaledSweep, SixteenBitTargetsRandomAndTies) {
+  const uint64_t seed = oracle::test_seed();
+  std::mt19937_64 rng(seed);
+  const int64_t count = 1 << 18;
+  for (const char* name : {"float16", "bfloat16", "e5m6", "e6m5fnuz", "e8m7fn"}) {
+    NumberSpec n;
+    try {
+      n = NumberSpec::parse(name);
+    } catch (const Error& e) {
+      std::cerr << name << " not accepted: " << e.what() << "\n";
+      continue;
+    }
+    const oracle::FloatFmt f = oracle::describe(n);
+    std::vector<float> x(count);
+    for (int64_t i = 0; i < count; ++i) {
+      if (i % 2) {
+        x[i] = oracle::from_bits(static_cast<uint32_t>(rng()));
+      } else {
+        // A tie: odd multiple of half an ulp in a random binade of the target.
+        const int e = f.emin + static_cast<int>(rng() % (f.emax - f.emin + 3)) - 1;
+        const double m = static_cast<double>(rng() % (1u << f.mbits));
+        const double tie = std::ldexp(2 * (m + std::ldexp(1.0, f.mbits)) + 1, e - f.mbits - 1);
+        x[i] = static_cast<float>((rng() & 1) ? -tie : tie);
+      }
+    }
+    Tensor t = Tensor::empty(DType::F32, {count});
+    std::memcpy(t.mutable_data(), x.data(), count * sizeof(float));
+    for (const Mode& m : kRounds)
+      for (const auto& [ovname, ov] : kOverflows) {
+        CastOptions opt;
+        opt.device = Device::CPU;
+        opt.round = parse_round(m.round);
+        opt.overflow = parse_overflow(ovname);
+        const Tensor v = cast(t, DataType::make(n, std::nullopt), opt).values;
+        int bad = 0;
+        for (int64_t i = 0; i < count; ++i) {
+          const float want = static_cast<float>(oracle::round_float(x[i], f, m.oround, ov));
+          const float got = v.ptr<float>()[i];
+          if (!oracle::same(want, got) && ++bad <= 3)
+            ADD_FAILURE() << name << " round=" << m.round << " overflow=" << ovname << " x=" << x[i]
+                          << " (" << hex(oracle::bits_of(x[i])) << ") want=" << want
+                          << " got=" << got << " seed=" << seed;
+        }
+        EXPECT_EQ(bad, 0) << name << " " << m.round << " " << ovname;
+      }
   }
 }
 
