@@ -141,6 +141,18 @@ bool supports(const DataType& d) {
 
 namespace {
 
+// Saturation count of the cast in progress (the oracle is single-threaded).
+int64_t g_clipped = 0;
+
+// True when x, rounded on the grid without an upper bound, lands above max and saturates.
+bool saturates(double x, const FloatFmt& f, ORound r, OOverflow o) {
+  if (!std::isfinite(x)) return false;
+  FloatFmt unbounded = f;
+  unbounded.max = std::numeric_limits<double>::infinity();
+  if (std::fabs(round_float(x, unbounded, r, o)) <= f.max) return false;
+  return o == OOverflow::Saturate || (!f.has_inf && !f.has_nan);
+}
+
 // Element indices grouped by the scale they share; for subtiles also by subtile.
 struct Groups {
   std::vector<std::vector<int64_t>> tiles;
@@ -210,6 +222,7 @@ float signed_zero(double x, bool negzero) {
 double int_fixed_point(double x, int bits, int s, ORound r) {
   const double lim = std::ldexp(1.0, bits - 1) - 1;
   double q = round_int(std::ldexp(x, bits - 2 - s), r);
+  if (std::fabs(q) > lim) ++g_clipped;
   q = std::min(lim, std::max(-lim, q));
   if (q == 0) return std::copysign(0.0, x);
   return std::ldexp(q, s - (bits - 2));
@@ -262,7 +275,9 @@ std::vector<float> cast_uint(const std::vector<float>& x, const Groups& g, const
           out[i] = NAN;
           continue;
         }
-        const double q = std::min(qmax, std::max(0.0, round_int((x[i] - zero) / sc, o.round)));
+        const double raw = round_int((x[i] - zero) / sc, o.round);
+        if (std::isfinite(x[i]) && (raw < 0 || raw > qmax)) ++g_clipped;
+        const double q = std::min(qmax, std::max(0.0, raw));
         out[i] = static_cast<float>(q * sc + zero);
       }
     } else {
@@ -274,7 +289,9 @@ std::vector<float> cast_uint(const std::vector<float>& x, const Groups& g, const
           out[i] = NAN;
           continue;
         }
-        const double q = std::min(qmax, std::max(0.0, round_int(x[i] / sc + zero, o.round)));
+        const double raw = round_int(x[i] / sc + zero, o.round);
+        if (std::isfinite(x[i]) && (raw < 0 || raw > qmax)) ++g_clipped;
+        const double q = std::min(qmax, std::max(0.0, raw));
         const double v = (q - zero) * sc;
         out[i] = v == 0 ? 0.0f : static_cast<float>(v);
       }
@@ -285,16 +302,31 @@ std::vector<float> cast_uint(const std::vector<float>& x, const Groups& g, const
 
 }  // namespace
 
+static std::vector<float> cast_values_impl(const std::vector<float>& x,
+                                           const std::vector<int64_t>& shape, const DataType& d,
+                                           const Options& o);
+
 std::vector<float> cast_values(const std::vector<float>& x, const std::vector<int64_t>& shape,
                                const DataType& d, const Options& o) {
+  g_clipped = 0;
+  std::vector<float> out = cast_values_impl(x, shape, d, o);
+  if (o.clipped) *o.clipped = g_clipped;
+  return out;
+}
+
+static std::vector<float> cast_values_impl(const std::vector<float>& x,
+                                           const std::vector<int64_t>& shape, const DataType& d,
+                                           const Options& o) {
   if (!supports(d)) throw std::runtime_error("oracle: unsupported datatype " + d.str());
   const NumberSpec& n = d.number();
   const double qnan = std::numeric_limits<double>::quiet_NaN();
   std::vector<float> out(x.size());
   if (!d.scaled()) {
     const FloatFmt f = describe(n);
-    for (size_t i = 0; i < x.size(); ++i)
+    for (size_t i = 0; i < x.size(); ++i) {
+      g_clipped += saturates(x[i], f, o.round, o.overflow);
       out[i] = static_cast<float>(round_float(x[i], f, o.round, o.overflow));
+    }
     return out;
   }
   const auto& ss = *d.scale();
@@ -306,6 +338,7 @@ std::vector<float> cast_values(const std::vector<float>& x, const std::vector<in
   const bool negzero = !is_int && ef.has_negzero;
   auto elem_exp = [&](double v, int s) -> double {  // element v at exponent scale 2^s
     if (is_int) return int_fixed_point(v, n.bits(), s, o.round);
+    g_clipped += saturates(std::ldexp(v, -s), ef, o.round, o.overflow);
     return std::ldexp(round_float(std::ldexp(v, -s), ef, o.round, o.overflow), s);
   };
 
@@ -393,8 +426,11 @@ std::vector<float> cast_values(const std::vector<float>& x, const std::vector<in
       const double xs = v / (sc * tenscale);  // exact product: sc has few significant bits
       if (is_int) {
         const double lim = static_cast<double>(n.int_max());
-        q = std::min(lim, std::max(-lim, round_int(xs, o.round)));
+        q = round_int(xs, o.round);
+        if (std::isfinite(v) && std::fabs(q) > lim) ++g_clipped;
+        q = std::min(lim, std::max(-lim, q));
       } else {
+        g_clipped += saturates(xs, ef, o.round, o.overflow);
         q = round_float(xs, ef, o.round, o.overflow);
       }
       const double val = q * sc * tenscale;

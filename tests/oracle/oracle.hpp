@@ -46,6 +46,8 @@ struct Options {
   int axis = -1;
   // When set, elements whose result the spec leaves open are marked 1 (and not compared).
   std::vector<uint8_t>* open = nullptr;
+  // When set, receives the number of finite inputs that saturated (or clamped, for integers).
+  int64_t* clipped = nullptr;
 };
 std::vector<float> cast_values(const std::vector<float>& x, const std::vector<int64_t>& shape,
                                const castscope::DataType& d, const Options& o);
