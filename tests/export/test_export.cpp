@@ -476,6 +476,49 @@ TEST(ExportErrors, LayoutLimitsNameTheTensor) {
   EXPECT_THROW(parse_layout("onnx"), Error);
 }
 
+TEST(ExportKeep, StoredBitsSurviveEveryLayout) {
+  const uint64_t seed = fresh_seed();
+  std::mt19937_64 rng(seed);
+  MemoryModel m;
+  Tensor ids = Tensor::empty(DType::I64, {5});
+  for (int i = 0; i < 5; ++i)
+    ids.mutable_ptr<int64_t>()[i] = static_cast<int64_t>(rng() >> 8) - (int64_t{1} << 54);
+  m.add("ids", ids);  // beyond float32's 2^24: must not pass through float32
+  Tensor h = Tensor::empty(DType::F16, {64});
+  for (int i = 0; i < 64; ++i) h.mutable_ptr<uint16_t>()[i] = static_cast<uint16_t>(rng() & 0x7BFF);
+  m.add("h", h);
+  m.add("w", random_tensor({4, 64}, rng));
+  TempDir tmp;
+  for (Layout l : {Layout::Native, Layout::GptOss, Layout::CompressedTensors, Layout::GGUF}) {
+    const std::string out = tmp / (std::string("k-") + to_string(l));
+    export_model(m, out, plan_of({{"w", "mxfp4e2"}}), ExportOptions{l});
+    std::string ids_bytes, h_bytes;
+    if (l == Layout::GGUF) {
+      const auto g = exporttest::read_gguf(out);
+      for (const auto& t : g.tensors) {
+        if (t.name == "ids") {
+          ids_bytes.assign(reinterpret_cast<const char*>(t.data), 40);
+          EXPECT_EQ(t.type, 27u);
+        }
+        if (t.name == "h") {
+          h_bytes.assign(reinterpret_cast<const char*>(t.data), 128);
+          EXPECT_EQ(t.type, 1u);
+        }
+      }
+    } else {
+      const auto st = exporttest::read_st(out);
+      ids_bytes = st.tensors.at("ids").bytes;
+      h_bytes = st.tensors.at("h").bytes;
+      EXPECT_EQ(st.tensors.at("ids").dtype, "I64");
+      EXPECT_EQ(st.tensors.at("h").dtype, "F16");
+    }
+    EXPECT_EQ(ids_bytes, std::string(static_cast<const char*>(ids.data()), 40))
+        << to_string(l) << " seed " << seed;
+    EXPECT_EQ(h_bytes, std::string(static_cast<const char*>(h.data()), 128))
+        << to_string(l) << " seed " << seed;
+  }
+}
+
 TEST(SaveSafetensors, WritesWhatItIsGiven) {
   const uint64_t seed = fresh_seed();
   std::mt19937_64 rng(seed);

@@ -143,6 +143,7 @@ class MemoryModel : public io::Model {
   void add(const std::string& name, const Tensor& t);
   const std::vector<io::TensorInfo>& tensors() const override { return infos_; }
   Tensor load(const std::string& name) const override;
+  Tensor load_raw(const std::string& name) const override;
   std::string format() const override { return "memory"; }
 
  private:

@@ -83,7 +83,19 @@ ExportReport export_native(const io::Model& model, const std::string& out, const
           CastOptions o = cast_options(opt, CastMode::Compress, sub);
           o.overflow = Overflow::IEEE;  // a value of the type itself never overflows; Inf stays Inf
           o.round = Round::Even;
-          add_packed(w, meta, info.name, cast(x, DataType::parse(spec), o), et);
+          if (x.dtype() == sd) {
+            // Already the stored bits: an unscaled compress-mode cast to its own type is the
+            // bits themselves.
+            CastResult r;
+            r.dtype = DataType::parse(spec);
+            r.options = o;
+            r.shape = x.shape();
+            r.mode = CastMode::Compress;
+            r.codes = x;
+            add_packed(w, meta, info.name, r, et);
+          } else {
+            add_packed(w, meta, info.name, cast(x, DataType::parse(spec), o), et);
+          }
         } else {
           et.dtype = std::string("keep:") + dtype_name(sd);
           Tensor t = to_storage(x, sd);

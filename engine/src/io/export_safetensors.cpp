@@ -46,6 +46,7 @@ DType stored_dtype(const io::TensorInfo& info) {
 }
 
 Tensor to_storage(const Tensor& x, DType d) {
+  if (x.dtype() == d) return x;
   Tensor f = x.dtype() == DType::F32 ? x : x.to_f32();
   if (d == DType::F32) return f;
   const float* in = f.ptr<float>();
@@ -357,6 +358,12 @@ Tensor MemoryModel::load(const std::string& name) const {
   return it->second.dtype() == DType::F32 ? it->second : it->second.to_f32();
 }
 
+Tensor MemoryModel::load_raw(const std::string& name) const {
+  auto it = data_.find(name);
+  if (it == data_.end()) throw Error("'" + path_ + "': no tensor named '" + name + "'");
+  return it->second;
+}
+
 Layout parse_layout(std::string_view s) {
   if (s == "native" || s == "castscope") return Layout::Native;
   if (s == "gpt-oss" || s == "gptoss") return Layout::GptOss;
@@ -451,7 +458,16 @@ void for_each_tensor(const io::Model& model, const ExportPlan& plan, JobControl*
     SubJob sub(job, 0.95 * done, 0.95 * w);
     try {
       const std::optional<DataType> d = plan.dtype_for(info);
-      Tensor x = model.load(info.name);
+      // Kept tensors travel in their stored dtype where the reader can give it (exact bits,
+      // integers beyond 2^24); everything else as float32.
+      Tensor x;
+      if (!d) {
+        try {
+          x = model.load_raw(info.name);
+        } catch (const Error&) {
+        }
+      }
+      if (!x.defined()) x = model.load(info.name);
       fn(info, d, x, job ? &sub.inner : nullptr);
     } catch (const Cancelled&) {
       throw;

@@ -131,7 +131,9 @@ std::vector<Entry> read_onnx(const std::string& path) {
   }
 
   std::vector<Entry> out;
-  for (const auto& [name, tp] : found) {
+  for (const auto& item : found) {
+    const std::string name = item.first;  // a plain variable: lambdas below capture it
+    const onnx::TensorProto* tp = item.second;
     const onnx::TensorProto& t = *tp;
     const OnnxType* ty = find_type(t.data_type());
     if (!ty)
