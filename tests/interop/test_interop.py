@@ -320,6 +320,28 @@ def main():
                 print(f"ok  compressed-tensors {d:14s} {n}")
         if tensors["m.norm.weight"][0] != "F32" or not same(tensors["m.norm.weight"][1], model["m.norm.weight"]):
             failures.append("compressed-tensors: kept tensor differs")
+
+        # GGUF through ggml's own Python reader, where it is installed (optional: pip gguf).
+        try:
+            import gguf
+            from gguf import quants
+        except ImportError:
+            print("gguf-py not installed: GGUF check skipped")
+        else:
+            gg_types = {"g.mx": "mxfp4e2", "g.q8": "int8_f32", "g.h": "float16", "g.b": "bfloat16"}
+            model = {n: sample((int(rng.integers(1, 5)) * 2, 64)) for n in gg_types}
+            save_file(model, mpath)
+            plan = {"rules": [{"pattern": n, "dtype": d} for n, d in gg_types.items()]}
+            with open(os.path.join(work, "plan.json"), "w") as f:
+                json.dump(plan, f)
+            gpath = os.path.join(work, "m.gguf")
+            run("export", mpath, gpath, "--plan", os.path.join(work, "plan.json"), "--layout", "gguf", "--device", "cpu", "-q")
+            for t in gguf.GGUFReader(gpath).tensors:
+                got = np.asarray(quants.dequantize(t.data, t.tensor_type), dtype=np.float32).reshape(model[t.name].shape)
+                if not same(got, virtual(work, model[t.name], gg_types[t.name])):
+                    failures.append(f"gguf {t.name} ({t.tensor_type.name}): gguf-py decodes different values")
+                else:
+                    print(f"ok  gguf (gguf-py) {t.tensor_type.name:8s} {t.name}")
     finally:
         shutil.rmtree(work, ignore_errors=True)
     if failures:
