@@ -332,3 +332,41 @@ TEST(UnscaledSweep, SixteenBitTargetsRandomAndTies) {
 }
 
 }  // namespace
+
+namespace {
+
+// The codes of an actual cast, read through the published code table (NumberSpec::enumerate),
+// hold the oracle's values: the encoder is checked apart from the decoder.
+TEST(UnscaledSweep, ActualCodesDecodeThroughTheTable) {
+  const Tensor x = all_bf16();
+  for (const NumberSpec& n : formats()) {
+    const oracle::FloatFmt f = oracle::describe(n);
+    const std::vector<CodeValue> table = n.enumerate();
+    for (const auto& [ovname, ov] : kOverflows) {
+      CastOptions opt;
+      opt.device = Device::CPU;
+      opt.mode = CastMode::Actual;
+      opt.overflow = parse_overflow(ovname);
+      const CastResult r = cast(x, DataType::make(n, std::nullopt), opt);
+      ASSERT_EQ(dtype_size(r.codes.dtype()), 1u) << n.name();
+      ASSERT_EQ(r.codes.numel(), 65536);
+      const uint8_t* c = static_cast<const uint8_t*>(r.codes.data());
+      int bad = 0;
+      for (uint32_t b = 0; b < 65536; ++b) {
+        const float in = bf16_value(b);
+        if (std::isnan(in) && !f.has_nan) continue;
+        ASSERT_LT(c[b], table.size()) << n.name();
+        const double want = oracle::round_float(in, f, ORound::Even, ov);
+        const double got = table[c[b]].value;
+        const bool ok = std::isnan(want) ? std::isnan(got)
+                                         : (want == got && std::signbit(want) == std::signbit(got));
+        if (!ok && ++bad <= 3)
+          ADD_FAILURE() << n.name() << " " << ovname << " bf16=" << hex(b) << " x=" << in
+                        << " code=" << int(c[b]) << " decodes to " << got << ", want " << want;
+      }
+      EXPECT_EQ(bad, 0) << n.name() << " " << ovname;
+    }
+  }
+}
+
+}  // namespace
