@@ -2,6 +2,7 @@
 // compressed-tensors|gguf]: streams a checkpoint tensor by tensor into a packed file.
 #include <sys/stat.h>
 
+#include <atomic>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -79,11 +80,12 @@ void export_cmd(CLI::App& app) {
     const std::unique_ptr<io::Model> model = io::open_model(a.model);
     JobControl job;
     const auto t0 = std::chrono::steady_clock::now();
-    int last = -1;
+    // Called from the engine's worker threads: one of them prints each new percentage.
+    std::atomic<int> last{-1};
     job.on_progress = [&](double f) {
       const int pct = static_cast<int>(f * 100);
-      if (a.quiet || pct == last) return;
-      last = pct;
+      int seen = last.load();
+      if (a.quiet || pct <= seen || !last.compare_exchange_strong(seen, pct)) return;
       std::fprintf(stderr, "\rexport: %3d%%", pct);
       std::fflush(stderr);
     };

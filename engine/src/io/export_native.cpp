@@ -1,5 +1,9 @@
 // CastScope packed safetensors, streamed: the same keys and __metadata__ as io::save_packed
 // (docs/export-formats.md), written one tensor at a time.
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
 #include <nlohmann/json.hpp>
 
 #include "castscope/export.hpp"
