@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <algorithm>
 #include <chrono>
 #include <random>
 #include <set>
@@ -52,10 +53,17 @@ std::string hex(uint32_t v) {
 // because the list includes odd shapes on purpose.
 std::vector<NumberSpec> formats() {
   std::vector<NumberSpec> out;
+  // Every element format of at most 8 bits that a registry datatype uses, then the list above.
+  for (const RegistryEntry& e : registry()) {
+    const NumberSpec& n = DataType::parse(e.name).number();
+    if (n.is_float() && n.bits() <= 8 && std::find(out.begin(), out.end(), n) == out.end())
+      out.push_back(n);
+  }
   for (const char* f : kFormats) {
     try {
       NumberSpec n = NumberSpec::parse(f);
-      if (n.is_float() && n.bits() <= 8) out.push_back(n);
+      if (n.is_float() && n.bits() <= 8 && std::find(out.begin(), out.end(), n) == out.end())
+        out.push_back(n);
     } catch (const Error& e) {
       std::cerr << "format " << f << " not accepted: " << e.what() << "\n";
     }
