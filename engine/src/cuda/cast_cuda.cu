@@ -371,11 +371,17 @@ __global__ void verify_kernel(scalar::Format f, int hw, uint64_t extra, uint64_t
         const uint32_t w2 = slow_code(static_cast<double>(xf) / d, f, c1);
         const scalar::Quantized qd = castscope::detail::canonical(quantize_rne_div(xf, d, 1.0 / d, f), f);
         ok = ok && scalar::encode(qd, f) == w2 && qd.clipped == c1;
+        if (hw == kE2M1FNUZ) {
+          bool c3 = false;
+          ok = ok && code_e2m1fnuz_div(xf, d, static_cast<float>(1.0 / d), f, c3) == w2 && c3 == c1;
+        }
       }
     }
     if (f32 && hw) {
       bool c2 = false;
-      const uint32_t hc = hw == kE4M3FN ? code_e4m3fn(static_cast<float>(y), c2) : code_e2m1fnuz(static_cast<float>(y), c2);
+      const uint32_t hc = hw == kE4M3FN     ? code_e4m3fn(static_cast<float>(y), c2)
+                          : hw == kE2M1FNUZ ? code_e2m1fnuz(static_cast<float>(y), c2)
+                                            : code_int8q6(static_cast<float>(y), c2);
       ok = ok && hc == want && c2 == c0;
     }
     if (f32) {
@@ -398,7 +404,7 @@ uint64_t verify_fast_quantizer(const scalar::Format& f, uint64_t extra, uint64_t
   DeviceTensor out = DeviceTensor::empty(DType::U64, {2}, true);
   unsigned long long* p = static_cast<unsigned long long*>(out.mutable_data());
   const int id = static_format_id(f);
-  const int hw = id == kE4M3FN || id == kE2M1FNUZ ? id : 0;
+  const int hw = id;
   verify_kernel<<<static_cast<unsigned>(sm_count()) * 8, 256, 0, stream()>>>(f, hw, extra, seed, p, p + 1);
   CS_CUDA_LAUNCH("verify_kernel");
   Tensor h = out.download();

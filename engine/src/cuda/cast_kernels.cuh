@@ -487,6 +487,9 @@ __global__ void __launch_bounds__(256)
         d = scale_divisor(kp, gs);
         inv = 1.0 / d;
       }
+      const float inv_f = static_cast<float>(inv);
+      // The float ladder needs 1 / d comfortably inside float's normal range.
+      const bool ladder = MODE == 2 && F == kE2M1FNUZ && d > 0x1p-100 && d < 0x1p100;
       const int h1 = -gs.shift / 2, h2 = -gs.shift - h1;
       const float f1 = pow2f(h1), f2 = pow2f(h2);
       uint32_t code[V];
@@ -499,12 +502,16 @@ __global__ void __launch_bounds__(256)
           unsigned long long cl = 0;
           code[k] = element_out(kp, gs, xv, 0, e0 + k, o, cl);
           clipped += static_cast<unsigned>(cl);
-        } else if (MODE == 1 && (F == kE4M3FN || F == kE2M1FNUZ)) {
+        } else if (MODE == 1 && (F == kE4M3FN || F == kE2M1FNUZ || F == kInt8Fixed)) {
           bool cl = false;
           const float y = xv * f1 * f2;
-          code[k] = F == kE4M3FN ? code_e4m3fn(y, cl) : code_e2m1fnuz(y, cl);
+          code[k] = F == kE4M3FN ? code_e4m3fn(y, cl) : F == kE2M1FNUZ ? code_e2m1fnuz(y, cl) : code_int8q6(y, cl);
           if (!fin || zero_group) code[k] = 0, cl = false;
           clipped += cl ? 1 : 0;
+        } else if (MODE == 2 && F == kE2M1FNUZ && ladder) {
+          bool cl = false;
+          code[k] = fin && !zero_group ? code_e2m1fnuz_div(xv, d, inv_f, kp.data, cl) : 0u;
+          clipped += (fin && !zero_group && cl) ? 1 : 0;
         } else {
           const scalar::Quantized q = fast_scaled<MODE == 1>(kp, gs, xv, d, inv);
           clipped += q.clipped ? 1 : 0;

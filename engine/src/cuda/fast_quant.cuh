@@ -9,6 +9,7 @@
 #include <cuda_fp8.h>
 
 #include "castscope/scalar.hpp"
+#include "group.hpp"
 
 namespace castscope::gpu::detail {
 
@@ -118,6 +119,32 @@ __device__ __forceinline__ uint32_t code_e2m1fnuz(float y, bool& clipped) {
   const uint32_t m = (a > 0.25f) + (a >= 0.75f) + (a > 1.25f) + (a >= 1.75f) + (a > 2.5f) + (a >= 3.5f) + (a > 5.0f);
   clipped = a >= 7.0f;  // 7 is the midpoint between 6 and the next binade's 8: rounds up, so saturates
   return m ? m | ((__float_as_uint(y) >> 28) & 0x8u) : 0u;
+}
+
+// int8 as MX defines it (q / 64, saturating at +-127, no -128).
+__device__ __forceinline__ uint32_t code_int8q6(float y, bool& clipped) {
+  const float t = y * 64.0f;
+  const float a = fabsf(t);
+  clipped = a >= 127.5f;  // 127.5 rounds to even 128, beyond the grid
+  const uint32_t r = static_cast<uint32_t>(fminf(rintf(a), 127.0f));
+  return (__float_as_uint(t) >> 31) ? (0u - r) & 0xFFu : r;
+}
+
+// e2m1 "fnuz" code of RN(x / d) without a division: y = x * RN(1 / d) in float is within 2^-22 of
+// x / d, so the ladder decides exactly unless y lies within 2^-20 of one of its midpoints; those
+// inputs take the exact double quotient.
+__device__ __forceinline__ uint32_t code_e2m1fnuz_div(float x, double d, float inv_f, const scalar::Format& f,
+                                                      bool& clipped) {
+  const float y = x * inv_f;
+  const float a = fabsf(y);
+  const float mids[8] = {0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f, 7.0f};
+  bool near = false;
+#pragma unroll
+  for (int i = 0; i < 8; ++i) near |= fabsf(a - mids[i]) <= mids[i] * 0x1p-20f;
+  if (!near) return code_e2m1fnuz(y, clipped);
+  const scalar::Quantized q = castscope::detail::canonical(quantize_rne_f64(static_cast<double>(x) / d, f), f);
+  clipped = q.clipped;
+  return scalar::encode(q, f);
 }
 
 inline int static_format_id(const scalar::Format& f) {
