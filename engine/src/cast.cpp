@@ -129,13 +129,19 @@ Tensor pack_bits(const Tensor& t, int width) {
   return out;
 }
 
-Tensor unpack_bits(const Tensor& t, int width, const Shape& shape, DType dtype, int value_bits, bool sign_extend) {
+Tensor unpack_bits(const Tensor& t, int width, const Shape& shape, DType dtype, int value_bits, bool sign_extend,
+                   const char* what) {
+  if (!t) throw Error(std::string("compressed result has no ") + what + " tensor");
+  if (t.dtype() != DType::U8 && t.dtype() != DType::Bool && t.dtype() != DType::I8)
+    throw Error(std::string("compressed ") + what + " tensor must hold bytes, not " + dtype_name(t.dtype()));
   Tensor out = Tensor::empty(dtype, shape);
   const int64_t last = shape.empty() ? 1 : shape.back();
   const int64_t rows = out.numel() / last;
   const int per = 8 / width;
   const int64_t plast = (last + per - 1) / per;
-  if (t.numel() != rows * plast) throw Error("packed tensor has " + std::to_string(t.numel()) + " bytes, expected " + std::to_string(rows * plast));
+  if (t.numel() != rows * plast)
+    throw Error(std::string("compressed ") + what + " tensor has " + std::to_string(t.numel()) + " bytes, expected " +
+                std::to_string(rows * plast));
   const uint8_t* in = t.ptr<uint8_t>();
   uint8_t* dst = out.mutable_ptr<uint8_t>();
   for (int64_t r = 0; r < rows; ++r)
@@ -159,6 +165,7 @@ CastResult pack(const CastResult& a) {
   if (a.mode != CastMode::Actual) throw Error("pack needs an actual-mode cast result");
   if (a.dtype.family() != Family::Standard) return tcfp::pack(a);
   detail::CastPlan p = detail::make_plan(a.shape, a.dtype, a.options);
+  cpu::validate_actual(a, p);
   CastResult r = a;
   r.mode = CastMode::Compress;
   Tensor codes = a.codes;
@@ -214,11 +221,13 @@ CastResult unpack(const CastResult& c) {
   const int bits = p.data.bits;
   Tensor codes = c.codes;
   if (bits <= 4)
-    codes = unpack_bits(codes, code_width(bits), cs, p.code_dtype, bits, p.data.kind == scalar::Kind::Int);
-  if (numel(codes.shape()) != numel(cs)) throw Error("compressed codes have " + std::to_string(codes.numel()) + " values, expected " + std::to_string(numel(cs)));
+    codes = unpack_bits(codes, code_width(bits), cs, p.code_dtype, bits, p.data.kind == scalar::Kind::Int, "codes");
+  if (!codes) throw Error("compressed result has no codes tensor");
+  if (numel(codes.shape()) != numel(cs))
+    throw Error("compressed codes tensor has " + std::to_string(codes.numel()) + " values, expected " + std::to_string(numel(cs)));
   if (p.sparse_dim >= 0) {
     if (!c.mask) throw Error("compressed sparse result has no mask");
-    Tensor mask = unpack_bits(c.mask, 1, shape, DType::Bool, 1, false);
+    Tensor mask = unpack_bits(c.mask, 1, shape, DType::Bool, 1, false, "mask");
     AxisView v = view_axis(shape, ax);
     Tensor out = Tensor::empty(codes.dtype(), shape);
     const size_t es = dtype_size(codes.dtype());
@@ -242,7 +251,7 @@ CastResult unpack(const CastResult& c) {
   }
   r.codes = codes.reshaped(c.shape);
   if (c.mask) r.mask = r.mask.reshaped(c.shape);
-  if (c.meta) r.meta = unpack_bits(c.meta, 1, p.meta_shape, DType::U8, 1, false);
+  if (p.sub) r.meta = unpack_bits(c.meta, 1, p.meta_shape, DType::U8, 1, false, "meta");
   return r;
 }
 

@@ -143,7 +143,9 @@ CS_HD Quantized encode_element(const KernelParams& p, const GroupScale& g, doubl
     if (p.zero_kind == 2 && !g.nan) {  // uint with int zero and zero scale: code z decodes to 0
       q.r = static_cast<uint64_t>(g.zero < 0 ? 0 : g.zero);
     }
-    return q;
+    // A zero scale rounds every value to zero; keep its sign where the format has -0.
+    q.neg = !g.nan && p.zero_kind == 0 && (scalar::double_bits(x) >> 63) != 0;
+    return canonical(q, p.data_codes);
   }
   const uint32_t rnd = p.round == scalar::Round::Stochastic ? scalar::random_bits(p.seed, index) : 0u;
   const scalar::Overflow ovf = p.scaled ? scalar::Overflow::Saturate : p.overflow;

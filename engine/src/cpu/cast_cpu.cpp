@@ -448,10 +448,32 @@ CastResult cast_standard(const Tensor& x, const DataType& dtype, const CastOptio
   return r;
 }
 
+void validate_actual(const CastResult& r, const CastPlan& p) {
+  auto need = [&](const Tensor& t, const char* what, DType dtype, const Shape& shape) {
+    if (!t) throw Error(std::string("cast result of ") + r.dtype.str() + " has no " + what + " tensor");
+    if (t.dtype() != dtype)
+      throw Error(std::string("cast result of ") + r.dtype.str() + ": " + what + " tensor is " + dtype_name(t.dtype()) +
+                  ", expected " + dtype_name(dtype));
+    if (t.numel() != numel(shape))
+      throw Error(std::string("cast result of ") + r.dtype.str() + ": " + what + " tensor has shape " + shape_str(t.shape()) +
+                  ", expected " + shape_str(shape));
+  };
+  const Shape shape = r.shape.empty() ? Shape{1} : r.shape;
+  need(r.codes, "codes", p.code_dtype, shape);
+  if (p.scaled) {
+    const Shape ss = p.tensor_scope ? Shape{1} : p.scale_shape;
+    need(r.scale, "scale", p.scale_dtype, ss);
+    if (p.zero_kind) need(r.zero, "zero", p.second_dtype, ss);
+    if (p.multiscale) need(r.tenscale, "tenscale", p.second_dtype, {1});
+    if (p.sub) need(r.meta, "meta", DType::U8, p.meta_shape);
+  }
+  if (p.sparse_dim >= 0) need(r.mask, "mask", DType::Bool, shape);
+}
+
 Tensor upcast_standard(const CastResult& r) {
   CastPlan p = detail::make_plan(r.shape, r.dtype, r.options);
   KernelParams kp = kernel_params(p);
-  if (!r.codes) throw Error("upcast needs the codes of an actual or compressed cast");
+  validate_actual(r, p);
   // Bring every stored tensor into the permuted order the groups are defined in.
   auto perm_of = [&](const Tensor& t) -> Tensor {
     if (!t || !p.permuted || t.numel() == 1) return t;

@@ -10,5 +10,7 @@ detail::KernelParams kernel_params(const detail::CastPlan& p);
 // Standard (TensorCast-grammar) datatypes.
 CastResult cast_standard(const Tensor& x, const DataType& dtype, const CastOptions& opt);
 Tensor upcast_standard(const CastResult& actual);
+// Throws Error naming the tensor when an actual-mode result does not match its datatype's layout.
+void validate_actual(const CastResult& actual, const detail::CastPlan& p);
 
 }  // namespace castscope::cpu

@@ -140,9 +140,18 @@ Tensor upcast(const CastResult& a) {
     detail::permute(t.data(), o.mutable_data(), dtype_size(t.dtype()), t.shape(), p.perm);
     return o;
   };
-  if (!a.codes || !a.scale) throw Error("upcast of " + a.dtype.str() + " needs its codes and block scales");
-  if (bp.variant != Variant::T8 && (!a.residual || !a.residual_scale))
-    throw Error("upcast of " + a.dtype.str() + " needs its residual and residual scales");
+  auto need = [&](const Tensor& t, const char* what, int64_t n) {
+    if (!t) throw Error("cast result of " + a.dtype.str() + " has no " + what + " tensor");
+    if (dtype_size(t.dtype()) != 1 || t.numel() != n)
+      throw Error("cast result of " + a.dtype.str() + ": " + what + " tensor has shape " + shape_str(t.shape()) + " of " +
+                  dtype_name(t.dtype()) + ", expected " + std::to_string(n) + " bytes");
+  };
+  need(a.codes, "codes", p.numel());
+  need(a.scale, "scale", p.groups());
+  if (bp.variant != Variant::T8) {
+    need(a.residual, "residual", p.numel());
+    need(a.residual_scale, "residual_scale", p.groups());
+  }
   Tensor codes = perm_of(a.codes), scale = perm_of(a.scale), res = perm_of(a.residual), rscale = perm_of(a.residual_scale);
   Tensor values = Tensor::empty(DType::F32, p.perm_shape);
   float* out = values.mutable_ptr<float>();
@@ -186,6 +195,7 @@ CastResult unpack(const CastResult& c) {
   CastResult r = c;
   r.mode = CastMode::Actual;
   if (c.dtype.family() == Family::TCFP12) {
+    if (!c.codes || !c.residual) throw Error("compressed TCFP-12 result needs its codes and residual tensors");
     const Shape& s = c.codes.shape();
     const int64_t last = s.empty() ? 1 : s.back(), rows = c.codes.numel() / last;
     const int64_t pl = (last + 1) / 2;
