@@ -153,6 +153,27 @@ Tensor unpack_bits(const Tensor& t, int width, const Shape& shape, DType dtype, 
   return out;
 }
 
+// Shared-microexponent integers (MX9 / MX6 / MX4) are stored as sign-magnitude elements, as in
+// the format's definition; everywhere else signed codes are two's complement.
+bool sign_magnitude(const detail::CastPlan& p) { return p.sub && p.data.kind == scalar::Kind::Int; }
+
+Tensor convert_sign(const Tensor& t, int bits, bool to_sign_magnitude) {
+  Tensor out = Tensor::empty(t.dtype(), t.shape());
+  const uint8_t* in = t.ptr<uint8_t>();
+  uint8_t* o = out.mutable_ptr<uint8_t>();
+  const uint8_t sign = static_cast<uint8_t>(1u << (bits - 1));
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    if (to_sign_magnitude) {
+      const int v = static_cast<int8_t>(in[i]);
+      o[i] = static_cast<uint8_t>(v < 0 ? (sign | -v) : v);
+    } else {
+      const int mag = in[i] & (sign - 1);
+      o[i] = static_cast<uint8_t>((in[i] & sign) ? -mag : mag);
+    }
+  }
+  return out;
+}
+
 int sparse_axis(const detail::CastPlan& p) {
   const int rank = static_cast<int>(p.perm.size());
   return p.sparse_dim == 1 ? p.perm[rank - 1] : p.perm[rank - 2];
@@ -195,6 +216,7 @@ CastResult pack(const CastResult& a) {
     codes = out;
   }
   const int bits = p.data.bits;
+  if (sign_magnitude(p)) codes = convert_sign(codes, bits, true);
   if (bits <= 4) codes = pack_bits(codes, code_width(bits));
   r.codes = codes;
   if (a.mask) r.mask = pack_bits(a.mask, 1);
@@ -221,7 +243,8 @@ CastResult unpack(const CastResult& c) {
   const int bits = p.data.bits;
   Tensor codes = c.codes;
   if (bits <= 4)
-    codes = unpack_bits(codes, code_width(bits), cs, p.code_dtype, bits, p.data.kind == scalar::Kind::Int, "codes");
+    codes = unpack_bits(codes, code_width(bits), cs, p.code_dtype, bits,
+                        p.data.kind == scalar::Kind::Int && !sign_magnitude(p), "codes");
   if (!codes) throw Error("compressed result has no codes tensor");
   if (numel(codes.shape()) != numel(cs))
     throw Error("compressed codes tensor has " + std::to_string(codes.numel()) + " values, expected " + std::to_string(numel(cs)));
@@ -249,6 +272,7 @@ CastResult unpack(const CastResult& c) {
     codes = out;
     r.mask = mask;
   }
+  if (sign_magnitude(p)) codes = convert_sign(codes, bits, false);
   r.codes = codes.reshaped(c.shape);
   if (c.mask) r.mask = r.mask.reshaped(c.shape);
   if (p.sub) r.meta = unpack_bits(c.meta, 1, p.meta_shape, DType::U8, 1, false, "meta");

@@ -193,3 +193,31 @@ TEST(SharedMicroexponents, CodesAndErrorBounds) {
 }
 
 }  // namespace
+
+namespace {
+
+// The packed MX9 / MX6 / MX4 elements are sign-magnitude (sign in bit K-1): compare the packed
+// bytes with the actual-mode two's complement codes.
+TEST(SharedMicroexponents, PackedElementsAreSignMagnitude) {
+  using namespace castscope;
+  struct F {
+    const char* name;
+    int bits;
+  };
+  for (F f : {F{"mx9", 8}, F{"mx6", 5}, F{"mx4", 3}}) {
+    Tensor x = gaussian({4, 32}, 31);
+    CastResult a = cast(x, DataType::parse(f.name), cpu(CastMode::Actual));
+    CastResult c = pack(a);
+    const int per = f.bits <= 4 ? 2 : 1;
+    for (int64_t i = 0; i < x.numel(); ++i) {
+      const int q = a.codes.ptr<int8_t>()[i];
+      const uint8_t byte = c.codes.ptr<uint8_t>()[i / per];
+      const int stored = per == 2 ? (byte >> ((i % 2) * 4)) & 0xF : byte;
+      const int expect = q < 0 ? ((1 << (f.bits - 1)) | -q) : q;
+      ASSERT_EQ(stored, expect) << f.name << " element " << i;
+    }
+    EXPECT_EQ(c.meta.nbytes(), static_cast<size_t>(x.numel() / 2 / 8)) << "one bit per pair";
+  }
+}
+
+}  // namespace
