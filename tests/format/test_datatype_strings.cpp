@@ -102,19 +102,21 @@ struct Gen {
   std::string datatype() {
     const int kind = pick(10);
     if (kind == 0) return float_spec();  // unscaled
+    const bool is_uint = kind <= 3;
+    const bool exp = !is_uint && pick(2);
+    // Subtiles carry a shared microexponent, so they need an exponent scale.
     std::string tiles;
     const int nt = pick(3);
-    if (nt == 1) tiles = "_" + tile(true, true);
+    if (nt == 1) tiles = "_" + tile(exp, true);
     if (nt == 2) {
       const std::string a = tile(false, false);
       std::string b = tile(false, false);
       if (a.size() <= 2 && b.size() <= 2) b = "t16";  // at most one channel axis
       tiles = "_" + a + "_" + b;
     }
-    if (kind <= 3)
+    if (is_uint)
       return uint_spec() + "_" + float_scale() + "_" + (pick(2) ? "int8" : float_scale()) + tiles;
     const std::string data = kind <= 6 ? float_spec() : int_spec();
-    const bool exp = pick(2);
     std::string scale = exp ? exp_scale() : float_scale();
     if (!exp && pick(3) == 0 && !tiles.empty()) scale += "_float32";  // multiscale
     return data + "_" + scale + tiles;
