@@ -1,7 +1,7 @@
 // Peak memory and throughput of a streamed export (docs/performance.md, "Export memory").
 //
 //   export_peak_rss [--gb 2.0] [--dir DIR] [--layout native|gpt-oss|compressed-tensors|gguf]
-//                   [--plan mixed|DTYPE] [--keep]
+//                   [--plan mixed|DTYPE] [--device auto|cpu|cuda] [--keep]
 //
 // Writes a synthetic checkpoint of bf16 / f32 2-D tensors (in a child process, so that its
 // memory does not count), exports it with the plan, and reports the peak RSS of the export
@@ -35,6 +35,7 @@ struct Args {
   std::string dir;
   std::string layout = "native";
   std::string plan = "mixed";
+  std::string device = "auto";
   bool keep = false;
 };
 
@@ -107,11 +108,14 @@ int main(int argc, char** argv) {
       a.layout = val();
     else if (k == "--plan")
       a.plan = val();
+    else if (k == "--device")
+      a.device = val();
     else if (k == "--keep")
       a.keep = true;
     else {
       std::fprintf(stderr,
-                   "usage: %s [--gb N] [--dir DIR] [--layout L] [--plan mixed|DTYPE] [--keep]\n",
+                   "usage: %s [--gb N] [--dir DIR] [--layout L] [--plan mixed|DTYPE] [--device "
+                   "auto|cpu|cuda] [--keep]\n",
                    argv[0]);
       return 2;
     }
@@ -149,6 +153,7 @@ int main(int argc, char** argv) {
     if (a.layout == "gpt-oss" || a.layout == "gguf") plan = plan_for_dtype("mxfp4e2");
     ExportOptions opt;
     opt.layout = parse_layout(a.layout);
+    opt.cast.device = parse_device(a.device);
     const long rss_before = status_kb("VmRSS:");
     std::atomic<bool> done{false};
     long peak_anon = 0, peak_file = 0;
@@ -174,9 +179,12 @@ int main(int argc, char** argv) {
     for (const ExportedTensor& t : rep.tensors) largest = std::max<size_t>(largest, t.bytes_in);
     std::printf("checkpoint        %.3f GB in %zu tensors (largest %.1f MB), written in %.1f s\n",
                 rep.bytes_in / 1e9, rep.tensors.size(), largest / 1e6, gen_s);
+    const BackendInfo bi = backend_info();
+    const bool gpu = a.device != "cpu" && bi.cuda_available;
     std::printf(
-        "export            layout %s, plan %s: %.3f GB out in %.2f s = %.1f MB/s of source\n",
-        a.layout.c_str(), a.plan.c_str(), rep.bytes_out / 1e9, s, rep.bytes_in / 1e6 / s);
+        "export            layout %s, plan %s, %s: %.3f GB out in %.2f s = %.1f MB/s of source\n",
+        a.layout.c_str(), a.plan.c_str(), gpu ? bi.device_name.c_str() : "CPU backend",
+        rep.bytes_out / 1e9, s, rep.bytes_in / 1e6 / s);
     std::printf("peak RSS          %.1f MB (getrusage ru_maxrss; %.1f MB before the export)\n",
                 ru.ru_maxrss / 1024.0, rss_before / 1024.0);
     std::printf("peak anon RSS     %.1f MB (sampled every 5 ms)\n", peak_anon / 1024.0);
