@@ -23,7 +23,9 @@ int main(int argc, char** argv) {
     } else if (!std::strcmp(a, "--iters") && i + 1 < argc) {
       o.iters = std::atoi(argv[++i]);
     } else {
-      std::fprintf(stderr, "usage: castscope-bench [--quick] [--no-casts] [--no-gemms] [--no-update] [--iters N]\n");
+      std::fprintf(
+          stderr,
+          "usage: castscope-bench [--quick] [--no-casts] [--no-gemms] [--no-update] [--iters N]\n");
       return 2;
     }
   }

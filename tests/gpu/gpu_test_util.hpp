@@ -17,13 +17,15 @@
 
 namespace castscope::gputest {
 
-inline bool gpu_or_skip_reason(std::string& reason) { return cuda::available(&reason); }
+inline bool gpu_or_skip_reason(std::string& reason) {
+  return cuda::available(&reason);
+}
 
-#define CS_REQUIRE_GPU()                                          \
-  do {                                                            \
-    std::string why_;                                             \
-    if (!::castscope::gputest::gpu_or_skip_reason(why_))          \
-      GTEST_SKIP() << "no usable GPU: " << why_;                  \
+#define CS_REQUIRE_GPU()                                 \
+  do {                                                   \
+    std::string why_;                                    \
+    if (!::castscope::gputest::gpu_or_skip_reason(why_)) \
+      GTEST_SKIP() << "no usable GPU: " << why_;         \
   } while (0)
 
 // A fresh seed per process, printed by every failure that uses it.
@@ -46,14 +48,22 @@ inline Tensor random_input(const Shape& shape, uint64_t seed, double max_value, 
   for (int64_t i = 0; i < t.numel(); ++i) {
     double v = nd(rng) * std::ldexp(1.0, ed(rng) / 4);
     const int k = pick(rng);
-    if (k < 3) v = std::numeric_limits<double>::quiet_NaN();
-    else if (k < 5) v = (k == 3 ? 1 : -1) * std::numeric_limits<double>::infinity();
-    else if (k < 15) v = (k & 1 ? -1 : 1) * std::ldexp(2.0 * small(rng) + 1, ed(rng) - 4);  // ties on many grids
-    else if (k < 20) v = (k & 1 ? -1 : 1) * std::ldexp(1.0 + small(rng), -140);             // float subnormals
-    else if (k < 25) v = (k & 1 ? -1 : 1) * max_value;
-    else if (k < 30) v = (k & 1 ? -1 : 1) * midmax;
-    else if (k < 33) v = k & 1 ? -0.0 : 0.0;
-    else if (k < 36) v = (k & 1 ? -1 : 1) * std::ldexp(max_value, 3);  // overflow
+    if (k < 3)
+      v = std::numeric_limits<double>::quiet_NaN();
+    else if (k < 5)
+      v = (k == 3 ? 1 : -1) * std::numeric_limits<double>::infinity();
+    else if (k < 15)
+      v = (k & 1 ? -1 : 1) * std::ldexp(2.0 * small(rng) + 1, ed(rng) - 4);  // ties on many grids
+    else if (k < 20)
+      v = (k & 1 ? -1 : 1) * std::ldexp(1.0 + small(rng), -140);  // float subnormals
+    else if (k < 25)
+      v = (k & 1 ? -1 : 1) * max_value;
+    else if (k < 30)
+      v = (k & 1 ? -1 : 1) * midmax;
+    else if (k < 33)
+      v = k & 1 ? -0.0 : 0.0;
+    else if (k < 36)
+      v = (k & 1 ? -1 : 1) * std::ldexp(max_value, 3);  // overflow
     p[i] = static_cast<float>(v);
   }
   return t;
@@ -62,8 +72,10 @@ inline Tensor random_input(const Shape& shape, uint64_t seed, double max_value, 
 inline std::string tensor_diff(const char* what, const Tensor& a, const Tensor& b) {
   if (!a && !b) return "";
   if (!a || !b) return std::string(what) + ": present on one backend only";
-  if (a.dtype() != b.dtype()) return std::string(what) + ": dtype " + dtype_name(a.dtype()) + " vs " + dtype_name(b.dtype());
-  if (a.shape() != b.shape()) return std::string(what) + ": shape " + shape_str(a.shape()) + " vs " + shape_str(b.shape());
+  if (a.dtype() != b.dtype())
+    return std::string(what) + ": dtype " + dtype_name(a.dtype()) + " vs " + dtype_name(b.dtype());
+  if (a.shape() != b.shape())
+    return std::string(what) + ": shape " + shape_str(a.shape()) + " vs " + shape_str(b.shape());
   const size_t n = a.nbytes(), es = dtype_size(a.dtype());
   const uint8_t* x = static_cast<const uint8_t*>(a.data());
   const uint8_t* y = static_cast<const uint8_t*>(b.data());
@@ -87,20 +99,27 @@ inline std::string tensor_diff(const char* what, const Tensor& a, const Tensor& 
 inline std::string result_diff(const CastResult& cpu, const CastResult& gpu) {
   std::string d;
   if (cpu.mode != gpu.mode) return "mode differs";
-  for (auto [name, a, b] : {std::tuple{"values", &cpu.values, &gpu.values}, {"codes", &cpu.codes, &gpu.codes},
-                            {"scale", &cpu.scale, &gpu.scale}, {"zero", &cpu.zero, &gpu.zero},
-                            {"tenscale", &cpu.tenscale, &gpu.tenscale}, {"meta", &cpu.meta, &gpu.meta},
-                            {"mask", &cpu.mask, &gpu.mask}, {"residual", &cpu.residual, &gpu.residual},
+  for (auto [name, a, b] : {std::tuple{"values", &cpu.values, &gpu.values},
+                            {"codes", &cpu.codes, &gpu.codes},
+                            {"scale", &cpu.scale, &gpu.scale},
+                            {"zero", &cpu.zero, &gpu.zero},
+                            {"tenscale", &cpu.tenscale, &gpu.tenscale},
+                            {"meta", &cpu.meta, &gpu.meta},
+                            {"mask", &cpu.mask, &gpu.mask},
+                            {"residual", &cpu.residual, &gpu.residual},
                             {"residual_scale", &cpu.residual_scale, &gpu.residual_scale}}) {
     d = tensor_diff(name, *a, *b);
     if (!d.empty()) return d;
   }
   if (cpu.counts.clipped != gpu.counts.clipped)
-    return "clipped " + std::to_string(cpu.counts.clipped) + " vs " + std::to_string(gpu.counts.clipped);
+    return "clipped " + std::to_string(cpu.counts.clipped) + " vs " +
+           std::to_string(gpu.counts.clipped);
   if (cpu.counts.nonfinite != gpu.counts.nonfinite)
-    return "nonfinite " + std::to_string(cpu.counts.nonfinite) + " vs " + std::to_string(gpu.counts.nonfinite);
+    return "nonfinite " + std::to_string(cpu.counts.nonfinite) + " vs " +
+           std::to_string(gpu.counts.nonfinite);
   if (cpu.counts.pruned != gpu.counts.pruned)
-    return "pruned " + std::to_string(cpu.counts.pruned) + " vs " + std::to_string(gpu.counts.pruned);
+    return "pruned " + std::to_string(cpu.counts.pruned) + " vs " +
+           std::to_string(gpu.counts.pruned);
   return "";
 }
 

@@ -9,8 +9,8 @@ namespace castscope::gputest {
 namespace {
 
 const Round kRounds[] = {Round::Even, Round::Away, Round::Zero, Round::Stochastic};
-const ScaleMode kScaleModes[] = {ScaleMode::Floor, ScaleMode::Ceil, ScaleMode::Midmax, ScaleMode::Option3,
-                                 ScaleMode::TopBinade};
+const ScaleMode kScaleModes[] = {ScaleMode::Floor, ScaleMode::Ceil, ScaleMode::Midmax,
+                                 ScaleMode::Option3, ScaleMode::TopBinade};
 
 Tensor input_for(const DataType& d, const Shape& shape, uint64_t seed) {
   const NumberSpec& n = d.number();
@@ -49,8 +49,9 @@ TEST(GpuCast, EveryRegistryDatatypeRoundScaleAndMode) {
           o.scale_mode = sm;
           o.seed = seed ^ k;
           const std::string diff = compare(x, d, o);
-          ASSERT_EQ(diff, "") << e.name << " round " << to_string(r) << " scale " << to_string(sm) << " mode "
-                              << to_string(m) << " (seed " << seed << ", input seed " << seed + k << ")";
+          ASSERT_EQ(diff, "") << e.name << " round " << to_string(r) << " scale " << to_string(sm)
+                              << " mode " << to_string(m) << " (seed " << seed << ", input seed "
+                              << seed + k << ")";
           ++casts;
         }
       }
@@ -61,8 +62,8 @@ TEST(GpuCast, EveryRegistryDatatypeRoundScaleAndMode) {
 TEST(GpuCast, OverflowIeeeAndUnscaledFormats) {
   CS_REQUIRE_GPU();
   const uint64_t seed = run_seed();
-  for (const char* name : {"float8_e4m3fn", "float8_e5m2", "float16", "bfloat16", "e2m1", "float8_e5m2fnuz",
-                           "e3m2fnuz"}) {
+  for (const char* name : {"float8_e4m3fn", "float8_e5m2", "float16", "bfloat16", "e2m1",
+                           "float8_e5m2fnuz", "e3m2fnuz"}) {
     const DataType d = DataType::parse(name);
     const Tensor x = input_for(d, {33, 47}, seed + 1);  // odd sizes: no vector path, no packing
     for (Overflow ov : {Overflow::Saturate, Overflow::IEEE})
@@ -70,7 +71,8 @@ TEST(GpuCast, OverflowIeeeAndUnscaledFormats) {
         CastOptions o;
         o.overflow = ov;
         o.mode = m;
-        EXPECT_EQ(compare(x, d, o), "") << name << " overflow " << to_string(ov) << " seed " << seed;
+        EXPECT_EQ(compare(x, d, o), "")
+            << name << " overflow " << to_string(ov) << " seed " << seed;
       }
   }
 }
@@ -83,12 +85,13 @@ TEST(GpuCast, InputDtypes) {
          xb = Tensor::empty(DType::BF16, x32.shape());
   for (int64_t i = 0; i < x32.numel(); ++i) {
     const float v = x32.ptr<float>()[i];
-    x64.mutable_ptr<double>()[i] = static_cast<double>(v) * (1.0 + 1e-12);  // bits a float cannot hold
+    x64.mutable_ptr<double>()[i] =
+        static_cast<double>(v) * (1.0 + 1e-12);  // bits a float cannot hold
     x16.mutable_ptr<uint16_t>()[i] = float_to_half(v);
     xb.mutable_ptr<uint16_t>()[i] = float_to_bf16(v);
   }
-  for (const char* name : {"mxfp8e4", "mxfp4e2", "nvfp4", "mxint8", "mx6", "int8_sc", "uint4_ss32", "tcfp12",
-                           "fp8e4_tensor", "float8_e4m3fn"})
+  for (const char* name : {"mxfp8e4", "mxfp4e2", "nvfp4", "mxint8", "mx6", "int8_sc", "uint4_ss32",
+                           "tcfp12", "fp8e4_tensor", "float8_e4m3fn"})
     for (const Tensor* x : std::initializer_list<const Tensor*>{&x32, &x64, &x16, &xb})
       for (CastMode m : {CastMode::Virtual, CastMode::Compress}) {
         CastOptions o;
@@ -96,7 +99,8 @@ TEST(GpuCast, InputDtypes) {
         o.round = Round::Stochastic;
         o.seed = seed;
         EXPECT_EQ(compare(*x, DataType::parse(name), o), "")
-            << name << " input " << dtype_name(x->dtype()) << " mode " << to_string(m) << " seed " << seed;
+            << name << " input " << dtype_name(x->dtype()) << " mode " << to_string(m) << " seed "
+            << seed;
       }
 }
 
@@ -109,20 +113,20 @@ TEST(GpuCast, AxesTwoDTilesSparsityAndSubtiles) {
     int axis;
   };
   const Case cases[] = {
-      {"mxfp8e4", {40, 3, 70}, 0},             // tiles along the first axis, partial tile
-      {"nvfp4", {5, 48, 7}, 1},                // middle axis, multiscale
+      {"mxfp8e4", {40, 3, 70}, 0},               // tiles along the first axis, partial tile
+      {"nvfp4", {5, 48, 7}, 1},                  // middle axis, multiscale
       {"e4m3fn_float32_t8_t8", {24, 36, 5}, 1},  // 2-D tile over axes (0, 1)
       {"int8_bfloat16_t16_t4", {2, 30, 18}, -1},
-      {"e4m3fn_e8m0_t32n2m4", {12, 70}, -1},   // N:M along the tile, partial run at the end
+      {"e4m3fn_e8m0_t32n2m4", {12, 70}, -1},       // N:M along the tile, partial run at the end
       {"e4m3fn_float32_t8n2m4_t8", {20, 24}, -1},  // N:M along rows of a 2-D tile
-      {"int8_e8m0_t16s2", {10, 40}, -1},       // subtiles, partial tile
+      {"int8_e8m0_t16s2", {10, 40}, -1},           // subtiles, partial tile
       {"mx4", {7, 16, 9}, 1},
-      {"uint8_ssc", {6, 50}, 0},              // uint with float zero point, channel along axis 0
-      {"uint4_fi32", {9, 64}, -1},             // uint with int8 zero point
-      {"int4_s", {17, 19}, -1},                // tensor scale
+      {"uint8_ssc", {6, 50}, 0},    // uint with float zero point, channel along axis 0
+      {"uint4_fi32", {9, 64}, -1},  // uint with int8 zero point
+      {"int4_s", {17, 19}, -1},     // tensor scale
       {"tcfp16", {6, 70, 3}, 1},
       {"tcfp8", {3, 100}, -1},
-      {"float8_e4m3fn", {}, -1},               // a scalar
+      {"float8_e4m3fn", {}, -1},  // a scalar
   };
   uint64_t k = 100;
   for (const Case& c : cases) {
@@ -135,8 +139,9 @@ TEST(GpuCast, AxesTwoDTilesSparsityAndSubtiles) {
         o.mode = m;
         o.round = r;
         o.seed = seed + k;
-        EXPECT_EQ(compare(x, d, o), "") << c.dtype << " shape " << shape_str(c.shape) << " axis " << c.axis
-                                        << " round " << to_string(r) << " mode " << to_string(m) << " seed " << seed;
+        EXPECT_EQ(compare(x, d, o), "")
+            << c.dtype << " shape " << shape_str(c.shape) << " axis " << c.axis << " round "
+            << to_string(r) << " mode " << to_string(m) << " seed " << seed;
       }
   }
 }
@@ -154,7 +159,8 @@ TEST(GpuCast, UpcastOfGpuActualEqualsGpuVirtual) {
     for (CastMode m : {CastMode::Actual, CastMode::Compress}) {
       o.mode = m;
       const Tensor u = upcast(cuda::cast(x, d, o));
-      EXPECT_EQ(tensor_diff("values", v, u), "") << e.name << " " << to_string(m) << " seed " << seed;
+      EXPECT_EQ(tensor_diff("values", v, u), "")
+          << e.name << " " << to_string(m) << " seed " << seed;
     }
   }
 }
@@ -165,7 +171,8 @@ TEST(GpuCast, BadInputsAreErrors) {
   EXPECT_THROW(cuda::cast(ints, DataType::parse("mxfp8e4"), {}), Error);
   Tensor small = Tensor::empty(DType::F32, {4, 4});
   small.mutable_ptr<float>()[3] = 1.5f;
-  EXPECT_THROW(cuda::cast(small, DataType::parse("mxfp8e4"), {}), Error);  // tile larger than its axis
+  EXPECT_THROW(cuda::cast(small, DataType::parse("mxfp8e4"), {}),
+               Error);  // tile larger than its axis
   CastOptions o;
   o.axis = 5;
   EXPECT_THROW(cuda::cast(small, DataType::parse("e4m3fn_e8m0_t2"), o), Error);

@@ -32,8 +32,11 @@ TEST(GpuStats, MatchHostStatisticsHistogramsAndTileMaps) {
     Shape shape;
     int axis;
   };
-  const Case cases[] = {{"mxfp8e4", {96, 160}, -1}, {"nvfp4", {33, 64}, -1}, {"fp8e4_block128", {200, 136}, -1},
-                        {"int8_sc", {40, 3, 50}, 1}, {"mxint4", {64, 40}, 0}};
+  const Case cases[] = {{"mxfp8e4", {96, 160}, -1},
+                        {"nvfp4", {33, 64}, -1},
+                        {"fp8e4_block128", {200, 136}, -1},
+                        {"int8_sc", {40, 3, 50}, 1},
+                        {"mxint4", {64, 40}, 0}};
   uint64_t k = 0;
   for (const Case& c : cases) {
     const std::string tag = std::string(c.dtype) + " seed " + std::to_string(seed);
@@ -63,13 +66,16 @@ TEST(GpuStats, MatchHostStatisticsHistogramsAndTileMaps) {
     expect_close(cs.signal_power, gs.signal_power, "power " + tag);
 
     const float* vp = hv.ptr<float>();
-    expect_hist(histogram(vp, hv.numel(), -8, 8, 64), gpu::histogram(dr.values, -8, 8, 64), "linear " + tag);
-    expect_hist(histogram(vp, hv.numel(), -20, 10, 300, true), gpu::histogram(dr.values, -20, 10, 300, true),
-                "log " + tag);
-    expect_hist(histogram(vp, hv.numel(), -1, 1, 20000), gpu::histogram(dr.values, -1, 1, 20000), "many bins " + tag);
+    expect_hist(histogram(vp, hv.numel(), -8, 8, 64), gpu::histogram(dr.values, -8, 8, 64),
+                "linear " + tag);
+    expect_hist(histogram(vp, hv.numel(), -20, 10, 300, true),
+                gpu::histogram(dr.values, -20, 10, 300, true), "log " + tag);
+    expect_hist(histogram(vp, hv.numel(), -1, 1, 20000), gpu::histogram(dr.values, -1, 1, 20000),
+                "many bins " + tag);
     expect_hist(error_histogram(x.ptr<float>(), vp, x.numel(), -0.25, 0.25, 128),
                 gpu::error_histogram(dx, dr.values, -0.25, 0.25, 128), "error " + tag);
-    const ExponentHistogram ce = exponent_histogram(vp, hv.numel()), ge = gpu::exponent_histogram(dr.values);
+    const ExponentHistogram ce = exponent_histogram(vp, hv.numel()),
+                            ge = gpu::exponent_histogram(dr.values);
     EXPECT_EQ(ce.emin, ge.emin) << tag;
     EXPECT_EQ(ce.emax, ge.emax) << tag;
     EXPECT_EQ(ce.counts, ge.counts) << tag;

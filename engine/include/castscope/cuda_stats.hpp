@@ -85,7 +85,7 @@ struct BenchOptions {
   int64_t cast_rows = 16384, cast_cols = 16384;
   std::vector<int> gemm_sizes = {4096, 8192};
   int64_t update_n = 4096;
-  int iters = 20;   // timed repetitions per figure (median reported)
+  int iters = 20;  // timed repetitions per figure (median reported)
   bool casts = true, gemms = true, update = true;
 };
 int run_benchmark(const BenchOptions& opt, std::FILE* out);

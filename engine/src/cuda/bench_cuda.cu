@@ -37,7 +37,8 @@ DeviceTensor random_tensor(int64_t rows, int64_t cols, DType dt, uint64_t seed) 
   if (dt == DType::F32) return f;
   DeviceTensor b = DeviceTensor::empty(DType::BF16, {rows, cols});
   f32_to_bf16<<<detail::grid_for(rows * cols, 256, 1 << 16), 256, 0, stream()>>>(
-      static_cast<const float*>(f.data()), static_cast<__nv_bfloat16*>(b.mutable_data()), rows * cols);
+      static_cast<const float*>(f.data()), static_cast<__nv_bfloat16*>(b.mutable_data()),
+      rows * cols);
   CS_CUDA_LAUNCH("f32_to_bf16");
   return b;
 }
@@ -96,17 +97,22 @@ int run_benchmark(const BenchOptions& opt, std::FILE* out) {
     DeviceTensor a = DeviceTensor::empty(DType::U8, {static_cast<int64_t>(bytes)}, true);
     DeviceTensor b = DeviceTensor::empty(DType::U8, {static_cast<int64_t>(bytes)});
     const double ms = time_ms(
-        [&] { CS_CUDA(cudaMemcpyAsync(b.mutable_data(), a.data(), bytes, cudaMemcpyDeviceToDevice, stream())); }, 3,
-        iters);
+        [&] {
+          CS_CUDA(cudaMemcpyAsync(b.mutable_data(), a.data(), bytes, cudaMemcpyDeviceToDevice,
+                                  stream()));
+        },
+        3, iters);
     copy_gbs = 2.0 * bytes / (ms * 1e-3) / 1e9;
-    std::fprintf(out, "\ndevice-to-device copy: %.1f MiB in %.3f ms = %.1f GB/s (read + write)\n", bytes / 1048576.0,
-                 ms, copy_gbs);
+    std::fprintf(out, "\ndevice-to-device copy: %.1f MiB in %.3f ms = %.1f GB/s (read + write)\n",
+                 bytes / 1048576.0, ms, copy_gbs);
   }
 
   if (opt.casts) {
-    std::fprintf(out, "\ncast throughput, %lldx%lld, compress mode (codes + scales written on the device)\n",
-                 static_cast<long long>(rows), static_cast<long long>(cols));
-    std::fprintf(out, "%-10s %-15s %-12s %10s %10s %9s\n", "input", "dtype", "kernel", "ms", "GB/s", "% copy");
+    std::fprintf(
+        out, "\ncast throughput, %lldx%lld, compress mode (codes + scales written on the device)\n",
+        static_cast<long long>(rows), static_cast<long long>(cols));
+    std::fprintf(out, "%-10s %-15s %-12s %10s %10s %9s\n", "input", "dtype", "kernel", "ms", "GB/s",
+                 "% copy");
     for (DType in : {DType::BF16, DType::F32}) {
       DeviceTensor x = random_tensor(rows, cols, in, 7);
       for (const char* name : {"mxfp8e4", "mxfp4e2", "nvfp4", "mxint8", "tcfp8", "float8_e4m3fn"}) {
@@ -115,12 +121,13 @@ int run_benchmark(const BenchOptions& opt, std::FILE* out) {
         detail::CastRunner runner(x, DataType::parse(name), o, false);
         const double ms = time_ms([&] { runner.run(); }, 3, iters);
         const double gbs = runner.min_bytes() / (ms * 1e-3) / 1e9;
-        std::fprintf(out, "%-10s %-15s %-12s %10.3f %10.1f %8.1f%%\n", dtype_name(in), name, runner.path(), ms, gbs,
-                     100.0 * gbs / copy_gbs);
+        std::fprintf(out, "%-10s %-15s %-12s %10.3f %10.1f %8.1f%%\n", dtype_name(in), name,
+                     runner.path(), ms, gbs, 100.0 * gbs / copy_gbs);
         const std::string n(name);
         if (n == "mxfp8e4" || n == "mxfp4e2" || n == "nvfp4" || n == "mxint8")
-          goals.push_back({std::string("compress ") + name + " from " + dtype_name(in) + " (% of copy)",
-                           100.0 * gbs / copy_gbs, 90.0, true});
+          goals.push_back(
+              {std::string("compress ") + name + " from " + dtype_name(in) + " (% of copy)",
+               100.0 * gbs / copy_gbs, 90.0, true});
       }
     }
   }
@@ -130,24 +137,29 @@ int run_benchmark(const BenchOptions& opt, std::FILE* out) {
     if (!gemm_available(&why)) {
       std::fprintf(out, "\nGEMMs skipped: %s\n", why.c_str());
     } else {
-      std::fprintf(out, "\nGEMMs (cuBLASLt, fp32 output), relative error vs fp64 on a 64x64 block\n");
-      std::fprintf(out, "%-6s %-10s %10s %10s %9s %9s %10s  %s\n", "size", "kind", "ms", "TFLOP/s", "x bf16",
-                   "time/bf16", "rel.err", "note");
+      std::fprintf(out,
+                   "\nGEMMs (cuBLASLt, fp32 output), relative error vs fp64 on a 64x64 block\n");
+      std::fprintf(out, "%-6s %-10s %10s %10s %9s %9s %10s  %s\n", "size", "kind", "ms", "TFLOP/s",
+                   "x bf16", "time/bf16", "rel.err", "note");
       for (int s : opt.gemm_sizes) {
         double bf16_ms = 0, bf16_tf = 0;
-        for (GemmKind k : {GemmKind::BF16, GemmKind::FP8, GemmKind::FP8Block, GemmKind::TCFP12, GemmKind::TCFP16}) {
+        for (GemmKind k : {GemmKind::BF16, GemmKind::FP8, GemmKind::FP8Block, GemmKind::TCFP12,
+                           GemmKind::TCFP16}) {
           GemmOptions g;
           g.m = g.n = g.k = s;
           g.iters = std::max(5, iters / 2);
           try {
             GemmResult r = run_gemm(k, g);
             if (k == GemmKind::BF16) bf16_ms = r.ms, bf16_tf = r.tflops;
-            const double x = bf16_tf > 0 ? r.tflops / bf16_tf : 0, tr = bf16_ms > 0 ? r.ms / bf16_ms : 0;
-            std::fprintf(out, "%-6d %-10s %10.3f %10.1f %9.2f %9.2f %10.2e  %s\n", s, to_string(k), r.ms, r.tflops,
-                         x, tr, r.rel_error, r.note.c_str());
-            if (s == 8192 && k == GemmKind::FP8) goals.push_back({"FP8 GEMM 8192^3 (x BF16 TFLOP/s)", x, 1.75, true});
+            const double x = bf16_tf > 0 ? r.tflops / bf16_tf : 0,
+                         tr = bf16_ms > 0 ? r.ms / bf16_ms : 0;
+            std::fprintf(out, "%-6d %-10s %10.3f %10.1f %9.2f %9.2f %10.2e  %s\n", s, to_string(k),
+                         r.ms, r.tflops, x, tr, r.rel_error, r.note.c_str());
+            if (s == 8192 && k == GemmKind::FP8)
+              goals.push_back({"FP8 GEMM 8192^3 (x BF16 TFLOP/s)", x, 1.75, true});
             if (s == 8192 && (k == GemmKind::TCFP12 || k == GemmKind::TCFP16))
-              goals.push_back({std::string(to_string(k)) + " GEMM 8192^3 (time / BF16 time)", tr, 1.8, false});
+              goals.push_back(
+                  {std::string(to_string(k)) + " GEMM 8192^3 (time / BF16 time)", tr, 1.8, false});
           } catch (const Error& e) {
             std::fprintf(out, "%-6d %-10s unavailable: %s\n", s, to_string(k), e.what());
           }
@@ -159,8 +171,11 @@ int run_benchmark(const BenchOptions& opt, std::FILE* out) {
   if (opt.update) {
     const int64_t n = opt.update_n;
     DeviceTensor x = random_tensor(n, n, DType::F32, 11);
-    std::fprintf(out, "\ninteractive update of a %lldx%lld float32 tensor on the device (cast + value, exponent and "
-                      "error histograms + stats + tile map; wall clock incl. copies of the results to the host)\n",
+    std::fprintf(out,
+                 "\ninteractive update of a %lldx%lld float32 tensor on the device (cast + value, "
+                 "exponent and "
+                 "error histograms + stats + tile map; wall clock incl. copies of the results to "
+                 "the host)\n",
                  static_cast<long long>(n), static_cast<long long>(n));
     for (const char* name : {"mxfp8e4", "nvfp4", "fp8e4_block128"}) {
       CastOptions o;
@@ -173,25 +188,29 @@ int run_benchmark(const BenchOptions& opt, std::FILE* out) {
         Histogram eh = error_histogram(x, r.values, -0.5, 0.5, 256);
         ExponentHistogram xh = exponent_histogram(r.values);
         TileMap tm = tile_map(x, r.values, r);
-        return s.snr_db + h.counts.size() + eh.counts.size() + xh.counts.size() + tm.scale_code.size();
+        return s.snr_db + h.counts.size() + eh.counts.size() + xh.counts.size() +
+               tm.scale_code.size();
       };
       for (int i = 0; i < 3; ++i) update();
       std::vector<double> t;
       for (int i = 0; i < iters; ++i) {
         const auto t0 = std::chrono::steady_clock::now();
         update();
-        t.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+        t.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                        .count());
       }
       std::sort(t.begin(), t.end());
       std::fprintf(out, "  %-15s %8.3f ms (median of %d)\n", name, t[t.size() / 2], iters);
-      goals.push_back({std::string("interactive update ") + name + " (ms)", t[t.size() / 2], 20.0, false});
+      goals.push_back(
+          {std::string("interactive update ") + name + " (ms)", t[t.size() / 2], 20.0, false});
     }
   }
 
   std::fprintf(out, "\n%-52s %10s %10s  %s\n", "goal", "measured", "target", "result");
   for (const Goal& g : goals) {
     const bool met = g.higher_better ? g.value >= g.target : g.value <= g.target;
-    std::fprintf(out, "%-52s %10.2f %10.2f  %s\n", g.what.c_str(), g.value, g.target, met ? "met" : "MISSED");
+    std::fprintf(out, "%-52s %10.2f %10.2f  %s\n", g.what.c_str(), g.value, g.target,
+                 met ? "met" : "MISSED");
   }
   return 0;
 }

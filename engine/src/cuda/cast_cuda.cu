@@ -29,10 +29,18 @@ struct Tag {
 template <class F>
 void with_input(DType d, F&& f) {
   switch (d) {
-    case DType::F32: f(Tag<float>{}); break;
-    case DType::F64: f(Tag<double>{}); break;
-    case DType::F16: f(Tag<__half>{}); break;
-    case DType::BF16: f(Tag<__nv_bfloat16>{}); break;
+    case DType::F32:
+      f(Tag<float>{});
+      break;
+    case DType::F64:
+      f(Tag<double>{});
+      break;
+    case DType::F16:
+      f(Tag<__half>{});
+      break;
+    case DType::BF16:
+      f(Tag<__nv_bfloat16>{});
+      break;
     default:
       throw Error(std::string("cast input must be float32, float16, bfloat16 or float64 (got ") +
                   dtype_name(d) + ")");
@@ -93,7 +101,8 @@ struct CastRunner::Impl {
     x = xin;
     if (p.permuted) {
       x = DeviceTensor::empty(xin.dtype(), p.perm_shape);
-      permute_device(xin.data(), x.mutable_data(), dtype_size(xin.dtype()), p.in_shape, p.perm, false);
+      permute_device(xin.data(), x.mutable_data(), dtype_size(xin.dtype()), p.in_shape, p.perm,
+                     false);
     }
     scratch = DeviceTensor::empty(DType::U8, {static_cast<int64_t>(sizeof(Scratch))});
     if (!actual || with_values) {
@@ -110,7 +119,8 @@ struct CastRunner::Impl {
         o.codes = codes.mutable_data();
         o.scale = scale.mutable_data();
         if (bp.variant != tcb::Variant::T8) {
-          residual = DeviceTensor::empty(bp.variant == tcb::Variant::T12 ? DType::I8 : DType::F8E4M3, p.perm_shape);
+          residual = DeviceTensor::empty(
+              bp.variant == tcb::Variant::T12 ? DType::I8 : DType::F8E4M3, p.perm_shape);
           rscale = DeviceTensor::empty(DType::U8, ss);
           o.residual = residual.mutable_data();
           o.rscale = static_cast<uint8_t*>(rscale.mutable_data());
@@ -176,15 +186,17 @@ struct CastRunner::Impl {
       const T* xp = static_cast<const T*>(x.data());
       if (is_tcfp) {
         const int64_t groups = p.groups();
-        tcfp_kernel<T><<<grid_for(groups, 128, cap * 2), 128, 0, st>>>(xp, p.C, p.gc, groups, bp, sc(), o);
+        tcfp_kernel<T>
+            <<<grid_for(groups, 128, cap * 2), 128, 0, st>>>(xp, p.C, p.gc, groups, bp, sc(), o);
         CS_CUDA_LAUNCH("tcfp_kernel");
         return;
       }
       if (p.multiscale || (p.scaled && p.tensor_scope)) {
         reduce_kernel<T><<<grid_for(n, 256, cap), 256, 0, st>>>(xp, n, sc());
         CS_CUDA_LAUNCH("reduce_kernel");
-        finalize_kernel<<<1, 1, 0, st>>>(kp, tile_scale_max, p.multiscale, p.scaled && p.tensor_scope, sc(),
-                                         o, tenscale ? tenscale.mutable_data() : nullptr,
+        finalize_kernel<<<1, 1, 0, st>>>(kp, tile_scale_max, p.multiscale,
+                                         p.scaled && p.tensor_scope, sc(), o,
+                                         tenscale ? tenscale.mutable_data() : nullptr,
                                          static_cast<int>(dtype_size(p.second_dtype)));
         CS_CUDA_LAUNCH("finalize_kernel");
       }
@@ -206,16 +218,25 @@ struct CastRunner::Impl {
           const int mode = !fastq ? 0 : (kp.scale_is_exponent && !kp.multiscale ? 1 : 2);
           auto go = [&](auto tile) {
             constexpr int TL = decltype(tile)::value;
-            if (mode == 0) fast_kernel<T, TL, 0, kRuntime><<<grid, 256, 0, st>>>(xp, ntiles, kp, sc(), o);
-            else if (mode == 1 && fid == kE4M3FN) fast_kernel<T, TL, 1, kE4M3FN><<<grid, 256, 0, st>>>(xp, ntiles, kp, sc(), o);
-            else if (mode == 1 && fid == kE2M1FNUZ) fast_kernel<T, TL, 1, kE2M1FNUZ><<<grid, 256, 0, st>>>(xp, ntiles, kp, sc(), o);
-            else if (mode == 1 && fid == kInt8Fixed) fast_kernel<T, TL, 1, kInt8Fixed><<<grid, 256, 0, st>>>(xp, ntiles, kp, sc(), o);
-            else if (mode == 1) fast_kernel<T, TL, 1, kRuntime><<<grid, 256, 0, st>>>(xp, ntiles, kp, sc(), o);
-            else if (fid == kE2M1FNUZ) fast_kernel<T, TL, 2, kE2M1FNUZ><<<grid, 256, 0, st>>>(xp, ntiles, kp, sc(), o);
-            else fast_kernel<T, TL, 2, kRuntime><<<grid, 256, 0, st>>>(xp, ntiles, kp, sc(), o);
+            if (mode == 0)
+              fast_kernel<T, TL, 0, kRuntime><<<grid, 256, 0, st>>>(xp, ntiles, kp, sc(), o);
+            else if (mode == 1 && fid == kE4M3FN)
+              fast_kernel<T, TL, 1, kE4M3FN><<<grid, 256, 0, st>>>(xp, ntiles, kp, sc(), o);
+            else if (mode == 1 && fid == kE2M1FNUZ)
+              fast_kernel<T, TL, 1, kE2M1FNUZ><<<grid, 256, 0, st>>>(xp, ntiles, kp, sc(), o);
+            else if (mode == 1 && fid == kInt8Fixed)
+              fast_kernel<T, TL, 1, kInt8Fixed><<<grid, 256, 0, st>>>(xp, ntiles, kp, sc(), o);
+            else if (mode == 1)
+              fast_kernel<T, TL, 1, kRuntime><<<grid, 256, 0, st>>>(xp, ntiles, kp, sc(), o);
+            else if (fid == kE2M1FNUZ)
+              fast_kernel<T, TL, 2, kE2M1FNUZ><<<grid, 256, 0, st>>>(xp, ntiles, kp, sc(), o);
+            else
+              fast_kernel<T, TL, 2, kRuntime><<<grid, 256, 0, st>>>(xp, ntiles, kp, sc(), o);
           };
-          if (p.tc == 32) go(std::integral_constant<int, 32>{});
-          else go(std::integral_constant<int, 16>{});
+          if (p.tc == 32)
+            go(std::integral_constant<int, 32>{});
+          else
+            go(std::integral_constant<int, 16>{});
           CS_CUDA_LAUNCH("fast_kernel");
           return;
         }
@@ -286,7 +307,8 @@ CastRunner::CastRunner(const DeviceTensor& x, const DataType& dtype, const CastO
                        bool with_values)
     : impl_(new Impl) {
   if (!x) throw Error("cannot cast an undefined device tensor");
-  if (x.numel() == 0) throw Error("cannot cast an empty tensor (shape " + shape_str(x.shape()) + ")");
+  if (x.numel() == 0)
+    throw Error("cannot cast an empty tensor (shape " + shape_str(x.shape()) + ")");
   with_input(x.dtype(), [](auto) {});
   impl_->xin = x;
   impl_->dtype = dtype;
@@ -295,10 +317,18 @@ CastRunner::CastRunner(const DeviceTensor& x, const DataType& dtype, const CastO
   impl_->setup();
 }
 CastRunner::~CastRunner() = default;
-void CastRunner::run() { impl_->run(); }
-DeviceCastResult CastRunner::result() { return impl_->result(); }
-const char* CastRunner::path() const { return impl_->path; }
-double CastRunner::min_bytes() const { return impl_->min_bytes(); }
+void CastRunner::run() {
+  impl_->run();
+}
+DeviceCastResult CastRunner::result() {
+  return impl_->result();
+}
+const char* CastRunner::path() const {
+  return impl_->path;
+}
+double CastRunner::min_bytes() const {
+  return impl_->min_bytes();
+}
 
 }  // namespace detail
 
@@ -335,8 +365,8 @@ __device__ __forceinline__ uint32_t slow_code(double y, const scalar::Format& f,
   return scalar::encode(q, f);
 }
 
-__global__ void verify_kernel(scalar::Format f, int hw, uint64_t extra, uint64_t seed, unsigned long long* bad,
-                              unsigned long long* first) {
+__global__ void verify_kernel(scalar::Format f, int hw, uint64_t extra, uint64_t seed,
+                              unsigned long long* bad, unsigned long long* first) {
   const uint64_t total = (1ull << 32) + extra;
   unsigned long long mism = 0;
   for (uint64_t i = blockIdx.x * static_cast<uint64_t>(blockDim.x) + threadIdx.x; i < total;
@@ -369,7 +399,8 @@ __global__ void verify_kernel(scalar::Format f, int hw, uint64_t extra, uint64_t
       if (xf - xf == 0.0f) {
         bool c1 = false;
         const uint32_t w2 = slow_code(static_cast<double>(xf) / d, f, c1);
-        const scalar::Quantized qd = castscope::detail::canonical(quantize_rne_div(xf, d, 1.0 / d, f), f);
+        const scalar::Quantized qd =
+            castscope::detail::canonical(quantize_rne_div(xf, d, 1.0 / d, f), f);
         ok = ok && scalar::encode(qd, f) == w2 && qd.clipped == c1;
         if (hw == kE2M1FNUZ) {
           bool c3 = false;
@@ -385,7 +416,8 @@ __global__ void verify_kernel(scalar::Format f, int hw, uint64_t extra, uint64_t
       ok = ok && hc == want && c2 == c0;
     }
     if (f32) {
-      const scalar::Quantized q32 = castscope::detail::canonical(quantize_rne_f32(static_cast<float>(y), f), f);
+      const scalar::Quantized q32 =
+          castscope::detail::canonical(quantize_rne_f32(static_cast<float>(y), f), f);
       ok = ok && scalar::encode(q32, f) == want && q32.clipped == c0;
     }
     if (!ok) {
@@ -398,14 +430,18 @@ __global__ void verify_kernel(scalar::Format f, int hw, uint64_t extra, uint64_t
 
 }  // namespace
 
-bool fast_quantizer_applies(const scalar::Format& f) { return fast_quant_ok(f); }
+bool fast_quantizer_applies(const scalar::Format& f) {
+  return fast_quant_ok(f);
+}
 
-uint64_t verify_fast_quantizer(const scalar::Format& f, uint64_t extra, uint64_t seed, double* first_bad) {
+uint64_t verify_fast_quantizer(const scalar::Format& f, uint64_t extra, uint64_t seed,
+                               double* first_bad) {
   DeviceTensor out = DeviceTensor::empty(DType::U64, {2}, true);
   unsigned long long* p = static_cast<unsigned long long*>(out.mutable_data());
   const int id = static_format_id(f);
   const int hw = id;
-  verify_kernel<<<static_cast<unsigned>(sm_count()) * 8, 256, 0, stream()>>>(f, hw, extra, seed, p, p + 1);
+  verify_kernel<<<static_cast<unsigned>(sm_count()) * 8, 256, 0, stream()>>>(f, hw, extra, seed, p,
+                                                                             p + 1);
   CS_CUDA_LAUNCH("verify_kernel");
   Tensor h = out.download();
   if (first_bad) *first_bad = scalar::bits_double(h.ptr<uint64_t>()[1]);

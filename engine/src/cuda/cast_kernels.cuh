@@ -87,7 +87,8 @@ __device__ __forceinline__ unsigned long long warp_sum(unsigned long long v) {
 
 // Adds per-thread counts into the cast's totals (one atomic per warp).
 __device__ __forceinline__ void add_counts(Scratch* s, unsigned long long clipped,
-                                           unsigned long long nonfinite, unsigned long long pruned) {
+                                           unsigned long long nonfinite,
+                                           unsigned long long pruned) {
   clipped = warp_sum(clipped);
   nonfinite = warp_sum(nonfinite);
   pruned = warp_sum(pruned);
@@ -142,7 +143,8 @@ __global__ void init_scratch(Scratch* s) {
 
 // Tensor-wide statistics (for tensor scales): block reduction, then one atomic per block.
 template <class T>
-__global__ void __launch_bounds__(256) reduce_kernel(const T* __restrict__ x, int64_t n, Scratch* s) {
+__global__ void __launch_bounds__(256)
+    reduce_kernel(const T* __restrict__ x, int64_t n, Scratch* s) {
   GStats st;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x)
@@ -213,7 +215,9 @@ __global__ void finalize_kernel(KernelParams kp, double tile_scale_max, bool mul
 
 // The host rounds a NaN double to the float 0x7FC00000; the device's conversion gives 0x7FFFFFFF.
 // Every NaN the shared decoders produce is that one positive quiet NaN, so map it back.
-__device__ __forceinline__ float canon_nan(float f) { return f != f ? __uint_as_float(0x7FC00000u) : f; }
+__device__ __forceinline__ float canon_nan(float f) {
+  return f != f ? __uint_as_float(0x7FC00000u) : f;
+}
 
 // One element as the CPU's Engine::elements / Engine::group write it.
 __device__ __forceinline__ uint32_t element_out(const KernelParams& kp, const GroupScale& gs,
@@ -230,14 +234,17 @@ __device__ __forceinline__ uint32_t element_out(const KernelParams& kp, const Gr
 // scale), so x * 2^-shift is formed in float (two factors, each a normal power of two).
 // d: what scaled_input divides by (2^shift * t, or s, or s * t; exact in double), inv = RN(1 / d).
 template <bool F32>
-__device__ __forceinline__ scalar::Quantized fast_scaled(const KernelParams& kp, const GroupScale& gs, float x,
-                                                        double d, double inv) {
+__device__ __forceinline__ scalar::Quantized fast_scaled(const KernelParams& kp,
+                                                         const GroupScale& gs, float x, double d,
+                                                         double inv) {
   if (!(x - x == 0.0f) || gs.nan || gs.s == 0.0) return scalar::Quantized{};
   if (F32) {
     const int h1 = -gs.shift / 2, h2 = -gs.shift - h1;
-    return castscope::detail::canonical(quantize_rne_f32(x * pow2f(h1) * pow2f(h2), kp.data), kp.data_codes);
+    return castscope::detail::canonical(quantize_rne_f32(x * pow2f(h1) * pow2f(h2), kp.data),
+                                        kp.data_codes);
   }
-  return castscope::detail::canonical(quantize_rne_div(static_cast<double>(x), d, inv, kp.data), kp.data_codes);
+  return castscope::detail::canonical(quantize_rne_div(static_cast<double>(x), d, inv, kp.data),
+                                      kp.data_codes);
 }
 
 // The divisor of scaled_input for a scaled group without zero point.
@@ -250,7 +257,8 @@ __device__ __forceinline__ double scale_divisor(const KernelParams& kp, const Gr
 // and bfloat16, codes stored 8 / packed 4 bytes at once).
 template <class T, int F>
 __global__ void __launch_bounds__(256)
-    elementwise_kernel(const T* __restrict__ x, int64_t n, KernelParams kp, Scratch* s, Outs o, bool fast) {
+    elementwise_kernel(const T* __restrict__ x, int64_t n, KernelParams kp, Scratch* s, Outs o,
+                       bool fast) {
   if constexpr (F != kRuntime) kp.data = kp.data_codes = static_format(F);
   if (kp.multiscale) kp.tensor_scale = s->tensor_scale;
   // Fast rounding: float inputs, no scale, round to nearest even, saturation, codes only.
@@ -259,20 +267,23 @@ __global__ void __launch_bounds__(256)
   unsigned long long clipped = 0, nonfinite = 0;
   const int64_t chunks = (n + 7) / 8;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; c < chunks; c += stride) {
+  for (int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; c < chunks;
+       c += stride) {
     const int64_t e0 = c * 8;
     const int cnt = n - e0 < 8 ? static_cast<int>(n - e0) : 8;
     double v[8];
     if (cnt == 8 && sizeof(T) == 4) {
       const float4* p = reinterpret_cast<const float4*>(x + e0);
       const float4 a = p[0], b = p[1];
-      v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
+      v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z,
+      v[7] = b.w;
     } else if (cnt == 8 && sizeof(T) == 2) {
       const uint4 a = *reinterpret_cast<const uint4*>(x + e0);
       const uint32_t w[4] = {a.x, a.y, a.z, a.w};
 #pragma unroll
       for (int k = 0; k < 4; ++k) {
-        const unsigned short lo = static_cast<unsigned short>(w[k] & 0xFFFF), hi = static_cast<unsigned short>(w[k] >> 16);
+        const unsigned short lo = static_cast<unsigned short>(w[k] & 0xFFFF),
+                             hi = static_cast<unsigned short>(w[k] >> 16);
         if constexpr (std::is_same<T, __half>::value) {
           v[2 * k] = __half2float(__ushort_as_half(lo));
           v[2 * k + 1] = __half2float(__ushort_as_half(hi));
@@ -298,8 +309,8 @@ __global__ void __launch_bounds__(256)
         code[k] = code_e4m3fn(static_cast<float>(v[k]), cl);
         clipped += cl ? 1 : 0;
       } else if (fastq && v[k] - v[k] == 0) {
-        const scalar::Quantized q =
-            castscope::detail::canonical(quantize_rne_f32(static_cast<float>(v[k]), kp.data), kp.data_codes);
+        const scalar::Quantized q = castscope::detail::canonical(
+            quantize_rne_f32(static_cast<float>(v[k]), kp.data), kp.data_codes);
         clipped += q.clipped ? 1 : 0;
         code[k] = scalar::encode(q, kp.data);
       } else {
@@ -316,12 +327,15 @@ __global__ void __launch_bounds__(256)
         *reinterpret_cast<uint32_t*>(dst) = w;
       } else {
         for (int k = 0; k < cnt; k += 2)
-          dst[k / 2] = static_cast<uint8_t>((code[k] & 0xF) | ((k + 1 < cnt ? code[k + 1] & 0xF : 0) << 4));
+          dst[k / 2] =
+              static_cast<uint8_t>((code[k] & 0xF) | ((k + 1 < cnt ? code[k + 1] & 0xF : 0) << 4));
       }
     } else if (cnt == 8 && o.code_size == 1 && kp.data.kind != scalar::Kind::Int) {
       uint2 w;
-      w.x = (code[0] & 0xFF) | (code[1] & 0xFF) << 8 | (code[2] & 0xFF) << 16 | (code[3] & 0xFF) << 24;
-      w.y = (code[4] & 0xFF) | (code[5] & 0xFF) << 8 | (code[6] & 0xFF) << 16 | (code[7] & 0xFF) << 24;
+      w.x = (code[0] & 0xFF) | (code[1] & 0xFF) << 8 | (code[2] & 0xFF) << 16 |
+            (code[3] & 0xFF) << 24;
+      w.y = (code[4] & 0xFF) | (code[5] & 0xFF) << 8 | (code[6] & 0xFF) << 16 |
+            (code[7] & 0xFF) << 24;
       *reinterpret_cast<uint2*>(static_cast<uint8_t*>(o.codes) + e0) = w;
     } else {
       for (int k = 0; k < cnt; ++k) store_code(o.codes, o.code_size, e0 + k, code[k], kp.data);
@@ -350,11 +364,14 @@ __global__ void __launch_bounds__(256)
     GStats st;
     for (int64_t k = lane; k < cnt; k += 32) {
       const int64_t i = r0 + k / w, j = c0 + k % w;
-      if (is_kept(x, g, base, r0, r1, c0, c1, i, j)) st.add(Load<T>::get(x, base + i * g.C + j));
-      else ++pruned;
+      if (is_kept(x, g, base, r0, r1, c0, c1, i, j))
+        st.add(Load<T>::get(x, base + i * g.C + j));
+      else
+        ++pruned;
     }
     st.warp_reduce();
-    const GroupScale gs = castscope::detail::choose_scale(kp, st.absmax, st.lo, st.hi, st.nonfinite);
+    const GroupScale gs =
+        castscope::detail::choose_scale(kp, st.absmax, st.lo, st.hi, st.nonfinite);
     if (lane == 0) {
       if (o.scale) store_code(o.scale, o.scale_size, grp, gs.scale_code, kp.scale);
       if (o.zero) store_code(o.zero, o.zero_size, grp, gs.zero_code, kp.second);
@@ -383,8 +400,11 @@ __global__ void __launch_bounds__(256)
               const double m = fabs(Load<T>::get(x, base + i * g.C + j));
               a = m > a ? m : a;
             }
-          if (a == 0) adj = 1;
-          else adj = scalar::select_exponent(a, kp.data, kp.scale_mode) < gs.shift + kp.data.emax ? 1 : 0;
+          if (a == 0)
+            adj = 1;
+          else
+            adj = scalar::select_exponent(a, kp.data, kp.scale_mode) < gs.shift + kp.data.emax ? 1
+                                                                                               : 0;
         }
         if (o.meta) o.meta[grp * subs + (j0 - c0) / g.sub] = static_cast<uint8_t>(adj);
       }
@@ -436,8 +456,9 @@ struct Vec<__nv_bfloat16> {
 // codes and scales, no zero point, subtile or sparsity. L = TILE / V lanes share a tile; each
 // lane loads 16 bytes, the tile's absmax is combined with shuffles, and codes go out as one
 // 4- or 8-byte store per lane (two codes per byte when packed).
-// MODE 0: the shared encode_element (any rounding, values too); 1: fast rounding with a power-of-two
-// scale formed in float; 2: fast rounding of the double scaled input (float or tensor scales).
+// MODE 0: the shared encode_element (any rounding, values too); 1: fast rounding with a
+// power-of-two scale formed in float; 2: fast rounding of the double scaled input (float or tensor
+// scales).
 template <class T, int TILE, int MODE, int F>
 __global__ void __launch_bounds__(256)
     fast_kernel(const T* __restrict__ x, int64_t ntiles, KernelParams kp, Scratch* s, Outs o) {
@@ -452,13 +473,14 @@ __global__ void __launch_bounds__(256)
   const int64_t total = ntiles * L;  // 16-byte chunks
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   unsigned clipped = 0, nonfinite = 0;
-  for (int64_t base = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) - lane; base < total;
-       base += U * stride) {
+  for (int64_t base = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) - lane;
+       base < total; base += U * stride) {
     float v[U][V];
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int64_t c = base + u * stride + lane;
-      if (c < total) Vec<T>::load(x + c * V, v[u]);
+      if (c < total)
+        Vec<T>::load(x + c * V, v[u]);
       else
 #pragma unroll
         for (int k = 0; k < V; ++k) v[u][k] = 0.0f;
@@ -470,8 +492,10 @@ __global__ void __launch_bounds__(256)
       int nf = 0;
 #pragma unroll
       for (int k = 0; k < V; ++k) {
-        if (v[u][k] - v[u][k] == 0.0f) am = fmaxf(am, fabsf(v[u][k]));
-        else nf = 1;
+        if (v[u][k] - v[u][k] == 0.0f)
+          am = fmaxf(am, fabsf(v[u][k]));
+        else
+          nf = 1;
       }
 #pragma unroll
       for (int m = 1; m < L; m <<= 1) {
@@ -505,7 +529,9 @@ __global__ void __launch_bounds__(256)
         } else if (MODE == 1 && (F == kE4M3FN || F == kE2M1FNUZ || F == kInt8Fixed)) {
           bool cl = false;
           const float y = xv * f1 * f2;
-          code[k] = F == kE4M3FN ? code_e4m3fn(y, cl) : F == kE2M1FNUZ ? code_e2m1fnuz(y, cl) : code_int8q6(y, cl);
+          code[k] = F == kE4M3FN     ? code_e4m3fn(y, cl)
+                    : F == kE2M1FNUZ ? code_e2m1fnuz(y, cl)
+                                     : code_int8q6(y, cl);
           if (!fin || zero_group) code[k] = 0, cl = false;
           clipped += cl ? 1 : 0;
         } else if (MODE == 2 && F == kE2M1FNUZ && ladder) {
@@ -525,21 +551,26 @@ __global__ void __launch_bounds__(256)
 #pragma unroll
           for (int k = 0; k < V; ++k) w |= (code[k] & 0xFu) << (4 * k);
           uint8_t* dst = static_cast<uint8_t*>(o.codes) + e0 / 2;
-          if (V == 4) *reinterpret_cast<uint16_t*>(dst) = static_cast<uint16_t>(w);
-          else *reinterpret_cast<uint32_t*>(dst) = w;
+          if (V == 4)
+            *reinterpret_cast<uint16_t*>(dst) = static_cast<uint16_t>(w);
+          else
+            *reinterpret_cast<uint32_t*>(dst) = w;
         } else {
-          if (kp.data.kind == scalar::Kind::Int && kp.data.bits < 8)  // sign-extend, as store_code does
+          if (kp.data.kind == scalar::Kind::Int &&
+              kp.data.bits < 8)  // sign-extend, as store_code does
 #pragma unroll
             for (int k = 0; k < V; ++k)
               if ((code[k] >> (kp.data.bits - 1)) & 1u) code[k] |= ~((1u << kp.data.bits) - 1);
           uint32_t w[V / 4];
 #pragma unroll
           for (int q = 0; q < V / 4; ++q)
-            w[q] = (code[4 * q] & 0xFF) | (code[4 * q + 1] & 0xFF) << 8 | (code[4 * q + 2] & 0xFF) << 16 |
-                   (code[4 * q + 3] & 0xFF) << 24;
+            w[q] = (code[4 * q] & 0xFF) | (code[4 * q + 1] & 0xFF) << 8 |
+                   (code[4 * q + 2] & 0xFF) << 16 | (code[4 * q + 3] & 0xFF) << 24;
           uint8_t* dst = static_cast<uint8_t*>(o.codes) + e0;
-          if (V == 4) *reinterpret_cast<uint32_t*>(dst) = w[0];
-          else *reinterpret_cast<uint2*>(dst) = make_uint2(w[0], w[V / 4 - 1]);
+          if (V == 4)
+            *reinterpret_cast<uint32_t*>(dst) = w[0];
+          else
+            *reinterpret_cast<uint2*>(dst) = make_uint2(w[0], w[V / 4 - 1]);
         }
       }
     }
@@ -549,12 +580,13 @@ __global__ void __launch_bounds__(256)
 
 // TCFP: one thread per 32-value block, the block cast of tcfp_block.hpp as the CPU runs it.
 template <class T>
-__global__ void __launch_bounds__(128) tcfp_kernel(const T* __restrict__ x, int64_t C, int64_t gc,
-                                                   int64_t groups, tcb::BlockParams bp, Scratch* s,
-                                                   Outs o) {
+__global__ void __launch_bounds__(128)
+    tcfp_kernel(const T* __restrict__ x, int64_t C, int64_t gc, int64_t groups, tcb::BlockParams bp,
+                Scratch* s, Outs o) {
   unsigned long long clipped = 0, nonfinite = 0;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t g = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; g < groups; g += stride) {
+  for (int64_t g = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; g < groups;
+       g += stride) {
     const int64_t row = g / gc, c0 = (g % gc) * tcb::kBlock;
     const int n = C - c0 < tcb::kBlock ? static_cast<int>(C - c0) : tcb::kBlock;
     const int64_t first = row * C + c0;
@@ -566,7 +598,8 @@ __global__ void __launch_bounds__(128) tcfp_kernel(const T* __restrict__ x, int6
     uint32_t mc[tcb::kBlock], rc[tcb::kBlock];
     float vb[tcb::kBlock];
     int64_t clip = 0;
-    const tcb::BlockCodes bc = tcb::cast_block(bp, xb, n, first, mc, rc, o.values ? vb : nullptr, &clip);
+    const tcb::BlockCodes bc =
+        tcb::cast_block(bp, xb, n, first, mc, rc, o.values ? vb : nullptr, &clip);
     clipped += static_cast<unsigned long long>(clip);
     for (int i = 0; i < n; ++i) {
       if (o.codes) static_cast<uint8_t*>(o.codes)[first + i] = static_cast<uint8_t>(mc[i]);

@@ -24,19 +24,19 @@ namespace castscope::gpu::detail {
   throw Error(msg);
 }
 
-#define CS_CUDA(call)                                                              \
-  do {                                                                             \
-    cudaError_t cs_err_ = (call);                                                  \
-    if (cs_err_ != cudaSuccess)                                                    \
-      ::castscope::gpu::detail::cuda_fail(cs_err_, #call, __FILE__, __LINE__);     \
+#define CS_CUDA(call)                                                          \
+  do {                                                                         \
+    cudaError_t cs_err_ = (call);                                              \
+    if (cs_err_ != cudaSuccess)                                                \
+      ::castscope::gpu::detail::cuda_fail(cs_err_, #call, __FILE__, __LINE__); \
   } while (0)
 
 // After a kernel launch: launch-configuration errors surface here.
-#define CS_CUDA_LAUNCH(name)                                                       \
-  do {                                                                             \
-    cudaError_t cs_err_ = cudaGetLastError();                                      \
-    if (cs_err_ != cudaSuccess)                                                    \
-      ::castscope::gpu::detail::cuda_fail(cs_err_, name, __FILE__, __LINE__);      \
+#define CS_CUDA_LAUNCH(name)                                                  \
+  do {                                                                        \
+    cudaError_t cs_err_ = cudaGetLastError();                                 \
+    if (cs_err_ != cudaSuccess)                                               \
+      ::castscope::gpu::detail::cuda_fail(cs_err_, name, __FILE__, __LINE__); \
   } while (0)
 
 // Stream-ordered allocation from a pool that keeps freed memory, so repeated casts of the same
@@ -80,17 +80,23 @@ __device__ __forceinline__ void store_code(void* base, int size, int64_t i, uint
                                            const scalar::Format& f) {
   if (f.kind == scalar::Kind::Int && f.bits < 32 && ((code >> (f.bits - 1)) & 1u))
     code |= ~((1u << f.bits) - 1);
-  if (size == 1) static_cast<uint8_t*>(base)[i] = static_cast<uint8_t>(code);
-  else if (size == 2) static_cast<uint16_t*>(base)[i] = static_cast<uint16_t>(code);
-  else static_cast<uint32_t*>(base)[i] = code;
+  if (size == 1)
+    static_cast<uint8_t*>(base)[i] = static_cast<uint8_t>(code);
+  else if (size == 2)
+    static_cast<uint16_t*>(base)[i] = static_cast<uint16_t>(code);
+  else
+    static_cast<uint32_t*>(base)[i] = code;
 }
 
 __device__ __forceinline__ uint32_t load_code(const void* base, int size, int64_t i,
                                               const scalar::Format& f) {
   uint32_t c;
-  if (size == 1) c = static_cast<const uint8_t*>(base)[i];
-  else if (size == 2) c = static_cast<const uint16_t*>(base)[i];
-  else c = static_cast<const uint32_t*>(base)[i];
+  if (size == 1)
+    c = static_cast<const uint8_t*>(base)[i];
+  else if (size == 2)
+    c = static_cast<const uint16_t*>(base)[i];
+  else
+    c = static_cast<const uint32_t*>(base)[i];
   return f.bits >= 32 ? c : c & ((1u << f.bits) - 1);
 }
 

@@ -19,7 +19,8 @@ void permute_device(const void* src, void* dst, size_t esize, const Shape& shape
 // the benchmark can time run() alone with events.
 class CastRunner {
  public:
-  CastRunner(const DeviceTensor& x, const DataType& dtype, const CastOptions& opt, bool with_values);
+  CastRunner(const DeviceTensor& x, const DataType& dtype, const CastOptions& opt,
+             bool with_values);
   ~CastRunner();
   CastRunner(const CastRunner&) = delete;
   CastRunner& operator=(const CastRunner&) = delete;
@@ -42,7 +43,8 @@ namespace castscope::gpu::detail {
 // Checks the fast round-to-nearest-even quantizer against scalar::quantize on the device: every
 // finite float32 bit pattern (as a float and as a double) plus `extra` random doubles. Returns the
 // number of mismatches; `first_bad` receives one mismatching input. Throws Error without a GPU.
-uint64_t verify_fast_quantizer(const scalar::Format& f, uint64_t extra, uint64_t seed, double* first_bad);
+uint64_t verify_fast_quantizer(const scalar::Format& f, uint64_t extra, uint64_t seed,
+                               double* first_bad);
 bool fast_quantizer_applies(const scalar::Format& f);
 
 }  // namespace castscope::gpu::detail

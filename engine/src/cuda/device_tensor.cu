@@ -10,14 +10,17 @@
 namespace castscope::gpu {
 namespace detail {
 
-cudaStream_t stream() { return cudaStreamPerThread; }
+cudaStream_t stream() {
+  return cudaStreamPerThread;
+}
 
 void* device_alloc(size_t bytes) {
   static std::once_flag once;
   std::call_once(once, [] {
     int dev = 0;
     cudaMemPool_t pool;
-    if (cudaGetDevice(&dev) == cudaSuccess && cudaDeviceGetDefaultMemPool(&pool, dev) == cudaSuccess) {
+    if (cudaGetDevice(&dev) == cudaSuccess &&
+        cudaDeviceGetDefaultMemPool(&pool, dev) == cudaSuccess) {
       uint64_t keep = ~0ull;  // keep freed memory in the pool instead of returning it
       cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep);
     }
@@ -31,7 +34,8 @@ void* device_alloc(size_t bytes) {
     cudaGetLastError();
     int dev = 0;
     cudaMemPool_t pool;
-    if (cudaGetDevice(&dev) == cudaSuccess && cudaDeviceGetDefaultMemPool(&pool, dev) == cudaSuccess) {
+    if (cudaGetDevice(&dev) == cudaSuccess &&
+        cudaDeviceGetDefaultMemPool(&pool, dev) == cudaSuccess) {
       cudaStreamSynchronize(stream());
       cudaMemPoolTrimTo(pool, 0);
     }
@@ -70,8 +74,10 @@ __global__ void permute_kernel(const E* __restrict__ src, E* __restrict__ dst, i
       rem /= a.pshape[i];
       off += idx * a.pstride[i];
     }
-    if (!inverse) dst[k] = src[off];
-    else dst[off] = src[k];
+    if (!inverse)
+      dst[k] = src[off];
+    else
+      dst[off] = src[k];
   }
 }
 
@@ -97,8 +103,8 @@ void permute_device(const void* src, void* dst, size_t esize, const Shape& shape
   const unsigned grid = grid_for(n, 256, 1 << 16);
   switch (esize) {
     case 1:
-      permute_kernel<uint8_t><<<grid, 256, 0, stream()>>>(static_cast<const uint8_t*>(src),
-                                                          static_cast<uint8_t*>(dst), n, a, inverse);
+      permute_kernel<uint8_t><<<grid, 256, 0, stream()>>>(
+          static_cast<const uint8_t*>(src), static_cast<uint8_t*>(dst), n, a, inverse);
       break;
     case 2:
       permute_kernel<uint16_t><<<grid, 256, 0, stream()>>>(
@@ -191,6 +197,8 @@ CastResult DeviceCastResult::download() const {
 
 namespace castscope::gpu {
 
-bool available(std::string* reason) { return castscope::cuda::available(reason, nullptr); }
+bool available(std::string* reason) {
+  return castscope::cuda::available(reason, nullptr);
+}
 
 }  // namespace castscope::gpu

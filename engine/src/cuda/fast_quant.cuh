@@ -16,11 +16,13 @@ namespace castscope::gpu::detail {
 // Grids the fast quantizer is exact for: Float / Int kinds whose quantum and largest quantum stay
 // far inside float32's normal range (every registry format qualifies).
 inline bool fast_quant_ok(const scalar::Format& f) {
-  return (f.kind == scalar::Kind::Float || f.kind == scalar::Kind::Int) && f.qmin > -96 && f.maxe < 96 &&
-         f.maxbinade < 96 && f.maxr < (1ull << 24);
+  return (f.kind == scalar::Kind::Float || f.kind == scalar::Kind::Int) && f.qmin > -96 &&
+         f.maxe < 96 && f.maxbinade < 96 && f.maxr < (1ull << 24);
 }
 
-__device__ __forceinline__ float pow2f(int e) { return __uint_as_float(static_cast<uint32_t>(e + 127) << 23); }
+__device__ __forceinline__ float pow2f(int e) {
+  return __uint_as_float(static_cast<uint32_t>(e + 127) << 23);
+}
 
 __device__ __forceinline__ scalar::Quantized quantize_rne_f32(float y, const scalar::Format& f) {
   scalar::Quantized q;
@@ -63,7 +65,8 @@ __device__ __forceinline__ scalar::Quantized quantize_rne_f64(double y, const sc
   bool overflow = b > f.maxbinade + 1 || qe > f.maxe;
   uint64_t r = 0;
   if (!overflow) {
-    r = static_cast<uint64_t>(rint(__longlong_as_double(static_cast<long long>(a)) * scalar::pow2(-qe)));
+    r = static_cast<uint64_t>(
+        rint(__longlong_as_double(static_cast<long long>(a)) * scalar::pow2(-qe)));
     overflow = qe == f.maxe && r > f.maxr;
   }
   if (overflow) {
@@ -81,7 +84,8 @@ __device__ __forceinline__ scalar::Quantized quantize_rne_f64(double y, const sc
 // within a few ulps of x / d, and round-to-nearest-even of two values that close differs only when
 // a rounding midpoint (k + 1/2) * 2^qe lies between them, so only inputs near a midpoint pay for
 // the exact quotient.
-__device__ __forceinline__ scalar::Quantized quantize_rne_div(double x, double d, double inv, const scalar::Format& f) {
+__device__ __forceinline__ scalar::Quantized quantize_rne_div(double x, double d, double inv,
+                                                              const scalar::Format& f) {
   const double y = x * inv;
   const double a = fabs(y);
   const int b = static_cast<int>((static_cast<uint64_t>(__double_as_longlong(a)) >> 52)) - 1023;
@@ -98,12 +102,57 @@ __device__ __forceinline__ scalar::Quantized quantize_rne_div(double x, double d
 enum StaticFormat { kRuntime = 0, kE4M3FN = 1, kE2M1FNUZ = 2, kInt8Fixed = 3 };
 
 __host__ __device__ constexpr scalar::Format static_format(int id) {
-  return id == kE4M3FN     ? scalar::Format{scalar::Kind::Float, scalar::InfNan::FN, 8, 4, 3, 7, 8, -6, 3, -9, 14ull,
-                                        5, 8, false, true, true, true}
-         : id == kE2M1FNUZ ? scalar::Format{scalar::Kind::Float, scalar::InfNan::FNUZ, 4, 2, 1, 1, 2, 0, 1, -1, 3ull,
-                                            1, 2, false, true, false, true}
-                           : scalar::Format{scalar::Kind::Int, scalar::InfNan::IEEE, 8, 1, 6, 0, 0, -6, 62, -6, 127ull,
-                                            -6, 0, false, false, false, true};
+  return id == kE4M3FN     ? scalar::Format{scalar::Kind::Float,
+                                        scalar::InfNan::FN,
+                                        8,
+                                        4,
+                                        3,
+                                        7,
+                                        8,
+                                        -6,
+                                        3,
+                                        -9,
+                                        14ull,
+                                        5,
+                                        8,
+                                        false,
+                                        true,
+                                        true,
+                                        true}
+         : id == kE2M1FNUZ ? scalar::Format{scalar::Kind::Float,
+                                            scalar::InfNan::FNUZ,
+                                            4,
+                                            2,
+                                            1,
+                                            1,
+                                            2,
+                                            0,
+                                            1,
+                                            -1,
+                                            3ull,
+                                            1,
+                                            2,
+                                            false,
+                                            true,
+                                            false,
+                                            true}
+                           : scalar::Format{scalar::Kind::Int,
+                                            scalar::InfNan::IEEE,
+                                            8,
+                                            1,
+                                            6,
+                                            0,
+                                            0,
+                                            -6,
+                                            62,
+                                            -6,
+                                            127ull,
+                                            -6,
+                                            0,
+                                            false,
+                                            false,
+                                            false,
+                                            true};
 }
 
 // Codes of a finite y for the two hottest grids, round to nearest even with saturation, as the
@@ -116,8 +165,10 @@ __device__ __forceinline__ uint32_t code_e4m3fn(float y, bool& clipped) {
 }
 __device__ __forceinline__ uint32_t code_e2m1fnuz(float y, bool& clipped) {
   const float a = fabsf(y);
-  const uint32_t m = (a > 0.25f) + (a >= 0.75f) + (a > 1.25f) + (a >= 1.75f) + (a > 2.5f) + (a >= 3.5f) + (a > 5.0f);
-  clipped = a >= 7.0f;  // 7 is the midpoint between 6 and the next binade's 8: rounds up, so saturates
+  const uint32_t m = (a > 0.25f) + (a >= 0.75f) + (a > 1.25f) + (a >= 1.75f) + (a > 2.5f) +
+                     (a >= 3.5f) + (a > 5.0f);
+  clipped =
+      a >= 7.0f;  // 7 is the midpoint between 6 and the next binade's 8: rounds up, so saturates
   return m ? m | ((__float_as_uint(y) >> 28) & 0x8u) : 0u;
 }
 
@@ -133,8 +184,8 @@ __device__ __forceinline__ uint32_t code_int8q6(float y, bool& clipped) {
 // e2m1 "fnuz" code of RN(x / d) without a division: y = x * RN(1 / d) in float is within 2^-22 of
 // x / d, so the ladder decides exactly unless y lies within 2^-20 of one of its midpoints; those
 // inputs take the exact double quotient.
-__device__ __forceinline__ uint32_t code_e2m1fnuz_div(float x, double d, float inv_f, const scalar::Format& f,
-                                                      bool& clipped) {
+__device__ __forceinline__ uint32_t code_e2m1fnuz_div(float x, double d, float inv_f,
+                                                      const scalar::Format& f, bool& clipped) {
   const float y = x * inv_f;
   const float a = fabsf(y);
   const float mids[8] = {0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f, 7.0f};
@@ -142,7 +193,8 @@ __device__ __forceinline__ uint32_t code_e2m1fnuz_div(float x, double d, float i
 #pragma unroll
   for (int i = 0; i < 8; ++i) near |= fabsf(a - mids[i]) <= mids[i] * 0x1p-20f;
   if (!near) return code_e2m1fnuz(y, clipped);
-  const scalar::Quantized q = castscope::detail::canonical(quantize_rne_f64(static_cast<double>(x) / d, f), f);
+  const scalar::Quantized q =
+      castscope::detail::canonical(quantize_rne_f64(static_cast<double>(x) / d, f), f);
   clipped = q.clipped;
   return scalar::encode(q, f);
 }
@@ -150,10 +202,11 @@ __device__ __forceinline__ uint32_t code_e2m1fnuz_div(float x, double d, float i
 inline int static_format_id(const scalar::Format& f) {
   for (int id : {kE4M3FN, kE2M1FNUZ, kInt8Fixed}) {
     const scalar::Format s = static_format(id);
-    if (s.kind == f.kind && s.infnan == f.infnan && s.bits == f.bits && s.ebits == f.ebits && s.mbits == f.mbits &&
-        s.bias == f.bias && s.emax == f.emax && s.emin == f.emin && s.mgrid == f.mgrid && s.qmin == f.qmin &&
-        s.maxr == f.maxr && s.maxe == f.maxe && s.maxbinade == f.maxbinade && s.has_inf == f.has_inf &&
-        s.has_nan == f.has_nan && s.has_negzero == f.has_negzero && s.is_signed == f.is_signed)
+    if (s.kind == f.kind && s.infnan == f.infnan && s.bits == f.bits && s.ebits == f.ebits &&
+        s.mbits == f.mbits && s.bias == f.bias && s.emax == f.emax && s.emin == f.emin &&
+        s.mgrid == f.mgrid && s.qmin == f.qmin && s.maxr == f.maxr && s.maxe == f.maxe &&
+        s.maxbinade == f.maxbinade && s.has_inf == f.has_inf && s.has_nan == f.has_nan &&
+        s.has_negzero == f.has_negzero && s.is_signed == f.is_signed)
       return id;
   }
   return kRuntime;

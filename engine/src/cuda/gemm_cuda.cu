@@ -4,10 +4,10 @@
 // Every operand is stored K-contiguous (A as m x k rows, B as n x k rows), which is the "TN"
 // layout cuBLASLt's FP8 kernels need. The TCFP matmuls run as ONE FP8 GEMM over a tripled K:
 //   A' = [A_hi | A_hi/16 | A_lo],  B' = [B_hi ; B_lo ; B_hi/16],  C = 2^(Sa+Sb) * A' B'
-// so A_hi B_hi + A_hi B_lo + A_lo B_hi accumulate inside the tensor cores. The format's own 32-value
-// block scales (powers of two) are folded into e4m3 values at one tensor scale 2^S per operand
-// (S = the largest block shift): exact wherever the folded value stays in e4m3's normal range,
-// which holds for all but values far below their tensor's maximum. The residual terms are
+// so A_hi B_hi + A_hi B_lo + A_lo B_hi accumulate inside the tensor cores. The format's own
+// 32-value block scales (powers of two) are folded into e4m3 values at one tensor scale 2^S per
+// operand (S = the largest block shift): exact wherever the folded value stays in e4m3's normal
+// range, which holds for all but values far below their tensor's maximum. The residual terms are
 // folded at 2^(S-4) and their partners divided by 16, so every K segment shares one alpha.
 #include <cublasLt.h>
 
@@ -25,11 +25,16 @@ namespace castscope {
 
 const char* to_string(GemmKind k) {
   switch (k) {
-    case GemmKind::BF16: return "bf16";
-    case GemmKind::FP8: return "fp8";
-    case GemmKind::FP8Block: return "fp8-block";
-    case GemmKind::TCFP12: return "tcfp12";
-    case GemmKind::TCFP16: return "tcfp16";
+    case GemmKind::BF16:
+      return "bf16";
+    case GemmKind::FP8:
+      return "fp8";
+    case GemmKind::FP8Block:
+      return "fp8-block";
+    case GemmKind::TCFP12:
+      return "tcfp12";
+    case GemmKind::TCFP16:
+      return "tcfp16";
   }
   return "?";
 }
@@ -40,10 +45,10 @@ using gpu::DeviceTensor;
 using gpu::detail::grid_for;
 using gpu::detail::stream;
 
-#define CS_LT(call)                                                                               \
-  do {                                                                                            \
-    cublasStatus_t st_ = (call);                                                                  \
-    if (st_ != CUBLAS_STATUS_SUCCESS)                                                             \
+#define CS_LT(call)                                                                                \
+  do {                                                                                             \
+    cublasStatus_t st_ = (call);                                                                   \
+    if (st_ != CUBLAS_STATUS_SUCCESS)                                                              \
       throw Error(std::string("cuBLASLt: ") + #call + " failed: " + cublasLtGetStatusString(st_)); \
   } while (0)
 
@@ -99,8 +104,8 @@ __global__ void to_bf16(const float* in, __nv_bfloat16* out, int64_t n) {
 }
 
 // Absolute maximum of every (row, 128-column block) x (rb-row block): per-block amax as float bits.
-__global__ void block_amax(const float* x, int64_t rows, int64_t cols, int rb, int cb, unsigned* amax,
-                           int64_t bcols) {
+__global__ void block_amax(const float* x, int64_t rows, int64_t cols, int rb, int cb,
+                           unsigned* amax, int64_t bcols) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < rows * cols;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t r = i / cols, c = i % cols;
@@ -109,8 +114,9 @@ __global__ void block_amax(const float* x, int64_t rows, int64_t cols, int rb, i
 }
 
 // e4m3 codes of x / scale with the shared encoder (round to nearest even, saturate).
-__global__ void quantize_e4m3(const float* x, int64_t rows, int64_t cols, int rb, int cb, const unsigned* amax,
-                              int64_t bcols, scalar::Format f, uint8_t* out, float* scales_out) {
+__global__ void quantize_e4m3(const float* x, int64_t rows, int64_t cols, int rb, int cb,
+                              const unsigned* amax, int64_t bcols, scalar::Format f, uint8_t* out,
+                              float* scales_out) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < rows * cols;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t r = i / cols, c = i % cols;
@@ -118,16 +124,18 @@ __global__ void quantize_e4m3(const float* x, int64_t rows, int64_t cols, int rb
     const float a = __uint_as_float(amax[b]);
     const float s = a > 0 ? a / 448.0f : 1.0f;
     if (scales_out && r % rb == 0 && c % cb == 0) scales_out[b] = s;
-    out[i] = static_cast<uint8_t>(scalar::encode(
-        scalar::quantize(static_cast<double>(x[i]) / s, f, scalar::Round::Even, scalar::Overflow::Saturate, 0), f));
+    out[i] = static_cast<uint8_t>(
+        scalar::encode(scalar::quantize(static_cast<double>(x[i]) / s, f, scalar::Round::Even,
+                                        scalar::Overflow::Saturate, 0),
+                       f));
   }
 }
 
 // Reorders per-block scales [rowblock][colblock] into the layout cuBLASLt reads: outer-dimension
 // major for 1x128 (index kb * rows + r), column-of-blocks major for 128x128 (kb * nblocks + nb).
 __global__ void reorder_scales(const float* s, int64_t rblocks, int64_t kblocks, float* out) {
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < rblocks * kblocks;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+       i < rblocks * kblocks; i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t r = i / kblocks, kb = i % kblocks;
     out[kb * rblocks + r] = s[i];
   }
@@ -135,19 +143,21 @@ __global__ void reorder_scales(const float* s, int64_t rblocks, int64_t kblocks,
 
 // TCFP operand folding: from the TCFP cast codes of an operand (rows x k), writes the row of the
 // tripled-K operand: hi | hi/16 | lo (A order) or hi | lo | hi/16 (B order), as e4m3 at scale 2^S.
-__global__ void tcfp_fold(const uint8_t* codes, const uint8_t* scale, const uint8_t* res, const uint8_t* rscale,
-                          int64_t rows, int64_t k, int shift_s, scalar::Format fp8, scalar::Format resf,
-                          bool b_order, uint8_t* out) {
+__global__ void tcfp_fold(const uint8_t* codes, const uint8_t* scale, const uint8_t* res,
+                          const uint8_t* rscale, int64_t rows, int64_t k, int shift_s,
+                          scalar::Format fp8, scalar::Format resf, bool b_order, uint8_t* out) {
   const int64_t gk = k / 32;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < rows * k;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t r = i / k, c = i % k, g = r * gk + c / 32;
     auto enc = [&](double v) {
-      return static_cast<uint8_t>(
-          scalar::encode(scalar::quantize(v, fp8, scalar::Round::Even, scalar::Overflow::Saturate, 0), fp8));
+      return static_cast<uint8_t>(scalar::encode(
+          scalar::quantize(v, fp8, scalar::Round::Even, scalar::Overflow::Saturate, 0), fp8));
     };
-    const double hi = scalar::value_of(scalar::decode(codes[i], fp8), static_cast<int>(scale[g]) - 127);
-    const double lo = scalar::value_of(scalar::decode(res[i], resf), static_cast<int>(rscale[g]) - 127);
+    const double hi =
+        scalar::value_of(scalar::decode(codes[i], fp8), static_cast<int>(scale[g]) - 127);
+    const double lo =
+        scalar::value_of(scalar::decode(res[i], resf), static_cast<int>(rscale[g]) - 127);
     const uint8_t h = enc(hi * scalar::pow2(-shift_s)), h16 = enc(hi * scalar::pow2(-shift_s - 4)),
                   l = enc(lo * scalar::pow2(-(shift_s - 4)));
     uint8_t* row = out + r * 3 * k;
@@ -164,27 +174,28 @@ __global__ void max_u8(const uint8_t* s, int64_t n, unsigned* out) {
 }
 
 struct Operands {
-  DeviceTensor a, b;              // device operands (bf16 or e4m3 codes)
-  DeviceTensor sa, sb;            // scale tensors (per-tensor: 1 float each)
-  int kk = 0;                     // K of the GEMM as run (3k for TCFP)
+  DeviceTensor a, b;    // device operands (bf16 or e4m3 codes)
+  DeviceTensor sa, sb;  // scale tensors (per-tensor: 1 float each)
+  int kk = 0;           // K of the GEMM as run (3k for TCFP)
   float alpha = 1.0f;
   bool fp8 = false, block = false;
 };
 
 // FP8 operand with per-tensor (rb = rows, cb = cols) or per-block scales.
-void fp8_operand(const DeviceTensor& x, int64_t rows, int64_t cols, int rb, int cb, DeviceTensor& codes,
-                 DeviceTensor& scales, bool reorder) {
+void fp8_operand(const DeviceTensor& x, int64_t rows, int64_t cols, int rb, int cb,
+                 DeviceTensor& codes, DeviceTensor& scales, bool reorder) {
   const int64_t rblocks = (rows + rb - 1) / rb, cblocks = (cols + cb - 1) / cb;
   DeviceTensor amax = DeviceTensor::empty(DType::U32, {rblocks * cblocks}, true);
   block_amax<<<grid_for(rows * cols, 256, 1 << 16), 256, 0, stream()>>>(
-      static_cast<const float*>(x.data()), rows, cols, rb, cb, static_cast<unsigned*>(amax.mutable_data()), cblocks);
+      static_cast<const float*>(x.data()), rows, cols, rb, cb,
+      static_cast<unsigned*>(amax.mutable_data()), cblocks);
   CS_CUDA_LAUNCH("block_amax");
   codes = DeviceTensor::empty(DType::F8E4M3, {rows, cols});
   DeviceTensor s = DeviceTensor::empty(DType::F32, {rblocks * cblocks});
   quantize_e4m3<<<grid_for(rows * cols, 256, 1 << 16), 256, 0, stream()>>>(
-      static_cast<const float*>(x.data()), rows, cols, rb, cb, static_cast<const unsigned*>(amax.data()), cblocks,
-      NumberSpec::parse("e4m3fn").format(), static_cast<uint8_t*>(codes.mutable_data()),
-      static_cast<float*>(s.mutable_data()));
+      static_cast<const float*>(x.data()), rows, cols, rb, cb,
+      static_cast<const unsigned*>(amax.data()), cblocks, NumberSpec::parse("e4m3fn").format(),
+      static_cast<uint8_t*>(codes.mutable_data()), static_cast<float*>(s.mutable_data()));
   CS_CUDA_LAUNCH("quantize_e4m3");
   if (!reorder) {
     scales = s;
@@ -192,7 +203,8 @@ void fp8_operand(const DeviceTensor& x, int64_t rows, int64_t cols, int rb, int 
   }
   scales = DeviceTensor::empty(DType::F32, {rblocks * cblocks});
   reorder_scales<<<grid_for(rblocks * cblocks, 256, 1 << 12), 256, 0, stream()>>>(
-      static_cast<const float*>(s.data()), rblocks, cblocks, static_cast<float*>(scales.mutable_data()));
+      static_cast<const float*>(s.data()), rblocks, cblocks,
+      static_cast<float*>(scales.mutable_data()));
   CS_CUDA_LAUNCH("reorder_scales");
 }
 
@@ -204,7 +216,8 @@ DeviceTensor tcfp_operand(const DeviceTensor& x, GemmKind kind, bool b_order, in
   gpu::DeviceCastResult r = gpu::cast(x, d, o);
   DeviceTensor mx = DeviceTensor::empty(DType::U32, {1}, true);
   max_u8<<<grid_for(r.scale.numel(), 256, 1 << 12), 256, 0, stream()>>>(
-      static_cast<const uint8_t*>(r.scale.data()), r.scale.numel(), static_cast<unsigned*>(mx.mutable_data()));
+      static_cast<const uint8_t*>(r.scale.data()), r.scale.numel(),
+      static_cast<unsigned*>(mx.mutable_data()));
   CS_CUDA_LAUNCH("max_u8");
   const unsigned top = mx.download().ptr<unsigned>()[0];
   shift_s = static_cast<int>(top) - 127;
@@ -214,8 +227,9 @@ DeviceTensor tcfp_operand(const DeviceTensor& x, GemmKind kind, bool b_order, in
   const scalar::Format resf = kind == GemmKind::TCFP16 ? fp8 : NumberSpec::parse("int4").format();
   tcfp_fold<<<grid_for(rows * k, 256, 1 << 16), 256, 0, stream()>>>(
       static_cast<const uint8_t*>(r.codes.data()), static_cast<const uint8_t*>(r.scale.data()),
-      static_cast<const uint8_t*>(r.residual.data()), static_cast<const uint8_t*>(r.residual_scale.data()), rows, k,
-      shift_s, fp8, resf, b_order, static_cast<uint8_t*>(out.mutable_data()));
+      static_cast<const uint8_t*>(r.residual.data()),
+      static_cast<const uint8_t*>(r.residual_scale.data()), rows, k, shift_s, fp8, resf, b_order,
+      static_cast<uint8_t*>(out.mutable_data()));
   CS_CUDA_LAUNCH("tcfp_fold");
   return out;
 }
@@ -242,8 +256,9 @@ bool gemm_available(std::string* reason) {
     return false;
   }
   if (major * 10 + minor < 89) {
-    if (reason) *reason = "the GPU has no FP8 tensor cores (compute capability " + std::to_string(major) + "." +
-                          std::to_string(minor) + ", FP8 needs 8.9 or newer)";
+    if (reason)
+      *reason = "the GPU has no FP8 tensor cores (compute capability " + std::to_string(major) +
+                "." + std::to_string(minor) + ", FP8 needs 8.9 or newer)";
     return false;
   }
   return true;
@@ -255,18 +270,20 @@ GemmResult run_gemm(GemmKind kind, const GemmOptions& opt, JobControl* job) {
   const int m = opt.m, n = opt.n, k = opt.k;
   const int align = kind == GemmKind::FP8Block ? 128 : 32;
   if (m <= 0 || n <= 0 || k <= 0 || m % 16 || n % 16 || k % align)
-    throw Error("GEMM sizes must be positive, m and n multiples of 16 and k a multiple of " + std::to_string(align) +
-                " (got " + std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) + ")");
+    throw Error("GEMM sizes must be positive, m and n multiples of 16 and k a multiple of " +
+                std::to_string(align) + " (got " + std::to_string(m) + "x" + std::to_string(n) +
+                "x" + std::to_string(k) + ")");
   if (job) job->check();
   GemmResult res;
   res.kind = kind;
   res.m = m, res.n = n, res.k = k;
   // Random N(0,1) operands: A as m x k rows, B as n x k rows (B's columns, K contiguous).
-  DeviceTensor a32 = DeviceTensor::empty(DType::F32, {m, k}), b32 = DeviceTensor::empty(DType::F32, {n, k});
-  gen_normal<<<grid_for(int64_t{m} * k, 256, 1 << 16), 256, 0, stream()>>>(static_cast<float*>(a32.mutable_data()),
-                                                                            int64_t{m} * k, opt.seed * 2 + 1);
-  gen_normal<<<grid_for(int64_t{n} * k, 256, 1 << 16), 256, 0, stream()>>>(static_cast<float*>(b32.mutable_data()),
-                                                                            int64_t{n} * k, opt.seed * 2 + 2);
+  DeviceTensor a32 = DeviceTensor::empty(DType::F32, {m, k}),
+               b32 = DeviceTensor::empty(DType::F32, {n, k});
+  gen_normal<<<grid_for(int64_t{m} * k, 256, 1 << 16), 256, 0, stream()>>>(
+      static_cast<float*>(a32.mutable_data()), int64_t{m} * k, opt.seed * 2 + 1);
+  gen_normal<<<grid_for(int64_t{n} * k, 256, 1 << 16), 256, 0, stream()>>>(
+      static_cast<float*>(b32.mutable_data()), int64_t{n} * k, opt.seed * 2 + 2);
   CS_CUDA_LAUNCH("gen_normal");
 
   Operands op;
@@ -276,9 +293,11 @@ GemmResult run_gemm(GemmKind kind, const GemmOptions& opt, JobControl* job) {
       op.a = DeviceTensor::empty(DType::BF16, {m, k});
       op.b = DeviceTensor::empty(DType::BF16, {n, k});
       to_bf16<<<grid_for(int64_t{m} * k, 256, 1 << 16), 256, 0, stream()>>>(
-          static_cast<const float*>(a32.data()), static_cast<__nv_bfloat16*>(op.a.mutable_data()), int64_t{m} * k);
+          static_cast<const float*>(a32.data()), static_cast<__nv_bfloat16*>(op.a.mutable_data()),
+          int64_t{m} * k);
       to_bf16<<<grid_for(int64_t{n} * k, 256, 1 << 16), 256, 0, stream()>>>(
-          static_cast<const float*>(b32.data()), static_cast<__nv_bfloat16*>(op.b.mutable_data()), int64_t{n} * k);
+          static_cast<const float*>(b32.data()), static_cast<__nv_bfloat16*>(op.b.mutable_data()),
+          int64_t{n} * k);
       CS_CUDA_LAUNCH("to_bf16");
       break;
     case GemmKind::FP8:
@@ -314,7 +333,8 @@ GemmResult run_gemm(GemmKind kind, const GemmOptions& opt, JobControl* job) {
     desc.set(CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, op.sb.data());
   }
   if (op.block) {
-    const int32_t ma = CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F, mb = CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F;
+    const int32_t ma = CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F,
+                  mb = CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F;
     desc.set(CUBLASLT_MATMUL_DESC_A_SCALE_MODE, ma);
     desc.set(CUBLASLT_MATMUL_DESC_B_SCALE_MODE, mb);
   }
@@ -328,19 +348,21 @@ GemmResult run_gemm(GemmKind kind, const GemmOptions& opt, JobControl* job) {
   const size_t ws_bytes = size_t{64} << 20;
   DeviceTensor ws = DeviceTensor::empty(DType::U8, {static_cast<int64_t>(ws_bytes)});
   Preference pref;
-  CS_LT(cublasLtMatmulPreferenceSetAttribute(pref.p, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_bytes,
-                                             sizeof(ws_bytes)));
+  CS_LT(cublasLtMatmulPreferenceSetAttribute(pref.p, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                             &ws_bytes, sizeof(ws_bytes)));
   cublasLtMatmulHeuristicResult_t heur{};
   int found = 0;
-  cublasStatus_t hs = cublasLtMatmulAlgoGetHeuristic(lt.h, desc.d, la.l, lb.l, lc.l, lc.l, pref.p, 1, &heur, &found);
+  cublasStatus_t hs = cublasLtMatmulAlgoGetHeuristic(lt.h, desc.d, la.l, lb.l, lc.l, lc.l, pref.p,
+                                                     1, &heur, &found);
   if (hs != CUBLAS_STATUS_SUCCESS || found == 0)
     throw Error(std::string("cuBLASLt found no algorithm for the ") + to_string(kind) + " GEMM " +
-                std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) + " on this GPU (" +
-                cublasLtGetStatusString(hs) + ")");
+                std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) +
+                " on this GPU (" + cublasLtGetStatusString(hs) + ")");
   const float beta = 0.0f;
   auto launch = [&] {
-    CS_LT(cublasLtMatmul(lt.h, desc.d, &op.alpha, op.a.data(), la.l, op.b.data(), lb.l, &beta, d.data(), lc.l,
-                         d.mutable_data(), lc.l, &heur.algo, ws.mutable_data(), ws_bytes, stream()));
+    CS_LT(cublasLtMatmul(lt.h, desc.d, &op.alpha, op.a.data(), la.l, op.b.data(), lb.l, &beta,
+                         d.data(), lc.l, d.mutable_data(), lc.l, &heur.algo, ws.mutable_data(),
+                         ws_bytes, stream()));
   };
   for (int i = 0; i < std::max(1, opt.warmup); ++i) launch();
   cudaEvent_t e0, e1;
@@ -367,15 +389,19 @@ GemmResult run_gemm(GemmKind kind, const GemmOptions& opt, JobControl* job) {
   cudaEventDestroy(e1);
   res.ms = median(times);
   res.tflops = 2.0 * m * n * double(k) / (res.ms * 1e-3) / 1e12;
-  res.note = std::string(op.fp8 ? "e4m3" : "bf16") + (op.block ? ", 1x128 A / 128x128 B fp32 block scales" : "") +
-             (kind == GemmKind::TCFP12 || kind == GemmKind::TCFP16 ? ", one FP8 GEMM over 3k" : "") +
-             (op.fp8 ? ", fast accumulation" : "");
+  res.note =
+      std::string(op.fp8 ? "e4m3" : "bf16") +
+      (op.block ? ", 1x128 A / 128x128 B fp32 block scales" : "") +
+      (kind == GemmKind::TCFP12 || kind == GemmKind::TCFP16 ? ", one FP8 GEMM over 3k" : "") +
+      (op.fp8 ? ", fast accumulation" : "");
   if (opt.check) {
     // fp64 reference on a 64 x 64 block of C from the float32 inputs the operands were made from.
     const int bm = std::min(m, 64), bn = std::min(n, 64);
     std::vector<float> ha(size_t(bm) * k), hb(size_t(bn) * k), hd(size_t(m) * bn);
-    CS_CUDA(cudaMemcpyAsync(ha.data(), a32.data(), ha.size() * 4, cudaMemcpyDeviceToHost, stream()));
-    CS_CUDA(cudaMemcpyAsync(hb.data(), b32.data(), hb.size() * 4, cudaMemcpyDeviceToHost, stream()));
+    CS_CUDA(
+        cudaMemcpyAsync(ha.data(), a32.data(), ha.size() * 4, cudaMemcpyDeviceToHost, stream()));
+    CS_CUDA(
+        cudaMemcpyAsync(hb.data(), b32.data(), hb.size() * 4, cudaMemcpyDeviceToHost, stream()));
     CS_CUDA(cudaMemcpyAsync(hd.data(), d.data(), hd.size() * 4, cudaMemcpyDeviceToHost, stream()));
     CS_CUDA(cudaStreamSynchronize(stream()));
     double num = 0, den = 0;

@@ -22,11 +22,22 @@ struct Tag {
 template <class F>
 void with_float(DType d, const char* what, F&& f) {
   switch (d) {
-    case DType::F32: f(Tag<float>{}); break;
-    case DType::F64: f(Tag<double>{}); break;
-    case DType::F16: f(Tag<__half>{}); break;
-    case DType::BF16: f(Tag<__nv_bfloat16>{}); break;
-    default: throw Error(std::string(what) + " needs a float32, float16, bfloat16 or float64 tensor (got " + dtype_name(d) + ")");
+    case DType::F32:
+      f(Tag<float>{});
+      break;
+    case DType::F64:
+      f(Tag<double>{});
+      break;
+    case DType::F16:
+      f(Tag<__half>{});
+      break;
+    case DType::BF16:
+      f(Tag<__nv_bfloat16>{});
+      break;
+    default:
+      throw Error(std::string(what) +
+                  " needs a float32, float16, bfloat16 or float64 tensor (got " + dtype_name(d) +
+                  ")");
   }
 }
 
@@ -38,8 +49,8 @@ struct Acc {
 constexpr int kStatBlocks = 1024;
 
 template <class T>
-__global__ void __launch_bounds__(256) stats_kernel(const T* __restrict__ x, const float* __restrict__ q, int64_t n,
-                                                    Acc* partial) {
+__global__ void __launch_bounds__(256)
+    stats_kernel(const T* __restrict__ x, const float* __restrict__ q, int64_t n, Acc* partial) {
   Acc a{0, 0, 0, 0, 0.0, 0.0, 0.0, 0.0};
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -83,10 +94,12 @@ __global__ void __launch_bounds__(256) stats_kernel(const T* __restrict__ x, con
 }
 
 // Histogram of values (or of q - x over finite x when `x` is given). Counts per block in shared
-// memory when the bins fit, then one atomic per bin and block. extra: below, above, nonfinite, zeros.
-__global__ void __launch_bounds__(256) hist_kernel(const float* __restrict__ v, const float* __restrict__ x,
-                                                   int64_t n, double lo, double hi, double scale, int bins,
-                                                   bool log_x, unsigned long long* counts, bool use_shared) {
+// memory when the bins fit, then one atomic per bin and block. extra: below, above, nonfinite,
+// zeros.
+__global__ void __launch_bounds__(256)
+    hist_kernel(const float* __restrict__ v, const float* __restrict__ x, int64_t n, double lo,
+                double hi, double scale, int bins, bool log_x, unsigned long long* counts,
+                bool use_shared) {
   extern __shared__ unsigned int sh[];
   if (use_shared) {
     for (int b = threadIdx.x; b < bins; b += blockDim.x) sh[b] = 0;
@@ -124,8 +137,10 @@ __global__ void __launch_bounds__(256) hist_kernel(const float* __restrict__ v, 
     }
     int64_t b = static_cast<int64_t>((val - lo) * scale);
     if (b >= bins) b = bins - 1;
-    if (use_shared) atomicAdd(&sh[b], 1u);
-    else atomicAdd(&counts[b], 1ull);
+    if (use_shared)
+      atomicAdd(&sh[b], 1u);
+    else
+      atomicAdd(&counts[b], 1ull);
   }
   if (use_shared) {
     __syncthreads();
@@ -140,8 +155,8 @@ __global__ void __launch_bounds__(256) hist_kernel(const float* __restrict__ v, 
 
 constexpr int kExpMin = -149, kExpBins = 127 - (-149) + 1;
 
-__global__ void __launch_bounds__(256) exp_hist_kernel(const float* __restrict__ v, int64_t n,
-                                                       unsigned long long* counts) {
+__global__ void __launch_bounds__(256)
+    exp_hist_kernel(const float* __restrict__ v, int64_t n, unsigned long long* counts) {
   __shared__ unsigned int sh[kExpBins + 2];
   for (int b = threadIdx.x; b < kExpBins + 2; b += blockDim.x) sh[b] = 0;
   __syncthreads();
@@ -167,11 +182,11 @@ __global__ void __launch_bounds__(256) exp_hist_kernel(const float* __restrict__
 }
 
 // One thread per tile: sums in the CPU's element order, so the tile SNRs are the CPU's.
-__global__ void __launch_bounds__(128) tile_kernel(const float* __restrict__ x, const float* __restrict__ q,
-                                                   const void* scale, int scale_size, KernelParams kp,
-                                                   int64_t B, int64_t R, int64_t C, int64_t tr, int64_t tc,
-                                                   int64_t gr, int64_t gc, uint32_t* codes_out, float* svals,
-                                                   float* amax_out, float* snr_out) {
+__global__ void __launch_bounds__(128)
+    tile_kernel(const float* __restrict__ x, const float* __restrict__ q, const void* scale,
+                int scale_size, KernelParams kp, int64_t B, int64_t R, int64_t C, int64_t tr,
+                int64_t tc, int64_t gr, int64_t gc, uint32_t* codes_out, float* svals,
+                float* amax_out, float* snr_out) {
   const int64_t groups = B * gr * gc, per = gr * gc;
   for (int64_t k = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; k < groups;
        k += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -181,7 +196,8 @@ __global__ void __launch_bounds__(128) tile_kernel(const float* __restrict__ x, 
     codes_out[k] = code;
     svals[k] = gs.nan ? __int_as_float(0x7FC00000) : static_cast<float>(gs.s);
     double am = 0, sx2 = 0, se2 = 0;
-    const int64_t i1 = (gi + 1) * tr < R ? (gi + 1) * tr : R, j1 = (gj + 1) * tc < C ? (gj + 1) * tc : C;
+    const int64_t i1 = (gi + 1) * tr < R ? (gi + 1) * tr : R,
+                  j1 = (gj + 1) * tc < C ? (gj + 1) * tc : C;
     for (int64_t i = gi * tr; i < i1; ++i)
       for (int64_t j = gj * tc; j < j1; ++j) {
         const int64_t e = b * R * C + i * C + j;
@@ -198,7 +214,8 @@ __global__ void __launch_bounds__(128) tile_kernel(const float* __restrict__ x, 
   }
 }
 
-Histogram finish_hist(const std::vector<unsigned long long>& c, double lo, double hi, int bins, bool log_x) {
+Histogram finish_hist(const std::vector<unsigned long long>& c, double lo, double hi, int bins,
+                      bool log_x) {
   Histogram h;
   h.lo = lo;
   h.hi = hi;
@@ -211,22 +228,26 @@ Histogram finish_hist(const std::vector<unsigned long long>& c, double lo, doubl
   return h;
 }
 
-Histogram run_hist(const float* v, const float* x, int64_t n, double lo, double hi, int bins, bool log_x) {
+Histogram run_hist(const float* v, const float* x, int64_t n, double lo, double hi, int bins,
+                   bool log_x) {
   if (bins <= 0 || !(hi > lo)) throw Error("histogram needs bins > 0 and hi > lo");
   DeviceTensor counts = DeviceTensor::empty(DType::U64, {bins + 4}, true);
   const double scale = bins / (hi - lo);
   const bool use_shared = bins <= 12288;
   const size_t smem = use_shared ? static_cast<size_t>(bins) * sizeof(unsigned int) : 0;
   hist_kernel<<<grid_for(n, 256, 1024), 256, smem, stream()>>>(
-      v, x, n, lo, hi, scale, bins, log_x, static_cast<unsigned long long*>(counts.mutable_data()), use_shared);
+      v, x, n, lo, hi, scale, bins, log_x, static_cast<unsigned long long*>(counts.mutable_data()),
+      use_shared);
   CS_CUDA_LAUNCH("hist_kernel");
   Tensor h = counts.download();
-  std::vector<unsigned long long> c(h.ptr<unsigned long long>(), h.ptr<unsigned long long>() + bins + 4);
+  std::vector<unsigned long long> c(h.ptr<unsigned long long>(),
+                                    h.ptr<unsigned long long>() + bins + 4);
   return finish_hist(c, lo, hi, bins, log_x);
 }
 
 void need_f32(const DeviceTensor& t, const char* what) {
-  if (!t || t.dtype() != DType::F32) throw Error(std::string(what) + " needs a float32 device tensor");
+  if (!t || t.dtype() != DType::F32)
+    throw Error(std::string(what) + " needs a float32 device tensor");
 }
 
 }  // namespace
@@ -239,7 +260,8 @@ Stats compute_stats(const DeviceTensor& original, const DeviceTensor& values, in
                 shape_str(values.shape()) + ")");
   need_f32(values, "statistics of cast values");
   const int64_t n = original.numel();
-  DeviceTensor part = DeviceTensor::empty(DType::U8, {static_cast<int64_t>(sizeof(Acc)) * kStatBlocks}, true);
+  DeviceTensor part =
+      DeviceTensor::empty(DType::U8, {static_cast<int64_t>(sizeof(Acc)) * kStatBlocks}, true);
   const unsigned grid = grid_for(n, 256, kStatBlocks);
   with_float(original.dtype(), "statistics", [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -249,7 +271,8 @@ Stats compute_stats(const DeviceTensor& original, const DeviceTensor& values, in
     CS_CUDA_LAUNCH("stats_kernel");
   });
   std::vector<Acc> h(grid);
-  CS_CUDA(cudaMemcpyAsync(h.data(), part.data(), sizeof(Acc) * grid, cudaMemcpyDeviceToHost, stream()));
+  CS_CUDA(
+      cudaMemcpyAsync(h.data(), part.data(), sizeof(Acc) * grid, cudaMemcpyDeviceToHost, stream()));
   CS_CUDA(cudaStreamSynchronize(stream()));
   Acc t{0, 0, 0, 0, 0.0, 0.0, 0.0, 0.0};
   for (const Acc& a : h) {
@@ -280,15 +303,17 @@ Stats compute_stats(const DeviceTensor& original, const DeviceTensor& values, in
 
 Histogram histogram(const DeviceTensor& v, double lo, double hi, int bins, bool log_x) {
   detail::need_f32(v, "histogram");
-  return detail::run_hist(static_cast<const float*>(v.data()), nullptr, v.numel(), lo, hi, bins, log_x);
+  return detail::run_hist(static_cast<const float*>(v.data()), nullptr, v.numel(), lo, hi, bins,
+                          log_x);
 }
 
-Histogram error_histogram(const DeviceTensor& x, const DeviceTensor& q, double lo, double hi, int bins) {
+Histogram error_histogram(const DeviceTensor& x, const DeviceTensor& q, double lo, double hi,
+                          int bins) {
   detail::need_f32(x, "error histogram");
   detail::need_f32(q, "error histogram");
   if (x.numel() != q.numel()) throw Error("error histogram needs tensors of equal size");
-  return detail::run_hist(static_cast<const float*>(q.data()), static_cast<const float*>(x.data()), x.numel(), lo,
-                          hi, bins, false);
+  return detail::run_hist(static_cast<const float*>(q.data()), static_cast<const float*>(x.data()),
+                          x.numel(), lo, hi, bins, false);
 }
 
 ExponentHistogram exponent_histogram(const DeviceTensor& v) {
@@ -296,7 +321,8 @@ ExponentHistogram exponent_histogram(const DeviceTensor& v) {
   need_f32(v, "exponent histogram");
   DeviceTensor counts = DeviceTensor::empty(DType::U64, {kExpBins + 2}, true);
   exp_hist_kernel<<<grid_for(v.numel(), 256, 1024), 256, 0, stream()>>>(
-      static_cast<const float*>(v.data()), v.numel(), static_cast<unsigned long long*>(counts.mutable_data()));
+      static_cast<const float*>(v.data()), v.numel(),
+      static_cast<unsigned long long*>(counts.mutable_data()));
   CS_CUDA_LAUNCH("exp_hist_kernel");
   Tensor c = counts.download();
   const unsigned long long* cp = c.ptr<unsigned long long>();
@@ -319,7 +345,8 @@ TileMap tile_map(const DeviceTensor& x_f32, const DeviceTensor& values, const De
   using namespace detail;
   if (a.mode == CastMode::Virtual || a.dtype.family() != Family::Standard || !a.dtype.scaled() ||
       a.dtype.tensor_scaled() || !a.scale)
-    throw Error("a tile map needs an actual or compressed cast of a tile- or channel-scaled datatype");
+    throw Error(
+        "a tile map needs an actual or compressed cast of a tile- or channel-scaled datatype");
   const castscope::detail::CastPlan p = castscope::detail::make_plan(a.shape, a.dtype, a.options);
   castscope::detail::KernelParams kp = cpu::kernel_params(p);
   if (x_f32.dtype() != DType::F32 || x_f32.numel() != p.numel() || values.numel() != p.numel() ||
@@ -328,7 +355,8 @@ TileMap tile_map(const DeviceTensor& x_f32, const DeviceTensor& values, const De
   if (p.multiscale) {
     if (!a.tenscale) throw Error("tile map of " + a.dtype.str() + " needs its tensor scale");
     Tensor t = a.tenscale.download();
-    kp.tensor_scale = scalar::decode_value(castscope::detail::load_code(t.data(), p.second_dtype, 0, kp.second), kp.second);
+    kp.tensor_scale = scalar::decode_value(
+        castscope::detail::load_code(t.data(), p.second_dtype, 0, kp.second), kp.second);
   }
   auto perm_of = [&](const DeviceTensor& t, const Shape& shape) -> DeviceTensor {
     if (!p.permuted) return t;
@@ -339,10 +367,12 @@ TileMap tile_map(const DeviceTensor& x_f32, const DeviceTensor& values, const De
     return o;
   };
   const Shape shape = a.shape.empty() ? Shape{1} : a.shape;
-  DeviceTensor x = perm_of(x_f32, shape), q = perm_of(values, shape), sc = perm_of(a.scale, a.scale.shape());
+  DeviceTensor x = perm_of(x_f32, shape), q = perm_of(values, shape),
+               sc = perm_of(a.scale, a.scale.shape());
   const int64_t g = p.groups();
-  DeviceTensor codes = DeviceTensor::empty(DType::U32, {g}), sv = DeviceTensor::empty(DType::F32, {g}),
-               am = DeviceTensor::empty(DType::F32, {g}), snr = DeviceTensor::empty(DType::F32, {g});
+  DeviceTensor codes = DeviceTensor::empty(DType::U32, {g}),
+               sv = DeviceTensor::empty(DType::F32, {g}), am = DeviceTensor::empty(DType::F32, {g}),
+               snr = DeviceTensor::empty(DType::F32, {g});
   tile_kernel<<<grid_for(g, 128, 1 << 16), 128, 0, stream()>>>(
       static_cast<const float*>(x.data()), static_cast<const float*>(q.data()), sc.data(),
       static_cast<int>(dtype_size(p.scale_dtype)), kp, p.B, p.R, p.C, p.tr, p.tc, p.gr, p.gc,
@@ -359,8 +389,10 @@ TileMap tile_map(const DeviceTensor& x_f32, const DeviceTensor& values, const De
   m.scale_value.resize(g);
   m.absmax.resize(g);
   m.snr_db.resize(g);
-  CS_CUDA(cudaMemcpyAsync(m.scale_code.data(), codes.data(), g * 4, cudaMemcpyDeviceToHost, stream()));
-  CS_CUDA(cudaMemcpyAsync(m.scale_value.data(), sv.data(), g * 4, cudaMemcpyDeviceToHost, stream()));
+  CS_CUDA(
+      cudaMemcpyAsync(m.scale_code.data(), codes.data(), g * 4, cudaMemcpyDeviceToHost, stream()));
+  CS_CUDA(
+      cudaMemcpyAsync(m.scale_value.data(), sv.data(), g * 4, cudaMemcpyDeviceToHost, stream()));
   CS_CUDA(cudaMemcpyAsync(m.absmax.data(), am.data(), g * 4, cudaMemcpyDeviceToHost, stream()));
   CS_CUDA(cudaMemcpyAsync(m.snr_db.data(), snr.data(), g * 4, cudaMemcpyDeviceToHost, stream()));
   CS_CUDA(cudaStreamSynchronize(stream()));

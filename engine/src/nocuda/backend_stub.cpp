@@ -21,17 +21,24 @@ bool available(std::string* reason, std::string* device_name) {
   return false;
 }
 
-CastResult cast(const Tensor&, const DataType&, const CastOptions&) { no_cuda("GPU cast"); }
+CastResult cast(const Tensor&, const DataType&, const CastOptions&) {
+  no_cuda("GPU cast");
+}
 
 }  // namespace cuda
 
 const char* to_string(GemmKind k) {
   switch (k) {
-    case GemmKind::BF16: return "bf16";
-    case GemmKind::FP8: return "fp8";
-    case GemmKind::FP8Block: return "fp8-block";
-    case GemmKind::TCFP12: return "tcfp12";
-    case GemmKind::TCFP16: return "tcfp16";
+    case GemmKind::BF16:
+      return "bf16";
+    case GemmKind::FP8:
+      return "fp8";
+    case GemmKind::FP8Block:
+      return "fp8-block";
+    case GemmKind::TCFP12:
+      return "tcfp12";
+    case GemmKind::TCFP16:
+      return "tcfp16";
   }
   return "?";
 }
@@ -41,26 +48,50 @@ bool gemm_available(std::string* reason) {
   return false;
 }
 
-GemmResult run_gemm(GemmKind, const GemmOptions&, JobControl*) { no_cuda("GEMM"); }
+GemmResult run_gemm(GemmKind, const GemmOptions&, JobControl*) {
+  no_cuda("GEMM");
+}
 
 namespace gpu {
 
-bool available(std::string* reason) { return cuda::available(reason, nullptr); }
+bool available(std::string* reason) {
+  return cuda::available(reason, nullptr);
+}
 
-DeviceTensor DeviceTensor::empty(DType, Shape, bool) { no_cuda("device tensor"); }
-DeviceTensor DeviceTensor::upload(const Tensor&) { no_cuda("device tensor"); }
-Tensor DeviceTensor::download() const { no_cuda("device tensor"); }
-DeviceTensor DeviceTensor::reshaped(Shape) const { no_cuda("device tensor"); }
-CastResult DeviceCastResult::download() const { no_cuda("device cast result"); }
+DeviceTensor DeviceTensor::empty(DType, Shape, bool) {
+  no_cuda("device tensor");
+}
+DeviceTensor DeviceTensor::upload(const Tensor&) {
+  no_cuda("device tensor");
+}
+Tensor DeviceTensor::download() const {
+  no_cuda("device tensor");
+}
+DeviceTensor DeviceTensor::reshaped(Shape) const {
+  no_cuda("device tensor");
+}
+CastResult DeviceCastResult::download() const {
+  no_cuda("device cast result");
+}
 
-DeviceCastResult cast(const DeviceTensor&, const DataType&, const CastOptions&, bool) { no_cuda("GPU cast"); }
-Stats compute_stats(const DeviceTensor&, const DeviceTensor&, int64_t) { no_cuda("GPU statistics"); }
-Histogram histogram(const DeviceTensor&, double, double, int, bool) { no_cuda("GPU histogram"); }
+DeviceCastResult cast(const DeviceTensor&, const DataType&, const CastOptions&, bool) {
+  no_cuda("GPU cast");
+}
+Stats compute_stats(const DeviceTensor&, const DeviceTensor&, int64_t) {
+  no_cuda("GPU statistics");
+}
+Histogram histogram(const DeviceTensor&, double, double, int, bool) {
+  no_cuda("GPU histogram");
+}
 Histogram error_histogram(const DeviceTensor&, const DeviceTensor&, double, double, int) {
   no_cuda("GPU histogram");
 }
-ExponentHistogram exponent_histogram(const DeviceTensor&) { no_cuda("GPU histogram"); }
-TileMap tile_map(const DeviceTensor&, const DeviceTensor&, const DeviceCastResult&) { no_cuda("GPU tile map"); }
+ExponentHistogram exponent_histogram(const DeviceTensor&) {
+  no_cuda("GPU histogram");
+}
+TileMap tile_map(const DeviceTensor&, const DeviceTensor&, const DeviceCastResult&) {
+  no_cuda("GPU tile map");
+}
 
 int run_benchmark(const BenchOptions&, std::FILE* out) {
   std::fprintf(out, "castscope bench: no usable GPU (%s); nothing to measure.\n", kNoCuda);
@@ -68,8 +99,12 @@ int run_benchmark(const BenchOptions&, std::FILE* out) {
 }
 
 namespace detail {
-uint64_t verify_fast_quantizer(const scalar::Format&, uint64_t, uint64_t, double*) { no_cuda("GPU quantizer check"); }
-bool fast_quantizer_applies(const scalar::Format&) { return false; }
+uint64_t verify_fast_quantizer(const scalar::Format&, uint64_t, uint64_t, double*) {
+  no_cuda("GPU quantizer check");
+}
+bool fast_quantizer_applies(const scalar::Format&) {
+  return false;
+}
 }  // namespace detail
 
 }  // namespace gpu
