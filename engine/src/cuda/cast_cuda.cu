@@ -216,22 +216,30 @@ struct CastRunner::Impl {
           const int64_t chunks = n / V;
           const unsigned grid = grid_for(chunks, 256, cap);
           const int mode = !fastq ? 0 : (kp.scale_is_exponent && !kp.multiscale ? 1 : 2);
+          const bool fast_scale = mode == 2 && !kp.scale_is_exponent && fast_quant_ok(kp.scale);
           auto go = [&](auto tile) {
             constexpr int TL = decltype(tile)::value;
             if (mode == 0)
-              fast_kernel<T, TL, 0, kRuntime><<<grid, 256, 0, st>>>(xp, ntiles, kp, sc(), o);
+              fast_kernel<T, TL, 0, kRuntime>
+                  <<<grid, 256, 0, st>>>(xp, ntiles, kp, sc(), o, fast_scale);
             else if (mode == 1 && fid == kE4M3FN)
-              fast_kernel<T, TL, 1, kE4M3FN><<<grid, 256, 0, st>>>(xp, ntiles, kp, sc(), o);
+              fast_kernel<T, TL, 1, kE4M3FN>
+                  <<<grid, 256, 0, st>>>(xp, ntiles, kp, sc(), o, fast_scale);
             else if (mode == 1 && fid == kE2M1FNUZ)
-              fast_kernel<T, TL, 1, kE2M1FNUZ><<<grid, 256, 0, st>>>(xp, ntiles, kp, sc(), o);
+              fast_kernel<T, TL, 1, kE2M1FNUZ>
+                  <<<grid, 256, 0, st>>>(xp, ntiles, kp, sc(), o, fast_scale);
             else if (mode == 1 && fid == kInt8Fixed)
-              fast_kernel<T, TL, 1, kInt8Fixed><<<grid, 256, 0, st>>>(xp, ntiles, kp, sc(), o);
+              fast_kernel<T, TL, 1, kInt8Fixed>
+                  <<<grid, 256, 0, st>>>(xp, ntiles, kp, sc(), o, fast_scale);
             else if (mode == 1)
-              fast_kernel<T, TL, 1, kRuntime><<<grid, 256, 0, st>>>(xp, ntiles, kp, sc(), o);
+              fast_kernel<T, TL, 1, kRuntime>
+                  <<<grid, 256, 0, st>>>(xp, ntiles, kp, sc(), o, fast_scale);
             else if (fid == kE2M1FNUZ)
-              fast_kernel<T, TL, 2, kE2M1FNUZ><<<grid, 256, 0, st>>>(xp, ntiles, kp, sc(), o);
+              fast_kernel<T, TL, 2, kE2M1FNUZ>
+                  <<<grid, 256, 0, st>>>(xp, ntiles, kp, sc(), o, fast_scale);
             else
-              fast_kernel<T, TL, 2, kRuntime><<<grid, 256, 0, st>>>(xp, ntiles, kp, sc(), o);
+              fast_kernel<T, TL, 2, kRuntime>
+                  <<<grid, 256, 0, st>>>(xp, ntiles, kp, sc(), o, fast_scale);
           };
           if (p.tc == 32)
             go(std::integral_constant<int, 32>{});

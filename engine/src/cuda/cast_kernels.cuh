@@ -146,9 +146,30 @@ template <class T>
 __global__ void __launch_bounds__(256)
     reduce_kernel(const T* __restrict__ x, int64_t n, Scratch* s) {
   GStats st;
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
-    st.add(Load<T>::get(x, i));
+  if constexpr (sizeof(T) <= 4) {
+    // Float inputs: the statistics are exact in float (a -0 lo is cleared by choose_scale's clamp).
+    float am = 0.0f, lo = 0.0f, hi = 0.0f;
+    bool nf = false;
+    for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+         i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+      const float v = static_cast<float>(Load<T>::get(x, i));
+      if (!(v - v == 0.0f)) {
+        nf = true;
+        continue;
+      }
+      am = fmaxf(am, fabsf(v));
+      lo = fminf(lo, v);
+      hi = fmaxf(hi, v);
+    }
+    st.absmax = am;
+    st.lo = lo;
+    st.hi = hi;
+    st.nonfinite = nf;
+  } else {
+    for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+         i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+      st.add(Load<T>::get(x, i));
+  }
   st.warp_reduce();
   __shared__ double part_am[8], part_lo[8], part_hi[8];
   __shared__ int part_nf[8];
@@ -245,6 +266,27 @@ __device__ __forceinline__ scalar::Quantized fast_scaled(const KernelParams& kp,
   }
   return castscope::detail::canonical(quantize_rne_div(static_cast<double>(x), d, inv, kp.data),
                                       kp.data_codes);
+}
+
+// choose_scale for a float (not exponent) scale without zero point, rounding the raw scale with the
+// fast quantizer. raw = absmax * RN(1 / (t * data_max)) is within a few ulps of the shared
+// RN(RN(absmax / t) / data_max); both round alike unless a midpoint of the scale grid lies
+// between them, so inputs within 2^-40 of one take the shared expression.
+__device__ __forceinline__ GroupScale choose_float_scale_fast(const KernelParams& kp, double absmax,
+                                                              bool nonfinite, double inv_td) {
+  GroupScale g;
+  g.t = kp.multiscale ? kp.tensor_scale : 1.0;
+  if (nonfinite || (kp.multiscale && !(g.t == g.t))) {
+    g.nan = true;
+    g.scale_code = scalar::nan_code(kp.scale);
+    return g;
+  }
+  double raw = absmax * inv_td;
+  if (near_midpoint(raw, kp.scale, 0x1p-40))
+    raw = (kp.multiscale ? absmax / g.t : absmax) / kp.data_max;
+  g.scale_code = scalar::encode(quantize_rne_f64(raw, kp.scale), kp.scale);
+  g.s = scalar::value_of(scalar::decode(g.scale_code, kp.scale), 0);
+  return g;
 }
 
 // The divisor of scaled_input for a scaled group without zero point.
@@ -461,13 +503,16 @@ struct Vec<__nv_bfloat16> {
 // scales).
 template <class T, int TILE, int MODE, int F>
 __global__ void __launch_bounds__(256)
-    fast_kernel(const T* __restrict__ x, int64_t ntiles, KernelParams kp, Scratch* s, Outs o) {
+    fast_kernel(const T* __restrict__ x, int64_t ntiles, KernelParams kp, Scratch* s, Outs o,
+                bool fast_scale) {
   if constexpr (F != kRuntime) kp.data = kp.data_codes = static_format(F);
   constexpr int V = Vec<T>::V;
   constexpr int L = TILE / V;
   constexpr int U = 2;  // rounds per iteration: two 16-byte loads in flight per thread
   static_assert(L >= 1 && L <= 32 && (32 % L) == 0, "lanes per tile must divide a warp");
   if (kp.multiscale) kp.tensor_scale = s->tensor_scale;
+  const double inv_td =
+      MODE == 2 && fast_scale ? 1.0 / ((kp.multiscale ? kp.tensor_scale : 1.0) * kp.data_max) : 0.0;
   const int lane = threadIdx.x & 31;
   const int part = lane % L;
   const int64_t total = ntiles * L;  // 16-byte chunks
@@ -503,7 +548,9 @@ __global__ void __launch_bounds__(256)
         nf |= __shfl_xor_sync(0xffffffffu, nf, m);
       }
       if (c >= total) continue;
-      const GroupScale gs = castscope::detail::choose_scale(kp, am, 0.0, 0.0, nf != 0);
+      const GroupScale gs = MODE == 2 && fast_scale
+                                ? choose_float_scale_fast(kp, am, nf != 0, inv_td)
+                                : castscope::detail::choose_scale(kp, am, 0.0, 0.0, nf != 0);
       const int64_t e0 = c * V;
       const bool zero_group = gs.nan || gs.s == 0.0;
       double d = 1.0, inv = 1.0;

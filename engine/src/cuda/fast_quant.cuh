@@ -96,6 +96,15 @@ __device__ __forceinline__ scalar::Quantized quantize_rne_div(double x, double d
   return quantize_rne_f64(y, f);
 }
 
+// Whether y lies within `tol` (relative to the quantum) of a rounding midpoint of grid f.
+__device__ __forceinline__ bool near_midpoint(double y, const scalar::Format& f, double tol) {
+  const double a = fabs(y);
+  const int b = static_cast<int>((static_cast<uint64_t>(__double_as_longlong(a)) >> 52)) - 1023;
+  const int qe = b - f.mgrid > f.qmin ? b - f.mgrid : f.qmin;
+  const double t = a * scalar::pow2(-qe);
+  return fabs(t - floor(t) - 0.5) < tol;
+}
+
 // Compile-time copies of the hottest data grids (values as NumberSpec builds them; the host picks
 // one only when the plan's grid equals it field for field), so the shared encode / canonical fold
 // to a handful of instructions.
