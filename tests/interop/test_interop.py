@@ -191,7 +191,13 @@ def decode_native(meta, tensors, name):
             bits = unpack_fields(tensors[name + ".meta"][1], 1, tensors[name + ".meta"][1].shape[-1] * 8)
             u = bits[..., (k // T) * (T // sub) + (k % T) // sub].astype(np.int64)
         shift = sc.astype(np.int64) - 127 - u
-        q = num.decode(codes)
+        if num.kind == "int" and tiles and tiles[-1][1]:
+            # Shared-microexponent integers are sign-magnitude: bit K-1 the sign, K-1 magnitude bits.
+            c = codes & ((1 << num.bits) - 1)
+            mag = (c & ((1 << (num.bits - 1)) - 1)).astype(np.float64)
+            q = np.where(c >> (num.bits - 1), -mag, mag)
+        else:
+            q = num.decode(codes)
         if num.kind == "int":
             q = q * 2.0 ** -(num.bits - 2)
         v = np.ldexp(q, shift.astype(np.int32)) * t
