@@ -55,7 +55,7 @@ std::vector<NumberSpec> formats() {
   std::vector<NumberSpec> out;
   // Every element format of at most 8 bits that a registry datatype uses, then the list above.
   for (const RegistryEntry& e : registry()) {
-    const NumberSpec& n = DataType::parse(e.name).number();
+    const NumberSpec n = DataType::parse(e.name).number();
     if (n.is_float() && n.bits() <= 8 && std::find(out.begin(), out.end(), n) == out.end())
       out.push_back(n);
   }
