@@ -17,6 +17,18 @@ const char* panel_name(PanelId p) {
       return "composer";
     case PanelId::Views:
       return "views";
+    case PanelId::ScaleModes:
+      return "scale-modes";
+    case PanelId::Compare:
+      return "compare";
+    case PanelId::Plan:
+      return "plan";
+    case PanelId::Export:
+      return "export";
+    case PanelId::Matmul:
+      return "matmul";
+    case PanelId::Teach:
+      return "teach";
     case PanelId::Count:
       break;
   }
@@ -109,6 +121,7 @@ void update_jobs(AppState& app) {
       return widgets::analyze(input->data, d, o, input->tensor, {}, &job);
     });
   }
+  update_decision_jobs(app);
 }
 
 }  // namespace castscope::gui

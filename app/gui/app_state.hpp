@@ -8,7 +8,10 @@
 #include <string>
 #include <vector>
 
+#include "castscope/export.hpp"
 #include "castscope/io.hpp"
+#include "castscope/matmul.hpp"
+#include "castscope/widgets/decisions.hpp"
 #include "castscope/widgets/analysis.hpp"
 #include "castscope/widgets/composer.hpp"
 #include "castscope/widgets/heatmap.hpp"
@@ -35,7 +38,54 @@ struct Loaded {
   Tensor data;
 };
 
-enum class PanelId { Files, Tensors, Composer, Views, Count };
+enum class PanelId {
+  Files,
+  Tensors,
+  Composer,
+  Views,
+  ScaleModes,
+  Compare,
+  Plan,
+  Export,
+  Matmul,
+  Teach,
+  Count
+};
+
+struct ScaleModeResult {
+  std::string key;  // inputs it was computed for
+  std::vector<widgets::ScaleModeRun> runs;
+};
+struct CompareResult {
+  std::string key;
+  std::vector<std::shared_ptr<const widgets::Analysis>> rows;
+  std::vector<std::string> errors;  // pinned datatypes that do not apply to this tensor
+};
+struct PlanRow {
+  std::string name;
+  Shape shape;
+  std::string dtype;  // datatype string, or "keep"
+  double bits = 0, snr_db = 0;
+  uint64_t bytes_in = 0, bytes_out = 0;
+  std::string error;
+};
+struct PlanResult {
+  std::string key;
+  std::vector<PlanRow> rows;
+  uint64_t bytes_in = 0, bytes_out = 0, values = 0;
+  double avg_bits = 0;
+};
+struct AutoAssignResult {
+  std::vector<std::pair<std::string, widgets::AutoPick>> picks;
+};
+struct GemmRun {
+  std::vector<GemmResult> results;
+  std::vector<std::string> errors;
+};
+struct ExportDone {
+  ExportReport report;
+  double seconds = 0;
+};
 const char* panel_name(PanelId p);
 
 struct AppState {
@@ -61,6 +111,52 @@ struct AppState {
   bool dark = true;
   float dpi_scale = 1.0f;
   bool show[static_cast<int>(PanelId::Count)] = {true, true, true, true};
+  ImVec4 panel_rect[static_cast<int>(PanelId::Count)] = {};  // x, y, w, h of the last frame
+  // A pending "save view as PNG": panel and file, taken after the next frame.
+  int view_shot_panel = -1;
+  std::string view_shot_path;
+  bool pending = false;  // a visible panel waits for input before it can start its job
+  std::string started_scale, started_compare, started_plan;  // inputs of the last started jobs
+
+  // Scale-mode comparison.
+  Job<ScaleModeResult> scale_job;
+  std::shared_ptr<const ScaleModeResult> scale_modes;
+  int scale_mode_sel = 2;
+  widgets::HeatmapState scale_heat;
+
+  // Datatype comparison.
+  std::vector<std::string> pinned;
+  Job<CompareResult> compare_job;
+  std::shared_ptr<const CompareResult> compare;
+
+  // Per-layer plan.
+  ExportPlan plan;
+  char plan_pattern[256] = "*";
+  char plan_dtype[128] = "mxfp4e2";
+  float snr_target = 20.0f;
+  char plan_path[512] = "plan.json";
+  Job<PlanResult> plan_job;
+  std::shared_ptr<const PlanResult> plan_eval;
+  Job<AutoAssignResult> auto_job;
+  std::shared_ptr<const AutoAssignResult> auto_result;
+
+  // Export.
+  int export_layout = 0;
+  char export_path[512] = "castscope-export.safetensors";
+  Job<ExportDone> export_job;
+  std::shared_ptr<const ExportDone> export_done;
+  std::string export_error;
+
+  // Matmul.
+  int gemm_m = 4096, gemm_n = 4096, gemm_k = 4096;
+  bool gemm_kinds[5] = {true, true, false, true, true};
+  Job<GemmRun> gemm_job;
+  std::shared_ptr<const GemmRun> gemm;
+  std::string gemm_error;
+
+  // Teaching view.
+  int teach_tile = 0;
+  bool teach_linear = false;
   int focus_panel = -1;  // panel to bring to front next frame
   bool hist_log_y = true;
   bool hist_log_x = false;
@@ -83,7 +179,11 @@ struct AppState {
     messages.push_back(std::move(msg));
     while (messages.size() > 50) messages.pop_front();
   }
-  bool busy() const { return loader.running() || analyzer.running(); }
+  bool busy() const {
+    return loader.running() || analyzer.running() || scale_job.running() || compare_job.running() ||
+           plan_job.running() || auto_job.running() || export_job.running() || gemm_job.running();
+  }
+  bool shown(PanelId p) const { return show[static_cast<int>(p)]; }
 };
 
 // Actions shared by panels, shortcuts and scripts (actions.cpp).
@@ -92,6 +192,14 @@ void select_tensor(AppState& app, const std::string& name);
 bool set_dtype(AppState& app, const std::string& text);  // false (and a message) when invalid
 void update_jobs(AppState& app);  // once per frame: collect results, start pending work
 void set_theme(AppState& app, bool dark);
+void update_decision_jobs(AppState& app);  // comparison / plan panels (actions_compare.cpp)
+void start_auto_assign(AppState& app);
+void start_export(AppState& app);
+void start_gemm(AppState& app);
+void add_plan_rule(AppState& app, const std::string& pattern, const std::string& dtype);
+bool save_text(AppState& app, const std::string& path, const std::string& text);
+// Metrics of the current analysis (.csv or .json by extension).
+bool save_metrics(AppState& app, const std::string& path);
 
 // Recent files (~/.config/castscope/recent.json).
 std::vector<std::string> load_recent();

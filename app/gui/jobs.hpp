@@ -54,7 +54,9 @@ class Job {
   void cancel() {
     if (current_) current_->ctl.cancel = true;
   }
-  bool running() const { return current_ && !current_->done; }
+  // A job counts as running until poll() has collected its result, so callers never see a
+  // finished job whose result is not yet in the app state.
+  bool running() const { return current_ != nullptr; }
   double progress() const { return current_ ? current_->ctl.progress.load() : 0.0; }
   double elapsed_s() const {
     if (!current_) return 0;

@@ -195,6 +195,12 @@ int run_gui(AppOptions opt) {
     draw_tensors_panel(*app);
     draw_composer_panel(*app);
     draw_views_panel(*app);
+    draw_scale_modes_panel(*app);
+    draw_compare_panel(*app);
+    draw_plan_panel(*app);
+    draw_export_panel(*app);
+    draw_matmul_panel(*app);
+    draw_teach_panel(*app);
     draw_status_bar(*app);
     ImGui::Render();
     int w = 0, h = 0;
@@ -213,6 +219,26 @@ int run_gui(AppOptions opt) {
       const std::time_t t = std::time(nullptr);
       std::strftime(name, sizeof name, "castscope-%Y%m%d-%H%M%S.png", std::localtime(&t));
       shot = name;
+    }
+    if (app->view_shot_panel >= 0) {
+      const int i = app->view_shot_panel;
+      app->view_shot_panel = -1;
+      int ww = 0, wh = 0;
+      glfwGetWindowSize(window, &ww, &wh);
+      const float sx = ww ? static_cast<float>(w) / ww : 1.0f,
+                  sy = wh ? static_cast<float>(h) / wh : 1.0f;
+      const ImVec4 r = app->panel_rect[i];
+      try {
+        if (!app->show[i] || r.z <= 0)
+          throw Error(std::string("panel '") + panel_name(static_cast<PanelId>(i)) +
+                      "' is not shown");
+        save_framebuffer_png(app->view_shot_path, w, h, static_cast<int>(r.x * sx),
+                             static_cast<int>(r.y * sy), static_cast<int>(r.z * sx),
+                             static_cast<int>(r.w * sy));
+        app->note("saved " + app->view_shot_path);
+      } catch (const std::exception& e) {
+        app->note(e.what());
+      }
     }
     if (!shot.empty()) {
       try {

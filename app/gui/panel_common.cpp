@@ -23,8 +23,20 @@ bool begin_panel(AppState& app, PanelId id, const char* title, float x, float y,
     app.focus_panel = -1;
   }
   const bool open = ImGui::Begin(title, &app.show[i], flags);
+  const ImVec2 p = ImGui::GetWindowPos(), s = ImGui::GetWindowSize();
+  app.panel_rect[i] = ImVec4(p.x, p.y, s.x, s.y);
   if (!open) ImGui::End();
   return open;
+}
+
+void save_view_button(AppState& app, PanelId id) {
+  if (ImGui::SmallButton("Save PNG")) {
+    app.view_shot_panel = static_cast<int>(id);
+    app.view_shot_path = std::string("castscope-") + panel_name(id) + ".png";
+  }
+  if (ImGui::IsItemHovered())
+    ImGui::SetTooltip("Save this panel as castscope-%s.png in the working directory",
+                      panel_name(id));
 }
 
 std::string human_bytes(double b) {

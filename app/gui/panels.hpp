@@ -2,6 +2,10 @@
 // own window.
 #pragma once
 
+#include <imgui.h>
+
+#include <cstdio>
+
 #include "app_state.hpp"
 
 namespace castscope::gui {
@@ -12,6 +16,29 @@ void draw_files_panel(AppState& app);
 void draw_tensors_panel(AppState& app);
 void draw_composer_panel(AppState& app);
 void draw_views_panel(AppState& app);
+void draw_scale_modes_panel(AppState& app);
+void draw_compare_panel(AppState& app);
+void draw_plan_panel(AppState& app);
+void draw_export_panel(AppState& app);
+void draw_matmul_panel(AppState& app);
+void draw_teach_panel(AppState& app);
+
+// "Save PNG" for a panel: the window's pixels are written after the next frame.
+void save_view_button(AppState& app, PanelId id);
+// Progress bar + cancel for a panel's own job.
+template <class R>
+void job_line(Job<R>& job) {
+  if (!job.running()) return;
+  const double p = job.progress(), t = job.elapsed_s();
+  char buf[96];
+  if (p > 0.02)
+    std::snprintf(buf, sizeof buf, "%.0f%%  %.1f s left", 100 * p, t * (1 - p) / p);
+  else
+    std::snprintf(buf, sizeof buf, "%.1f s", t);
+  ImGui::ProgressBar(static_cast<float>(p), ImVec2(ImGui::GetFontSize() * 14, 0), buf);
+  ImGui::SameLine();
+  if (ImGui::SmallButton("Cancel")) job.cancel();
+}
 
 // Places a panel's window at its default spot (fractions of the display) the first time, or
 // every frame of a scripted session so screenshots are reproducible; brings it to front when

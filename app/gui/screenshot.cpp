@@ -2,6 +2,7 @@
 #include <GL/gl.h>
 #include <stb/stb_image_write.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -11,11 +12,21 @@
 namespace castscope::gui {
 
 void save_framebuffer_png(const std::string& path, int w, int h) {
-  if (w <= 0 || h <= 0) throw Error("screenshot '" + path + "': the window has no pixels");
+  save_framebuffer_png(path, w, h, 0, 0, w, h);
+}
+
+void save_framebuffer_png(const std::string& path, int fw, int fh, int x, int y, int w, int h) {
+  // Clip the rectangle to the framebuffer.
+  const int x1 = std::min(fw, x + w), y1 = std::min(fh, y + h);
+  x = std::max(0, x);
+  y = std::max(0, y);
+  w = x1 - x;
+  h = y1 - y;
+  if (w <= 0 || h <= 0) throw Error("screenshot '" + path + "': nothing visible to save");
   std::vector<unsigned char> px(static_cast<size_t>(w) * h * 4);
   glPixelStorei(GL_PACK_ALIGNMENT, 1);
   glReadBuffer(GL_BACK);
-  glReadPixels(0, 0, w, h, GL_RGBA, GL_UNSIGNED_BYTE, px.data());
+  glReadPixels(x, fh - y - h, w, h, GL_RGBA, GL_UNSIGNED_BYTE, px.data());
   // OpenGL rows run bottom-up; PNG rows top-down. Alpha is forced opaque: the framebuffer's
   // alpha channel holds blending leftovers, not transparency.
   std::vector<unsigned char> flipped(px.size());

@@ -12,10 +12,13 @@ namespace castscope::gui {
 
 namespace {
 
-const char* const kCommands[] = {"open",     "tensor",     "dtype",   "round",      "scale-mode",
-                                 "overflow", "theme",      "panel",   "hide",       "log-y",
-                                 "log-x",    "wait",       "frames",  "screenshot", "state",
-                                 "quit",     "heat-field", "timeout", "bad-dtype"};
+const char* const kCommands[] = {
+    "open",         "tensor",     "dtype",        "round",     "scale-mode", "overflow",
+    "theme",        "panel",      "hide",         "log-y",     "log-x",      "wait",
+    "frames",       "screenshot", "state",        "quit",      "heat-field", "timeout",
+    "bad-dtype",    "save-view",  "save-metrics", "pin",       "unpin-all",  "plan-rule",
+    "plan-default", "plan-auto",  "plan-save",    "plan-load", "plan-reset", "export",
+    "teach-tile",   "matmul-run", "scale-select", "snr-target"};
 
 bool known(const std::string& c) {
   for (const char* k : kCommands)
@@ -71,7 +74,7 @@ void Script::step(AppState& app) {
     return;
   }
   if (waiting_) {
-    const bool idle = !app.loader.running() && !app.analyzer.running() && !app.recompute;
+    const bool idle = !app.busy() && !app.recompute && !app.pending;
     if (!idle) {
       if (glfwGetTime() - wait_started_ > wait_limit_s_) {
         errors_.push_back("line wait: still busy after " +
@@ -96,11 +99,11 @@ void Script::step(AppState& app) {
     try {
       if (l.cmd == "open") {
         open_source(app, l.arg.empty() ? "demo" : l.arg);
+      } else if ((l.cmd == "tensor" || l.cmd == "plan-auto" || l.cmd == "export") &&
+                 app.loader.running()) {
+        --pc_;  // these act on the open model, which is still opening: retry next frame
+        return;
       } else if (l.cmd == "tensor") {
-        if (app.loader.running()) {
-          --pc_;  // the model is still opening: retry next frame
-          return;
-        }
         select_tensor(app, l.arg);
       } else if (l.cmd == "dtype") {
         if (!set_dtype(app, l.arg)) fail("invalid datatype: " + app.composer.error);
@@ -114,6 +117,75 @@ void Script::step(AppState& app) {
         } else {
           std::snprintf(app.composer.text, sizeof app.composer.text, "%s", l.arg.c_str());
         }
+      } else if (l.cmd == "save-view") {
+        // save-view PANEL FILE.png: that panel's pixels after the next frame.
+        const size_t sp = l.arg.find(' ');
+        const std::string name = l.arg.substr(0, sp),
+                          file = sp == std::string::npos ? "" : l.arg.substr(sp + 1);
+        int found = -1;
+        for (int i = 0; i < static_cast<int>(PanelId::Count); ++i)
+          if (name == panel_name(static_cast<PanelId>(i))) found = i;
+        if (found < 0 || file.empty()) {
+          fail("save-view needs a panel name and a file");
+        } else {
+          app.view_shot_panel = found;
+          app.view_shot_path = file;
+          frames_left_ = 1;
+          return;
+        }
+      } else if (l.cmd == "save-metrics") {
+        if (!save_metrics(app, l.arg)) fail("could not save metrics to '" + l.arg + "'");
+      } else if (l.cmd == "pin") {
+        DataType::parse(l.arg);  // reject bad strings here, with the grammar's message
+        app.pinned.push_back(l.arg);
+      } else if (l.cmd == "unpin-all") {
+        app.pinned.clear();
+      } else if (l.cmd == "plan-rule") {
+        const size_t sp = l.arg.rfind(' ');
+        if (sp == std::string::npos)
+          fail("plan-rule PATTERN DTYPE");
+        else
+          add_plan_rule(app, l.arg.substr(0, sp), l.arg.substr(sp + 1));
+      } else if (l.cmd == "plan-default") {
+        ExportPlan p = app.plan;
+        p.default_text = l.arg;
+        p.default_dtype.reset();
+        if (l.arg != "keep") p.default_dtype = DataType::parse(l.arg);
+        app.plan = parse_plan(plan_to_json(p), "plan");
+      } else if (l.cmd == "plan-auto") {
+        if (!l.arg.empty()) app.snr_target = std::stof(l.arg);
+        start_auto_assign(app);
+      } else if (l.cmd == "snr-target") {
+        app.snr_target = std::stof(l.arg);
+      } else if (l.cmd == "plan-save") {
+        save_plan(l.arg, app.plan);
+      } else if (l.cmd == "plan-load") {
+        app.plan = load_plan(l.arg);
+      } else if (l.cmd == "plan-reset") {
+        app.plan = ExportPlan{};
+      } else if (l.cmd == "export") {
+        // export LAYOUT PATH
+        const size_t sp = l.arg.find(' ');
+        if (sp == std::string::npos) {
+          fail("export LAYOUT PATH");
+        } else {
+          const Layout lay = parse_layout(l.arg.substr(0, sp));
+          const Layout all[] = {Layout::Native, Layout::GptOss, Layout::CompressedTensors,
+                                Layout::GGUF};
+          for (int i = 0; i < 4; ++i)
+            if (all[i] == lay) app.export_layout = i;
+          std::snprintf(app.export_path, sizeof app.export_path, "%s",
+                        l.arg.substr(sp + 1).c_str());
+          app.show[static_cast<int>(PanelId::Export)] = true;
+          start_export(app);
+        }
+      } else if (l.cmd == "teach-tile") {
+        app.teach_tile = std::stoi(l.arg);
+      } else if (l.cmd == "matmul-run") {
+        start_gemm(app);
+      } else if (l.cmd == "scale-select") {
+        const ScaleMode m = parse_scale_mode(l.arg);
+        app.scale_mode_sel = static_cast<int>(m);
       } else if (l.cmd == "round") {
         app.composer.round = parse_round(l.arg);
         app.recompute = true;
@@ -234,6 +306,63 @@ std::string state_json(const AppState& app, const std::vector<std::string>& scri
     j["analysis"] = nullptr;
   }
   j["analysis_error"] = app.analysis_error;
+  j["pinned"] = app.pinned;
+  if (const CompareResult* c = app.compare.get()) {
+    nlohmann::json rows = nlohmann::json::array();
+    std::vector<widgets::TradeoffPoint> pts;
+    for (const auto& a : c->rows) {
+      rows.push_back({{"dtype", a->dtype.str()},
+                      {"bits", a->bits_per_value},
+                      {"snr_db", finite_or(a->stats.snr_db, 1e308)}});
+      pts.push_back({a->bits_per_value, a->stats.snr_db});
+    }
+    j["compare"] = {{"rows", rows}, {"pareto", widgets::pareto_front(pts)}, {"errors", c->errors}};
+  }
+  if (const ScaleModeResult* sm = app.scale_modes.get()) {
+    nlohmann::json rows = nlohmann::json::array();
+    for (const auto& r : sm->runs)
+      rows.push_back({{"mode", to_string(r.mode)},
+                      {"snr_db", finite_or(r.analysis->stats.snr_db, 1e308)},
+                      {"clipped_pct", r.analysis->stats.clipped_pct()},
+                      {"tiles_differ", r.tiles_differ}});
+    j["scale_modes"] = rows;
+  }
+  j["plan"] = nlohmann::json::parse(plan_to_json(app.plan), nullptr, false);
+  if (const PlanResult* p = app.plan_eval.get()) {
+    nlohmann::json rows = nlohmann::json::array();
+    for (const PlanRow& r : p->rows)
+      rows.push_back({{"name", r.name},
+                      {"dtype", r.dtype},
+                      {"bits", r.bits},
+                      {"snr_db", finite_or(r.snr_db, 1e308)},
+                      {"bytes_out", r.bytes_out},
+                      {"error", r.error}});
+    j["plan_eval"] = {{"rows", rows},
+                      {"bytes_in", p->bytes_in},
+                      {"bytes_out", p->bytes_out},
+                      {"avg_bits", p->avg_bits}};
+  }
+  if (const AutoAssignResult* au = app.auto_result.get()) {
+    nlohmann::json picks = nlohmann::json::object();
+    for (const auto& [name, pick] : au->picks)
+      picks[name] = {
+          {"dtype", pick.dtype}, {"bits", pick.bits}, {"snr_db", pick.snr_db}, {"met", pick.met}};
+    j["auto_assign"] = picks;
+  }
+  j["snr_target"] = app.snr_target;
+  j["export_error"] = app.export_error;
+  if (const ExportDone* d = app.export_done.get())
+    j["export"] = {{"files", d->report.files},
+                   {"tensors", d->report.tensors.size()},
+                   {"bytes_in", d->report.bytes_in},
+                   {"bytes_out", d->report.bytes_out}};
+  std::string why;
+  const bool gemm_ok = gemm_available(&why);
+  j["gemm"] = {{"available", gemm_ok},
+               {"reason", why},
+               {"results", app.gemm ? app.gemm->results.size() : 0},
+               {"error", app.gemm_error}};
+  j["teach_tile"] = app.teach_tile;
   j["load_error"] = app.load_error;
   j["messages"] = std::vector<std::string>(app.messages.begin(), app.messages.end());
   j["script_errors"] = script_errors;

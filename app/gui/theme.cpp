@@ -21,6 +21,8 @@ void set_theme(AppState& app, bool dark) {
     style.Colors[ImGuiCol_WindowBg] = ImVec4(0.96f, 0.96f, 0.97f, 1.0f);
     style.Colors[ImGuiCol_FrameBg] = ImVec4(0.88f, 0.89f, 0.92f, 1.0f);
   }
+  // Opaque panels: overlapping windows must not show each other's text through.
+  style.Colors[ImGuiCol_WindowBg].w = 1.0f;
   style.ScaleAllSizes(app.dpi_scale);
   ImGui::GetStyle() = style;
 }

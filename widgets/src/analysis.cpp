@@ -174,6 +174,8 @@ std::shared_ptr<const Analysis> analyze(const Tensor& x_in, const DataType& dtyp
     for (int64_t i = 0; i < n; ++i) bits[i] = std::isfinite(xp[i]) && xp[i] != 0 && qp[i] == 0;
     a->mask = mask_image(bits.data(), x.shape(), ao.mask_max_side, "non-zero values cast to zero");
   }
+  a->input = x;
+  a->values = q;
   if (job) job->report(1.0);
   return a;
 }

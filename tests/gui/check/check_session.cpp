@@ -1,6 +1,7 @@
 // Checks what a scripted GUI session left behind: the JSON state the app wrote on quit and its
 // PNG screenshots.
-//   castscope_gui_check STATE.json [path.to.key=value ...] [png=FILE ...] [regions=a-b,c-d]
+//   castscope_gui_check STATE.json [path.to.key=value ...] [path.to.key.min=NUMBER ...]
+//                       [png=FILE ...] [file=FILE ...] [json=FILE ...] [regions=a-b,c-d]
 // A key path compares the value at that path of the state (strings unquoted); png=FILE checks
 // that the screenshot is not blank: many distinct colours overall, and in each region (vertical
 // strips given as fractions of the width, default the three panel columns) a fair share of
@@ -111,6 +112,13 @@ int main(int argc, char** argv) {
     const std::string key = arg.substr(0, eq), want = arg.substr(eq + 1);
     if (key == "png") {
       pngs.push_back(want);
+    } else if (key == "file") {
+      std::ifstream in(want, std::ios::binary | std::ios::ate);
+      if (!in || in.tellg() <= 0) fail(want + ": missing or empty");
+    } else if (key == "json") {
+      std::ifstream in(want);
+      if (!in || nlohmann::json::parse(in, nullptr, false).is_discarded())
+        fail(want + ": missing or not JSON");
     } else if (key == "regions") {
       regions.clear();
       std::stringstream ss(want);

@@ -53,6 +53,9 @@ struct Analysis {
   std::optional<TileMap> tiles;
   std::string tiles_note;  // why there is no tile map
   MaskImage mask;
+  // The float32 input and the values it was cast to (input shape), for views that place
+  // individual elements (the teaching view).
+  Tensor input, values;
 };
 
 // Casts x (any float dtype, any rank) and computes every view. Throws Error for bad input and

@@ -1,0 +1,141 @@
+// Per-layer plan: every tensor of the model with the datatype the plan gives it, bits per value,
+// SNR and size; rules by name pattern; auto-assignment of the cheapest registry datatype that
+// meets an SNR target; totals; the plan saved and loaded as the JSON the CLI reads.
+#include <imgui.h>
+
+#include <cmath>
+
+#include "panels.hpp"
+
+namespace castscope::gui {
+
+void draw_plan_panel(AppState& app) {
+  if (!begin_panel(app, PanelId::Plan, "Per-layer plan", 0.47f, 0.0f, 0.53f, 1.0f)) return;
+  if (!app.model) {
+    ImGui::TextDisabled("open a model");
+    ImGui::End();
+    return;
+  }
+  save_view_button(app, PanelId::Plan);
+  ImGui::SameLine();
+  ImGui::SetNextItemWidth(ImGui::GetFontSize() * 14);
+  ImGui::InputText("##planpath", app.plan_path, sizeof app.plan_path);
+  ImGui::SameLine();
+  if (ImGui::Button("Load")) {
+    try {
+      app.plan = load_plan(app.plan_path);
+      app.note(std::string("loaded plan ") + app.plan_path);
+    } catch (const Error& e) {
+      app.note(e.what());
+    }
+  }
+  ImGui::SameLine();
+  if (ImGui::Button("Save")) {
+    try {
+      save_plan(app.plan_path, app.plan);
+      app.note(std::string("saved plan ") + app.plan_path);
+    } catch (const Error& e) {
+      app.note(e.what());
+    }
+  }
+  ImGui::SameLine();
+  if (ImGui::Button("Reset")) app.plan = ExportPlan{};
+
+  ImGui::SetNextItemWidth(ImGui::GetFontSize() * 12);
+  ImGui::InputTextWithHint("##pattern", "pattern (glob or re:REGEX)", app.plan_pattern,
+                           sizeof app.plan_pattern);
+  ImGui::SameLine();
+  ImGui::SetNextItemWidth(ImGui::GetFontSize() * 9);
+  ImGui::InputTextWithHint("##pdtype", "datatype or keep", app.plan_dtype, sizeof app.plan_dtype);
+  ImGui::SameLine();
+  if (ImGui::Button("Assign")) add_plan_rule(app, app.plan_pattern, app.plan_dtype);
+  ImGui::SameLine();
+  if (ImGui::Button("Use composer's")) {
+    const DataType& d = app.composer.dtype;
+    std::snprintf(app.plan_dtype, sizeof app.plan_dtype, "%s",
+                  (d.name().empty() ? d.str() : d.name()).c_str());
+  }
+
+  ImGui::BeginDisabled(app.auto_job.running());
+  ImGui::SetNextItemWidth(ImGui::GetFontSize() * 10);
+  ImGui::SliderFloat("SNR target (dB)", &app.snr_target, 5.0f, 60.0f, "%.1f");
+  ImGui::SameLine();
+  if (ImGui::Button("Auto-assign")) start_auto_assign(app);
+  ImGui::EndDisabled();
+  if (ImGui::IsItemHovered())
+    ImGui::SetTooltip(
+        "For every tensor, the registry datatype with the fewest bits per value whose SNR reaches "
+        "the "
+        "target");
+  job_line(app.auto_job);
+  job_line(app.plan_job);
+
+  if (ImGui::TreeNode("rules", "Rules (%zu, first match wins; default %s)", app.plan.rules.size(),
+                      app.plan.default_text.c_str())) {
+    int remove = -1;
+    for (size_t i = 0; i < app.plan.rules.size(); ++i) {
+      ImGui::PushID(static_cast<int>(i));
+      if (ImGui::SmallButton("x")) remove = static_cast<int>(i);
+      ImGui::SameLine();
+      const PlanRule& r = app.plan.rules[i];
+      ImGui::Text("%s  ->  %s%s", r.pattern.c_str(), r.dtype.c_str(),
+                  r.rank >= 0 ? " (rank-limited)" : "");
+      ImGui::PopID();
+    }
+    if (remove >= 0) app.plan.rules.erase(app.plan.rules.begin() + remove);
+    ImGui::TreePop();
+  }
+
+  const PlanResult* p = app.plan_eval.get();
+  if (!p) {
+    ImGui::TextDisabled("evaluating...");
+    ImGui::End();
+    return;
+  }
+  ImGui::Text("total %s -> %s (%.1f%%), average %.3f bits per value over %llu values",
+              human_bytes(static_cast<double>(p->bytes_in)).c_str(),
+              human_bytes(static_cast<double>(p->bytes_out)).c_str(),
+              p->bytes_in ? 100.0 * p->bytes_out / p->bytes_in : 0.0, p->avg_bits,
+              static_cast<unsigned long long>(p->values));
+  const ImGuiTableFlags tf = ImGuiTableFlags_RowBg | ImGuiTableFlags_BordersInnerV |
+                             ImGuiTableFlags_ScrollY | ImGuiTableFlags_Resizable;
+  if (ImGui::BeginTable("##plan", 6, tf)) {
+    ImGui::TableSetupScrollFreeze(0, 1);
+    ImGui::TableSetupColumn("tensor", ImGuiTableColumnFlags_WidthStretch, 1.0f);
+    ImGui::TableSetupColumn("shape", ImGuiTableColumnFlags_WidthFixed);
+    ImGui::TableSetupColumn("datatype", ImGuiTableColumnFlags_WidthStretch, 1.2f);
+    for (const char* h : {"bits", "SNR (dB)", "size"})
+      ImGui::TableSetupColumn(h, ImGuiTableColumnFlags_WidthFixed);
+    ImGui::TableHeadersRow();
+    for (const PlanRow& r : p->rows) {
+      ImGui::TableNextRow();
+      ImGui::TableNextColumn();
+      ImGui::TextUnformatted(r.name.c_str());
+      ImGui::TableNextColumn();
+      ImGui::TextUnformatted(shape_str(r.shape).c_str());
+      ImGui::TableNextColumn();
+      ImGui::TextUnformatted(r.dtype.c_str());
+      ImGui::TableNextColumn();
+      ImGui::Text("%.3g", r.bits);
+      ImGui::TableNextColumn();
+      if (!r.error.empty()) {
+        ImGui::TextColored(ImVec4(1, 0.45f, 0.35f, 1), "error");
+        if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", r.error.c_str());
+      } else if (std::isinf(r.snr_db)) {
+        ImGui::TextDisabled("exact");
+      } else {
+        const bool low = r.snr_db < app.snr_target;
+        ImGui::TextColored(low ? ImVec4(1, 0.6f, 0.3f, 1) : ImGui::GetStyle().Colors[ImGuiCol_Text],
+                           "%.2f", r.snr_db);
+      }
+      ImGui::TableNextColumn();
+      ImGui::Text("%s", human_bytes(static_cast<double>(r.bytes_out)).c_str());
+      if (ImGui::IsItemHovered())
+        ImGui::SetTooltip("stored: %s", human_bytes(static_cast<double>(r.bytes_in)).c_str());
+    }
+    ImGui::EndTable();
+  }
+  ImGui::End();
+}
+
+}  // namespace castscope::gui

@@ -1,0 +1,192 @@
+// Teaching view: for a format of at most 8 bits, the number line of every representable value,
+// with the current tile's elements (divided by the tile's scale) placed on it and an arrow from
+// each input to the value it rounds to.
+#include <imgui.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "panels.hpp"
+
+namespace castscope::gui {
+
+namespace {
+
+struct Element {
+  int64_t index;
+  float x, q;
+  double xs, qs;  // divided by the tile's scale
+};
+
+// Position on the axis in [0, 1]: by rank (equal spacing per representable value) or by value.
+double axis_pos(const std::vector<double>& g, double v, bool linear) {
+  const double lo = g.front(), hi = g.back();
+  if (linear) return (v - lo) / (hi - lo);
+  const double n = static_cast<double>(g.size() - 1);
+  if (v <= lo) return (v - lo) / (g[1] - g[0]) / n;
+  if (v >= hi) return 1.0 + (v - hi) / (hi - g[g.size() - 2]) / n;
+  const size_t i = static_cast<size_t>(std::upper_bound(g.begin(), g.end(), v) - g.begin()) - 1;
+  const double f = (v - g[i]) / (g[i + 1] - g[i]);
+  return (static_cast<double>(i) + f) / n;
+}
+
+}  // namespace
+
+void draw_teach_panel(AppState& app) {
+  if (!begin_panel(app, PanelId::Teach, "Teaching view", 0.47f, 0.0f, 0.53f, 1.0f)) return;
+  save_view_button(app, PanelId::Teach);
+  const widgets::Analysis* a = app.analysis.get();
+  if (!a || !a->input) {
+    ImGui::TextDisabled("waiting for a cast");
+    ImGui::End();
+    return;
+  }
+  const DataType& d = a->dtype;
+  if (d.family() != Family::Standard || d.number().bits() > 8 || d.number().is_exponent()) {
+    ImGui::TextWrapped(
+        "The teaching view shows formats of at most 8 bits; %s has %d-bit elements%s. Pick e.g. "
+        "mxfp4e2, nvfp4, mxfp8e4 or int4_sc in the composer.",
+        d.label().c_str(), d.number().bits(), d.family() != Family::Standard ? " (TCFP)" : "");
+    ImGui::End();
+    return;
+  }
+  const NumberSpec& f = d.number();
+  std::vector<double> grid;
+  for (const CodeValue& cv : f.enumerate())
+    if (std::isfinite(cv.value)) grid.push_back(cv.value);
+  std::sort(grid.begin(), grid.end());
+  grid.erase(std::unique(grid.begin(), grid.end()), grid.end());
+  if (grid.size() < 2) {
+    ImGui::TextDisabled("format has fewer than two finite values");
+    ImGui::End();
+    return;
+  }
+
+  // The tile's elements and scale.
+  const auto [R, C] = widgets::fold_2d(a->shape);
+  int64_t tiles = 0, tr = 1, tc = std::min<int64_t>(C, 32), cols = (C + tc - 1) / tc;
+  const TileMap* m = a->tiles ? &*a->tiles : nullptr;
+  if (m)
+    tiles = m->rows * m->cols, tr = m->tile_rows, tc = m->tile_cols, cols = m->cols;
+  else
+    tiles = ((R + tr - 1) / tr) * cols;
+  ImGui::SetNextItemWidth(ImGui::GetFontSize() * 8);
+  ImGui::InputInt("tile", &app.teach_tile);
+  app.teach_tile =
+      static_cast<int>(std::clamp<int64_t>(app.teach_tile, 0, std::max<int64_t>(0, tiles - 1)));
+  ImGui::SameLine();
+  ImGui::Checkbox("linear axis", &app.teach_linear);
+  const int64_t k = app.teach_tile, row0 = (k / cols) * tr, col0 = (k % cols) * tc;
+  double scale = 1.0;
+  if (m) scale = m->scale_value[k];
+  if (!(scale > 0) || !std::isfinite(scale)) scale = 1.0;
+  std::vector<Element> el;
+  const float* xp = a->input.ptr<float>();
+  const float* qp = a->values.ptr<float>();
+  for (int64_t r = row0; r < std::min(R, row0 + tr); ++r)
+    for (int64_t c = col0; c < std::min(C, col0 + tc); ++c) {
+      const int64_t i = r * C + c;
+      if (el.size() < 64) el.push_back({i, xp[i], qp[i], xp[i] / scale, qp[i] / scale});
+    }
+  // Integer element formats of MX-style datatypes are fixed point: their codes stand for
+  // q / 2^(bits-2). Use whichever grid the cast values actually sit on.
+  if (f.is_int() && d.scaled()) {
+    const double fp = std::exp2(f.bits() - 2);
+    double off_int = 0, off_fix = 0;
+    for (const Element& e : el) {
+      off_int += std::fabs(e.qs - std::round(e.qs));
+      off_fix += std::fabs(e.qs * fp - std::round(e.qs * fp));
+    }
+    if (off_fix < off_int)
+      for (double& g : grid) g /= fp;
+  }
+  ImGui::Text("%s: %zu finite values in [%g, %g]; tile %lld (rows %lld.., cols %lld..), scale %.6g",
+              f.name().c_str(), grid.size(), grid.front(), grid.back(), static_cast<long long>(k),
+              static_cast<long long>(row0), static_cast<long long>(col0), scale);
+
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  const float fs = ImGui::GetFontSize();
+  const ImVec2 avail = ImGui::GetContentRegionAvail();
+  const float h = std::max(fs * 12, avail.y * 0.5f);
+  const ImVec2 p0 = ImGui::GetCursorScreenPos();
+  ImGui::InvisibleButton("line", ImVec2(avail.x, h));
+  const bool hovered = ImGui::IsItemHovered();
+  dl->AddRectFilled(p0, ImVec2(p0.x + avail.x, p0.y + h), ImGui::GetColorU32(ImGuiCol_FrameBg), 3);
+  const float x0 = p0.x + fs * 2, x1 = p0.x + avail.x - fs * 3;
+  const float ly = p0.y + h - fs * 3;
+  auto X = [&](double v) {
+    return static_cast<float>(x0 + axis_pos(grid, v, app.teach_linear) * (x1 - x0));
+  };
+  const ImU32 text = ImGui::GetColorU32(ImGuiCol_Text),
+              axis = ImGui::GetColorU32(ImGuiCol_TextDisabled);
+  dl->AddLine(ImVec2(x0 - fs, ly), ImVec2(x1 + fs, ly), axis, 1.5f);
+  float last_label = -1e9f;
+  for (size_t i = 0; i < grid.size(); ++i) {
+    const float x = X(grid[i]);
+    dl->AddLine(ImVec2(x, ly - fs * 0.4f), ImVec2(x, ly + fs * 0.4f), axis, 1.0f);
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%g", grid[i]);
+    const float w = ImGui::CalcTextSize(buf).x;
+    if (x - w / 2 > last_label + 6 || i + 1 == grid.size()) {
+      dl->AddText(ImVec2(x - w / 2, ly + fs * 0.5f), text, buf);
+      last_label = x + w / 2;
+    }
+  }
+  const Element* hover = nullptr;
+  const float top = p0.y + fs * 0.8f, span = ly - fs * 1.5f - top;
+  for (size_t i = 0; i < el.size(); ++i) {
+    const Element& e = el[i];
+    if (!std::isfinite(e.xs)) continue;
+    const float y = top + span * static_cast<float>(i % 8) / 8.0f;
+    const float xi = X(e.xs), xq = X(e.qs);
+    const bool clipped = std::fabs(e.xs) > grid.back() * 1.0000001;
+    const bool exact = e.xs == e.qs;
+    const ImU32 c = exact                    ? IM_COL32(90, 200, 120, 255)
+                    : clipped                ? IM_COL32(235, 80, 70, 255)
+                    : e.qs == 0 && e.xs != 0 ? IM_COL32(150, 150, 160, 255)
+                                             : IM_COL32(245, 160, 40, 255);
+    dl->AddLine(ImVec2(xi, y), ImVec2(xq, ly - 2), c, 1.2f);
+    dl->AddCircleFilled(ImVec2(xq, ly), fs * 0.22f, c);
+    dl->AddCircleFilled(ImVec2(xi, y), fs * 0.28f, c);
+    if (hovered &&
+        std::hypot(ImGui::GetIO().MousePos.x - xi, ImGui::GetIO().MousePos.y - y) < fs * 0.5f)
+      hover = &e;
+  }
+  if (hover)
+    ImGui::SetTooltip(
+        "element %lld\nx = %.9g  (x / scale = %.9g)\nrounds to %.9g  (cast value %.9g)\nerror %.3g",
+        static_cast<long long>(hover->index), hover->x, hover->xs, hover->qs, hover->q,
+        static_cast<double>(hover->q) - hover->x);
+  ImGui::TextColored(ImVec4(0.35f, 0.8f, 0.47f, 1), "exact");
+  ImGui::SameLine();
+  ImGui::TextColored(ImVec4(0.96f, 0.63f, 0.16f, 1), "rounded");
+  ImGui::SameLine();
+  ImGui::TextColored(ImVec4(0.92f, 0.31f, 0.27f, 1), "clipped (saturated)");
+  ImGui::SameLine();
+  ImGui::TextColored(ImVec4(0.6f, 0.6f, 0.63f, 1), "flushed to zero");
+  if (ImGui::BeginTable(
+          "##teach", 5,
+          ImGuiTableFlags_RowBg | ImGuiTableFlags_ScrollY | ImGuiTableFlags_BordersInnerV)) {
+    ImGui::TableSetupScrollFreeze(0, 1);
+    for (const char* hname : {"element", "x", "x / scale", "rounded / scale", "error"})
+      ImGui::TableSetupColumn(hname);
+    ImGui::TableHeadersRow();
+    for (const Element& e : el) {
+      ImGui::TableNextRow();
+      ImGui::TableNextColumn();
+      ImGui::Text("%lld", static_cast<long long>(e.index));
+      ImGui::TableNextColumn();
+      ImGui::Text("%.6g", e.x);
+      ImGui::TableNextColumn();
+      ImGui::Text("%.6g", e.xs);
+      ImGui::TableNextColumn();
+      ImGui::Text("%.6g", e.qs);
+      ImGui::TableNextColumn();
+      ImGui::Text("%.3g", static_cast<double>(e.q) - e.x);
+    }
+    ImGui::EndTable();
+  }
+  ImGui::End();
+}
+
+}  // namespace castscope::gui

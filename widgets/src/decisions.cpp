@@ -1,0 +1,157 @@
+#include "castscope/widgets/decisions.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <nlohmann/json.hpp>
+
+namespace castscope::widgets {
+
+std::vector<size_t> pareto_front(const std::vector<TradeoffPoint>& pts) {
+  std::vector<size_t> idx;
+  for (size_t i = 0; i < pts.size(); ++i) {
+    if (!std::isfinite(pts[i].bits) || std::isnan(pts[i].snr_db)) continue;
+    bool dominated = false;
+    for (size_t j = 0; j < pts.size() && !dominated; ++j) {
+      if (j == i || std::isnan(pts[j].snr_db)) continue;
+      const bool no_worse = pts[j].bits <= pts[i].bits && pts[j].snr_db >= pts[i].snr_db;
+      const bool better = pts[j].bits < pts[i].bits || pts[j].snr_db > pts[i].snr_db;
+      // Exact duplicates: keep the first so the front has no repeated points.
+      dominated = no_worse && (better || j < i);
+    }
+    if (!dominated) idx.push_back(i);
+  }
+  std::sort(idx.begin(), idx.end(), [&](size_t a, size_t b) { return pts[a].bits < pts[b].bits; });
+  return idx;
+}
+
+std::vector<ScaleModeRun> compare_scale_modes(const Tensor& x, const DataType& d, CastOptions o,
+                                              const std::string& name, JobControl* job) {
+  const ScaleMode modes[] = {ScaleMode::Floor, ScaleMode::Ceil, ScaleMode::Midmax,
+                             ScaleMode::Option3, ScaleMode::TopBinade};
+  std::vector<ScaleModeRun> runs;
+  for (ScaleMode m : modes) {
+    if (job) job->check();
+    o.scale_mode = m;
+    ScaleModeRun r;
+    r.mode = m;
+    r.analysis = analyze(x, d, o, name, {}, nullptr);
+    runs.push_back(std::move(r));
+    if (job) job->report(static_cast<double>(runs.size()) / 5.0);
+  }
+  const TileMap* base = runs[0].analysis->tiles ? &*runs[0].analysis->tiles : nullptr;
+  for (ScaleModeRun& r : runs) {
+    if (!base || !r.analysis->tiles) continue;
+    const TileMap& t = *r.analysis->tiles;
+    r.differs.assign(t.scale_code.size(), 0);
+    for (size_t k = 0; k < t.scale_code.size() && k < base->scale_code.size(); ++k) {
+      r.differs[k] = t.scale_code[k] != base->scale_code[k];
+      r.tiles_differ += r.differs[k];
+    }
+  }
+  return runs;
+}
+
+std::vector<Candidate> registry_candidates(int64_t channel_length) {
+  std::vector<Candidate> out;
+  for (const RegistryEntry& e : registry()) {
+    Candidate c;
+    c.name = e.name;
+    c.dtype = DataType::parse(e.name);
+    c.bits = c.dtype.bits_per_value(channel_length);
+    out.push_back(std::move(c));
+  }
+  std::stable_sort(out.begin(), out.end(),
+                   [](const Candidate& a, const Candidate& b) { return a.bits < b.bits; });
+  return out;
+}
+
+AutoPick cheapest_meeting(const Tensor& x, double target_db,
+                          const std::vector<Candidate>& candidates, const CastOptions& o,
+                          JobControl* job) {
+  AutoPick best;
+  best.snr_db = -std::numeric_limits<double>::infinity();
+  const Tensor xf = x.dtype() == DType::F32 ? x : x.to_f32();
+  for (const Candidate& c : candidates) {
+    if (job) job->check();
+    CastOptions co = o;
+    co.mode = CastMode::Virtual;
+    co.job = nullptr;
+    CastResult r;
+    try {
+      r = cast(xf, c.dtype, co);
+    } catch (const Cancelled&) {
+      throw;
+    } catch (const Error&) {
+      continue;  // this datatype's tiles do not fit the tensor
+    }
+    const Stats s = compute_stats(xf, r.values, r.counts.clipped);
+    if (s.snr_db >= target_db) return {c.name, c.bits, s.snr_db, true};
+    if (s.snr_db > best.snr_db) best = {c.name, c.bits, s.snr_db, false};
+  }
+  return best;
+}
+
+std::string glob_escape(const std::string& name) {
+  std::string out;
+  for (char c : name) {
+    if (c == '*' || c == '?' || c == '[')
+      out += std::string("[") + c + "]";
+    else
+      out += c;
+  }
+  return out;
+}
+
+std::string metrics_csv(const std::vector<const Analysis*>& rows) {
+  std::string s =
+      "tensor,shape,dtype,scale_mode,round,bits_per_value,mse,snr_db,max_abs_err,clipped,clipped_"
+      "pct,"
+      "nonfinite_in,nonfinite_out,zeros_out,bias,count\n";
+  for (const Analysis* a : rows) {
+    std::string shape = shape_str(a->shape);
+    std::replace(shape.begin(), shape.end(), ',', 'x');
+    char buf[512];
+    std::snprintf(
+        buf, sizeof buf, "%s,%s,%s,%s,%s,%.6g,%.9g,%.9g,%.9g,%lld,%.6g,%lld,%lld,%lld,%.9g,%lld\n",
+        a->tensor.c_str(), shape.c_str(), a->dtype.str().c_str(), to_string(a->options.scale_mode),
+        to_string(a->options.round), a->bits_per_value, a->stats.mse, a->stats.snr_db,
+        a->stats.max_abs_err, static_cast<long long>(a->stats.clipped), a->stats.clipped_pct(),
+        static_cast<long long>(a->stats.nonfinite_in),
+        static_cast<long long>(a->stats.nonfinite_out), static_cast<long long>(a->stats.zeros_out),
+        a->stats.mean_err, static_cast<long long>(a->stats.count));
+    s += buf;
+  }
+  return s;
+}
+
+std::string metrics_json(const std::vector<const Analysis*>& rows) {
+  nlohmann::json arr = nlohmann::json::array();
+  for (const Analysis* a : rows) {
+    nlohmann::json j;
+    j["tensor"] = a->tensor;
+    j["shape"] = a->shape;
+    j["dtype"] = a->dtype.str();
+    j["scale_mode"] = to_string(a->options.scale_mode);
+    j["round"] = to_string(a->options.round);
+    j["bits_per_value"] = a->bits_per_value;
+    j["mse"] = a->stats.mse;
+    // JSON has no infinity: an exact cast reports snr_db null and exact true.
+    j["snr_db"] =
+        std::isfinite(a->stats.snr_db) ? nlohmann::json(a->stats.snr_db) : nlohmann::json();
+    j["exact"] = std::isinf(a->stats.snr_db);
+    j["max_abs_err"] = a->stats.max_abs_err;
+    j["clipped"] = a->stats.clipped;
+    j["clipped_pct"] = a->stats.clipped_pct();
+    j["nonfinite_in"] = a->stats.nonfinite_in;
+    j["nonfinite_out"] = a->stats.nonfinite_out;
+    j["zeros_out"] = a->stats.zeros_out;
+    j["bias"] = a->stats.mean_err;
+    j["count"] = a->stats.count;
+    arr.push_back(j);
+  }
+  return arr.dump(2) + "\n";
+}
+
+}  // namespace castscope::widgets
