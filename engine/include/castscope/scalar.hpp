@@ -152,12 +152,9 @@ CS_HD Quantized quantize(double v, const Format& f, Round mode, Overflow ovf, ui
     q.qe = f.qmin;
     return q;
   }
-  if (f.kind == Kind::UInt && q.neg) {  // below the bottom of an unsigned grid: clamp to 0
-    q.neg = false;
-    q.qe = f.qmin;
-    q.clipped = true;
-    return q;
-  }
+  // Below the bottom of an unsigned grid the result is 0; the magnitude is still rounded, to
+  // count the value as clipped only when it would not have rounded to 0 anyway.
+  const bool below_uint = f.kind == Kind::UInt && q.neg;
   int binade;
   uint64_t m;
   unpack(v, binade, m);
@@ -202,6 +199,12 @@ CS_HD Quantized quantize(double v, const Format& f, Round mode, Overflow ovf, ui
     // grid is fixed at maxe, so comparing on the top binade's quantum is exact.
     overflow = qe > f.maxe || (qe == f.maxe && r > f.maxr);
     if (f.kind == Kind::Exponent && r == 0) r = 1;  // no zero: the smallest power of two
+  }
+  if (below_uint) {
+    q.neg = false;
+    q.clipped = overflow || r != 0;
+    q.qe = f.qmin;
+    return q;
   }
   if (overflow) {
     if (ovf == Overflow::IEEE && f.has_inf) {
