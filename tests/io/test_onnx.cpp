@@ -84,11 +84,27 @@ TEST(Onnx, InitializersConstantsAndExternalData) {
     t->add_dims(5);
     for (float x : cst) t->add_float_data(x);
   }
+  {  // Constant nodes with value_floats and value_int
+    onnx::NodeProto* n = g->add_node();
+    n->set_op_type("Constant");
+    n->add_output("c.floats");
+    onnx::AttributeProto* a = n->add_attribute();
+    a->set_name("value_floats");
+    a->set_type(onnx::AttributeProto_AttributeType_FLOATS);
+    for (float x : cst) a->add_floats(-x);
+    onnx::NodeProto* n2 = g->add_node();
+    n2->set_op_type("Constant");
+    n2->add_output("c.int");
+    onnx::AttributeProto* a2 = n2->add_attribute();
+    a2->set_name("value_int");
+    a2->set_type(onnx::AttributeProto_AttributeType_INT);
+    a2->set_i(-42);
+  }
   const std::string path = dir / "m.onnx";
   write_model(m, path);
   auto model = io::open_model(path);
   EXPECT_EQ(model->format(), "onnx");
-  ASSERT_EQ(model->tensors().size(), 5u);
+  ASSERT_EQ(model->tensors().size(), 7u);
   auto check = [&](const std::string& name, const std::vector<float>& want, const Shape& shape) {
     SCOPED_TRACE(name);
     const Tensor t = model->load(name);
@@ -101,6 +117,10 @@ TEST(Onnx, InitializersConstantsAndExternalData) {
   check("w.ext", ext, {8, 5});
   check("c.out", cst, {5});
   check("pos", {7, -3, 11}, {3});
+  std::vector<float> neg(cst);
+  for (float& v : neg) v = -v;
+  check("c.floats", neg, {5});
+  check("c.int", {-42}, {});
   EXPECT_EQ(model->find("pos")->dtype, "INT64");
   EXPECT_FALSE(io::is_float_storage("INT64"));
   EXPECT_EQ(model->find("w.f16")->dtype, "FLOAT16");

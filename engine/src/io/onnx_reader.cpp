@@ -120,6 +120,29 @@ std::vector<Entry> read_onnx(const std::string& path) {
   const std::filesystem::path base = std::filesystem::path(path).parent_path();
   std::map<std::string, std::shared_ptr<const MappedFile>> ext_files;
 
+  // Constant nodes may give their value as a plain number or list: turn those into tensors in
+  // the parsed copy so that every constant is read the same way.
+  for (onnx::NodeProto& n : *model->mutable_graph()->mutable_node()) {
+    if (n.op_type() != "Constant") continue;
+    for (onnx::AttributeProto& a : *n.mutable_attribute()) {
+      onnx::TensorProto* t = nullptr;
+      if (a.name() == "value_float" || a.name() == "value_floats") {
+        t = a.mutable_t();
+        t->set_data_type(onnx::TensorProto_DataType_FLOAT);
+        if (a.name() == "value_float") t->add_float_data(a.f());
+        for (float f : a.floats()) t->add_float_data(f);
+      } else if (a.name() == "value_int" || a.name() == "value_ints") {
+        t = a.mutable_t();
+        t->set_data_type(onnx::TensorProto_DataType_INT64);
+        if (a.name() == "value_int") t->add_int64_data(a.i());
+        for (int64_t i : a.ints()) t->add_int64_data(i);
+      }
+      if (t && (a.name() == "value_floats" || a.name() == "value_ints"))
+        t->add_dims(a.name() == "value_floats" ? a.floats_size() : a.ints_size());
+      if (t) a.set_name("value");
+    }
+  }
+
   std::vector<std::pair<std::string, const onnx::TensorProto*>> found;
   const onnx::GraphProto& g = model->graph();
   for (const onnx::TensorProto& t : g.initializer()) found.emplace_back(t.name(), &t);
