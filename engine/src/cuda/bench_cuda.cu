@@ -51,18 +51,23 @@ double time_ms(F&& f, int warm, int iters) {
   CS_CUDA(cudaEventCreate(&a));
   CS_CUDA(cudaEventCreate(&b));
   std::vector<float> t;
-  for (int i = 0; i < iters; ++i) {
-    cudaEventRecord(a, stream());
-    f();
-    cudaEventRecord(b, stream());
-    cudaEventSynchronize(b);
-    float ms = 0;
-    cudaEventElapsedTime(&ms, a, b);
-    t.push_back(ms);
+  try {
+    for (int i = 0; i < iters; ++i) {
+      CS_CUDA(cudaEventRecord(a, stream()));
+      f();
+      CS_CUDA(cudaEventRecord(b, stream()));
+      CS_CUDA(cudaEventSynchronize(b));
+      float ms = 0;
+      CS_CUDA(cudaEventElapsedTime(&ms, a, b));
+      t.push_back(ms);
+    }
+  } catch (...) {
+    cudaEventDestroy(a);
+    cudaEventDestroy(b);
+    throw;
   }
   cudaEventDestroy(a);
   cudaEventDestroy(b);
-  CS_CUDA(cudaGetLastError());
   std::sort(t.begin(), t.end());
   return t[t.size() / 2];
 }

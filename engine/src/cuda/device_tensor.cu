@@ -50,7 +50,8 @@ void* device_alloc(size_t bytes) {
 }
 
 void device_free(void* p) {
-  if (p) cudaFreeAsync(p, stream());
+  // Called from destructors (possibly after the context is gone at exit): nothing to report to.
+  if (p && cudaFreeAsync(p, stream()) != cudaSuccess) cudaGetLastError();
 }
 
 namespace {
