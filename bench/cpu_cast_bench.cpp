@@ -40,8 +40,11 @@ void cast_bench(benchmark::State& state, const char* dtype, CastMode mode) {
 
 }  // namespace
 
-#define CAST_BENCH(name, mode)                                                                   \
-  BENCHMARK_CAPTURE(cast_bench, name##_##mode, #name, CastMode::mode)->Unit(benchmark::kMillisecond)->MeasureProcessCPUTime()->UseRealTime()
+#define CAST_BENCH(name, mode)                                        \
+  BENCHMARK_CAPTURE(cast_bench, name##_##mode, #name, CastMode::mode) \
+      ->Unit(benchmark::kMillisecond)                                 \
+      ->MeasureProcessCPUTime()                                       \
+      ->UseRealTime()
 
 CAST_BENCH(mxfp4e2, Virtual);
 CAST_BENCH(mxfp8e4, Virtual);

@@ -40,11 +40,14 @@ int main(int argc, char** argv) {
       {"MX4", "mx4", true},
       {"NVFP4", "nvfp4", true},
   };
-  std::printf("N(0,1) %lld x %lld float32, seed %llu, round even, scale mode floor\n", static_cast<long long>(rows),
-              static_cast<long long>(cols), static_cast<unsigned long long>(seed));
-  std::printf("| %-30s | %6s | %10s | %8s | %10s | %9s |\n", "Format", "Bits", "MSE", "SNR (dB)", "Max Error", "Clipped %");
-  std::printf("|%s|%s|%s|%s|%s|%s|\n", std::string(32, '-').c_str(), std::string(8, '-').c_str(), std::string(12, '-').c_str(),
-              std::string(10, '-').c_str(), std::string(12, '-').c_str(), std::string(11, '-').c_str());
+  std::printf("N(0,1) %lld x %lld float32, seed %llu, round even, scale mode floor\n",
+              static_cast<long long>(rows), static_cast<long long>(cols),
+              static_cast<unsigned long long>(seed));
+  std::printf("| %-30s | %6s | %10s | %8s | %10s | %9s |\n", "Format", "Bits", "MSE", "SNR (dB)",
+              "Max Error", "Clipped %");
+  std::printf("|%s|%s|%s|%s|%s|%s|\n", std::string(32, '-').c_str(), std::string(8, '-').c_str(),
+              std::string(12, '-').c_str(), std::string(10, '-').c_str(),
+              std::string(12, '-').c_str(), std::string(11, '-').c_str());
   for (const Row& r : table) {
     const DataType d = DataType::parse(r.dtype);
     CastOptions o;
@@ -52,8 +55,8 @@ int main(int argc, char** argv) {
     o.tcfp_nf_aware = r.tcfp_nf;
     CastResult res = cast(x, d, o);
     const Stats s = compute_stats(x, res.values, res.counts.clipped);
-    std::printf("| %-30s | %6.3g | %10.3e | %8.2f | %10.3e | %9.4f |\n", r.label, d.bits_per_value(cols), s.mse, s.snr_db,
-                s.max_abs_err, s.clipped_pct());
+    std::printf("| %-30s | %6.3g | %10.3e | %8.2f | %10.3e | %9.4f |\n", r.label,
+                d.bits_per_value(cols), s.mse, s.snr_db, s.max_abs_err, s.clipped_pct());
   }
   return 0;
 }

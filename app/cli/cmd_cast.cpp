@@ -11,8 +11,8 @@ namespace castscope::cli {
 namespace {
 
 struct CastArgs {
-  std::string in, out, dtype, round = "even", scale_mode = "floor", overflow = "saturate", device = "auto",
-                          mode = "virtual";
+  std::string in, out, dtype, round = "even", scale_mode = "floor", overflow = "saturate",
+                              device = "auto", mode = "virtual";
   uint64_t seed = 0;
   int axis = -1;
   bool stats = false;
@@ -25,20 +25,33 @@ bool ends_with(const std::string& s, const std::string& suf) {
 
 void cast_cmd(CLI::App& app) {
   static CastArgs a;
-  auto* sub = app.add_subcommand("cast", "Cast a .npy tensor to a datatype (virtual: .npy out; compress/actual: packed .safetensors out)");
-  sub->add_option("input", a.in, "Input .npy (float32, float16 or float64, any shape)")->required()->check(CLI::ExistingFile);
-  sub->add_option("output", a.out, "Output .npy (virtual) or .safetensors (actual / compress)")->required();
-  sub->add_option("--dtype,-d", a.dtype, "Datatype string or registry name (see `list`)")->required();
-  sub->add_option("--round", a.round, "even | away | zero | stochastic")->check(CLI::IsMember({"even", "away", "nearest", "zero", "stochastic"}));
+  auto* sub = app.add_subcommand("cast",
+                                 "Cast a .npy tensor to a datatype (virtual: .npy out; "
+                                 "compress/actual: packed .safetensors out)");
+  sub->add_option("input", a.in, "Input .npy (float32, float16 or float64, any shape)")
+      ->required()
+      ->check(CLI::ExistingFile);
+  sub->add_option("output", a.out, "Output .npy (virtual) or .safetensors (actual / compress)")
+      ->required();
+  sub->add_option("--dtype,-d", a.dtype, "Datatype string or registry name (see `list`)")
+      ->required();
+  sub->add_option("--round", a.round, "even | away | zero | stochastic")
+      ->check(CLI::IsMember({"even", "away", "nearest", "zero", "stochastic"}));
   sub->add_option("--scale-mode", a.scale_mode, "floor | ceil | midmax | option3 | topbinade")
-      ->check(CLI::IsMember({"floor", "max", "ceil", "midmax", "auto", "option3", "even", "topbinade"}));
-  sub->add_option("--overflow", a.overflow, "saturate | ieee")->check(CLI::IsMember({"saturate", "ieee"}));
+      ->check(CLI::IsMember(
+          {"floor", "max", "ceil", "midmax", "auto", "option3", "even", "topbinade"}));
+  sub->add_option("--overflow", a.overflow, "saturate | ieee")
+      ->check(CLI::IsMember({"saturate", "ieee"}));
   sub->add_option("--seed", a.seed, "Seed of stochastic rounding");
-  sub->add_option("--axis", a.axis, "Tile axis (negative counts from the end; 2-D tiles cover axis-1 and axis)");
-  sub->add_option("--device", a.device, "auto | cpu | cuda")->check(CLI::IsMember({"auto", "cpu", "cuda", "gpu"}));
-  sub->add_option("--mode", a.mode, "virtual | actual | compress")->check(CLI::IsMember({"virtual", "actual", "compress"}));
+  sub->add_option("--axis", a.axis,
+                  "Tile axis (negative counts from the end; 2-D tiles cover axis-1 and axis)");
+  sub->add_option("--device", a.device, "auto | cpu | cuda")
+      ->check(CLI::IsMember({"auto", "cpu", "cuda", "gpu"}));
+  sub->add_option("--mode", a.mode, "virtual | actual | compress")
+      ->check(CLI::IsMember({"virtual", "actual", "compress"}));
   sub->add_flag("--stats", a.stats, "Print MSE, SNR, max error, clipped and non-finite counts");
-  sub->add_flag("--tcfp-absmax", a.no_tcfp_nf, "TCFP-8: choose block scales at absmax instead of 3 sigma");
+  sub->add_flag("--tcfp-absmax", a.no_tcfp_nf,
+                "TCFP-8: choose block scales at absmax instead of 3 sigma");
   sub->callback([] {
     const DataType d = DataType::parse(a.dtype);
     CastOptions o;
@@ -50,14 +63,19 @@ void cast_cmd(CLI::App& app) {
     o.device = parse_device(a.device);
     o.mode = parse_cast_mode(a.mode);
     o.tcfp_nf_aware = !a.no_tcfp_nf;
-    if (o.mode == CastMode::Virtual && !ends_with(a.out, ".npy")) throw Error("virtual cast output must be a .npy file: '" + a.out + "'");
+    if (o.mode == CastMode::Virtual && !ends_with(a.out, ".npy"))
+      throw Error("virtual cast output must be a .npy file: '" + a.out + "'");
     if (o.mode != CastMode::Virtual && !ends_with(a.out, ".safetensors"))
-      throw Error(std::string(to_string(o.mode)) + " cast output must be a .safetensors file: '" + a.out + "'");
+      throw Error(std::string(to_string(o.mode)) + " cast output must be a .safetensors file: '" +
+                  a.out + "'");
     const Tensor x = io::load_npy(a.in);
-    if (!dtype_is_float(x.dtype())) throw Error("'" + a.in + "' holds " + dtype_name(x.dtype()) + "; cast needs float32, float16 or float64 data");
+    if (!dtype_is_float(x.dtype()))
+      throw Error("'" + a.in + "' holds " + dtype_name(x.dtype()) +
+                  "; cast needs float32, float16 or float64 data");
     const auto t0 = std::chrono::steady_clock::now();
     CastResult r = cast(x, d, o);
-    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    const double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     Tensor values;
     if (o.mode == CastMode::Virtual) {
       values = r.values;
@@ -68,11 +86,14 @@ void cast_cmd(CLI::App& app) {
     }
     if (a.stats) {
       Stats s = compute_stats(x, values, r.counts.clipped);
-      std::printf("dtype %s  backend %s  %.2f ms  bits/value %.4g\n", d.label().c_str(), r.backend.c_str(), ms,
+      std::printf("dtype %s  backend %s  %.2f ms  bits/value %.4g\n", d.label().c_str(),
+                  r.backend.c_str(), ms,
                   d.bits_per_value(x.rank() ? x.shape()[(a.axis + x.rank()) % x.rank()] : 1));
-      std::printf("mse %.6g\nsnr_db %.4f\nmax_abs_err %.6g\nclipped %lld (%.4f%%)\nnonfinite_in %lld\nnonfinite_out %lld\n", s.mse, s.snr_db,
-                  s.max_abs_err, static_cast<long long>(s.clipped), s.clipped_pct(), static_cast<long long>(s.nonfinite_in),
-                  static_cast<long long>(s.nonfinite_out));
+      std::printf(
+          "mse %.6g\nsnr_db %.4f\nmax_abs_err %.6g\nclipped %lld (%.4f%%)\nnonfinite_in "
+          "%lld\nnonfinite_out %lld\n",
+          s.mse, s.snr_db, s.max_abs_err, static_cast<long long>(s.clipped), s.clipped_pct(),
+          static_cast<long long>(s.nonfinite_in), static_cast<long long>(s.nonfinite_out));
     }
   });
 }

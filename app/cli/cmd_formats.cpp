@@ -19,7 +19,9 @@ json number_json(const NumberSpec& n, bool codes) {
   j["bits"] = n.bits();
   j["exponent_bits"] = n.ebits();
   j["mantissa_bits"] = n.mbits();
-  auto num = [](double v) { return std::isfinite(v) ? json(v) : json(std::isnan(v) ? "nan" : (v > 0 ? "inf" : "-inf")); };
+  auto num = [](double v) {
+    return std::isfinite(v) ? json(v) : json(std::isnan(v) ? "nan" : (v > 0 ? "inf" : "-inf"));
+  };
   if (n.is_float() || n.is_exponent()) {
     j["bias"] = n.bias();
     j["emax"] = n.emax();
@@ -44,7 +46,8 @@ json number_json(const NumberSpec& n, bool codes) {
   j["cuda"] = n.cuda_name();
   if (codes && n.bits() <= 8) {
     json arr = json::array();
-    for (const CodeValue& cv : n.enumerate()) arr.push_back({{"code", cv.code}, {"value", num(cv.value)}, {"note", cv.note}});
+    for (const CodeValue& cv : n.enumerate())
+      arr.push_back({{"code", cv.code}, {"value", num(cv.value)}, {"note", cv.note}});
     j["codes"] = arr;
   }
   return j;
@@ -81,7 +84,10 @@ void list_cmd(CLI::App& app) {
       json arr = json::array();
       for (const RegistryEntry& e : registry()) {
         DataType d = DataType::parse(e.name);
-        arr.push_back({{"name", e.name}, {"spec", e.spec}, {"group", e.group}, {"description", e.description},
+        arr.push_back({{"name", e.name},
+                       {"spec", e.spec},
+                       {"group", e.group},
+                       {"description", e.description},
                        {"bits_per_value", d.bits_per_value()}});
       }
       std::printf("%s\n", arr.dump(2).c_str());
@@ -94,13 +100,15 @@ void list_cmd(CLI::App& app) {
         std::printf("%s%s\n", group == registry().front().group ? "" : "\n", group.c_str());
       }
       DataType d = DataType::parse(e.name);
-      std::printf("  %-16s %-30s %6.3g bits  %s\n", e.name.c_str(), e.spec.c_str(), d.bits_per_value(), e.description.c_str());
+      std::printf("  %-16s %-30s %6.3g bits  %s\n", e.name.c_str(), e.spec.c_str(),
+                  d.bits_per_value(), e.description.c_str());
     }
   });
 }
 
 void info_cmd(CLI::App& app) {
-  auto* sub = app.add_subcommand("info", "Show every property of a datatype (and all codes of formats of at most 8 bits)");
+  auto* sub = app.add_subcommand(
+      "info", "Show every property of a datatype (and all codes of formats of at most 8 bits)");
   static std::string spec;
   static bool as_json = false;
   sub->add_option("dtype", spec, "Datatype string or registry name")->required();
@@ -117,17 +125,25 @@ void info_cmd(CLI::App& app) {
       if (d.scaled()) {
         const ScaleSpec& sc = *d.scale();
         j["scale"] = number_json(sc.scale, true);
-        if (sc.second) j[d.has_zero_point() ? "zero_point" : "tensor_scale"] = number_json(*sc.second, true);
+        if (sc.second)
+          j[d.has_zero_point() ? "zero_point" : "tensor_scale"] = number_json(*sc.second, true);
         json tiles = json::array();
         for (const TileSpec& t : sc.tiles)
-          tiles.push_back({{"size", t.size}, {"channel", t.channel()}, {"subtile", t.sub}, {"n", t.n}, {"m", t.m}});
+          tiles.push_back({{"size", t.size},
+                           {"channel", t.channel()},
+                           {"subtile", t.sub},
+                           {"n", t.n},
+                           {"m", t.m}});
         j["tiles"] = tiles;
       }
       std::printf("%s\n", j.dump(2).c_str());
       return;
     }
-    std::printf("datatype %s\n  %s\n  bits per value %.6g%s\n\n", d.label().c_str(), d.describe().c_str(), d.bits_per_value(),
-                d.tensor_scaled() ? " (plus one tensor scale)" : d.multiscale() ? " (plus the tensor scale)" : "");
+    std::printf("datatype %s\n  %s\n  bits per value %.6g%s\n\n", d.label().c_str(),
+                d.describe().c_str(), d.bits_per_value(),
+                d.tensor_scaled() ? " (plus one tensor scale)"
+                : d.multiscale()  ? " (plus the tensor scale)"
+                                  : "");
     print_number(d.number(), "element", true);
     if (d.scaled()) {
       const ScaleSpec& sc = *d.scale();

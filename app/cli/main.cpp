@@ -12,7 +12,9 @@ std::vector<Registrar>& registrars() {
 }  // namespace castscope::cli
 
 int main(int argc, char** argv) {
-  CLI::App app{"castscope-cli: cast tensors and checkpoints to low-precision datatypes and measure the error"};
+  CLI::App app{
+      "castscope-cli: cast tensors and checkpoints to low-precision datatypes and measure the "
+      "error"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "castscope 0.1.0");
   for (auto& r : castscope::cli::registrars()) r(app);

@@ -37,7 +37,8 @@ void notice_once(const std::string& msg) {
 CastResult cast_cpu(const Tensor& x, const DataType& d, const CastOptions& o) {
   CastOptions actual_opt = o;
   if (o.mode == CastMode::Compress) actual_opt.mode = CastMode::Actual;
-  CastResult r = d.family() == Family::Standard ? cpu::cast_standard(x, d, actual_opt) : tcfp::cast(x, d, actual_opt);
+  CastResult r = d.family() == Family::Standard ? cpu::cast_standard(x, d, actual_opt)
+                                                : tcfp::cast(x, d, actual_opt);
   r.backend = "cpu";
   if (o.mode == CastMode::Compress) {
     r = pack(r);
@@ -49,7 +50,9 @@ CastResult cast_cpu(const Tensor& x, const DataType& d, const CastOptions& o) {
 
 }  // namespace
 
-void set_notice_handler(std::function<void(const std::string&)> handler) { notice_handler() = std::move(handler); }
+void set_notice_handler(std::function<void(const std::string&)> handler) {
+  notice_handler() = std::move(handler);
+}
 
 BackendInfo backend_info() {
   BackendInfo b;
@@ -61,7 +64,8 @@ BackendInfo backend_info() {
 }
 
 CastResult cast(const Tensor& x, const DataType& dtype, const CastOptions& options) {
-  if (x.numel() == 0) throw Error("cannot cast an empty tensor (shape " + shape_str(x.shape()) + ")");
+  if (x.numel() == 0)
+    throw Error("cannot cast an empty tensor (shape " + shape_str(x.shape()) + ")");
   if (options.device != Device::CPU) {
     std::string reason;
     if (cuda::available(&reason)) {
@@ -102,14 +106,19 @@ struct AxisView {
 AxisView view_axis(const Shape& s, int axis) {
   AxisView v;
   for (int i = 0; i < static_cast<int>(s.size()); ++i) {
-    if (i < axis) v.outer *= s[i];
-    else if (i == axis) v.len = s[i];
-    else v.inner *= s[i];
+    if (i < axis)
+      v.outer *= s[i];
+    else if (i == axis)
+      v.len = s[i];
+    else
+      v.inner *= s[i];
   }
   return v;
 }
 
-int code_width(int bits) { return bits <= 2 ? 2 : bits <= 4 ? 4 : 8; }
+int code_width(int bits) {
+  return bits <= 2 ? 2 : bits <= 4 ? 4 : 8;
+}
 
 // Pack the low `width` bits of each byte-sized element along the last axis.
 Tensor pack_bits(const Tensor& t, int width) {
@@ -125,29 +134,33 @@ Tensor pack_bits(const Tensor& t, int width) {
   const uint8_t mask = static_cast<uint8_t>((1u << width) - 1);
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t k = 0; k < last; ++k)
-      dst[r * o.back() + k / per] |= static_cast<uint8_t>((in[r * last + k] & mask) << ((k % per) * width));
+      dst[r * o.back() + k / per] |=
+          static_cast<uint8_t>((in[r * last + k] & mask) << ((k % per) * width));
   return out;
 }
 
-Tensor unpack_bits(const Tensor& t, int width, const Shape& shape, DType dtype, int value_bits, bool sign_extend,
-                   const char* what) {
+Tensor unpack_bits(const Tensor& t, int width, const Shape& shape, DType dtype, int value_bits,
+                   bool sign_extend, const char* what) {
   if (!t) throw Error(std::string("compressed result has no ") + what + " tensor");
   if (t.dtype() != DType::U8 && t.dtype() != DType::Bool && t.dtype() != DType::I8)
-    throw Error(std::string("compressed ") + what + " tensor must hold bytes, not " + dtype_name(t.dtype()));
+    throw Error(std::string("compressed ") + what + " tensor must hold bytes, not " +
+                dtype_name(t.dtype()));
   Tensor out = Tensor::empty(dtype, shape);
   const int64_t last = shape.empty() ? 1 : shape.back();
   const int64_t rows = out.numel() / last;
   const int per = 8 / width;
   const int64_t plast = (last + per - 1) / per;
   if (t.numel() != rows * plast)
-    throw Error(std::string("compressed ") + what + " tensor has " + std::to_string(t.numel()) + " bytes, expected " +
-                std::to_string(rows * plast));
+    throw Error(std::string("compressed ") + what + " tensor has " + std::to_string(t.numel()) +
+                " bytes, expected " + std::to_string(rows * plast));
   const uint8_t* in = t.ptr<uint8_t>();
   uint8_t* dst = out.mutable_ptr<uint8_t>();
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t k = 0; k < last; ++k) {
-      uint8_t v = static_cast<uint8_t>((in[r * plast + k / per] >> ((k % per) * width)) & ((1u << width) - 1));
-      if (sign_extend && ((v >> (value_bits - 1)) & 1)) v |= static_cast<uint8_t>(0xFF << value_bits);
+      uint8_t v = static_cast<uint8_t>((in[r * plast + k / per] >> ((k % per) * width)) &
+                                       ((1u << width) - 1));
+      if (sign_extend && ((v >> (value_bits - 1)) & 1))
+        v |= static_cast<uint8_t>(0xFF << value_bits);
       dst[r * last + k] = v;
     }
   return out;
@@ -155,7 +168,9 @@ Tensor unpack_bits(const Tensor& t, int width, const Shape& shape, DType dtype, 
 
 // Shared-microexponent integers (MX9 / MX6 / MX4) are stored as sign-magnitude elements, as in
 // the format's definition; everywhere else signed codes are two's complement.
-bool sign_magnitude(const detail::CastPlan& p) { return p.sub && p.data.kind == scalar::Kind::Int; }
+bool sign_magnitude(const detail::CastPlan& p) {
+  return p.sub && p.data.kind == scalar::Kind::Int;
+}
 
 Tensor convert_sign(const Tensor& t, int bits, bool to_sign_magnitude) {
   Tensor out = Tensor::empty(t.dtype(), t.shape());
@@ -247,7 +262,8 @@ CastResult unpack(const CastResult& c) {
                         p.data.kind == scalar::Kind::Int && !sign_magnitude(p), "codes");
   if (!codes) throw Error("compressed result has no codes tensor");
   if (numel(codes.shape()) != numel(cs))
-    throw Error("compressed codes tensor has " + std::to_string(codes.numel()) + " values, expected " + std::to_string(numel(cs)));
+    throw Error("compressed codes tensor has " + std::to_string(codes.numel()) +
+                " values, expected " + std::to_string(numel(cs)));
   if (p.sparse_dim >= 0) {
     if (!c.mask) throw Error("compressed sparse result has no mask");
     Tensor mask = unpack_bits(c.mask, 1, shape, DType::Bool, 1, false, "mask");
@@ -264,7 +280,8 @@ CastResult unpack(const CastResult& c) {
           for (int64_t k = run * p.sp_m; k < std::min(v.len, (run + 1) * p.sp_m); ++k) {
             const int64_t e = (o * v.len + k) * v.inner + in;
             if (!mk[e]) continue;
-            if (slot >= (run + 1) * p.sp_n) throw Error("sparsity mask keeps more than N values in a run");
+            if (slot >= (run + 1) * p.sp_n)
+              throw Error("sparsity mask keeps more than N values in a run");
             std::memcpy(dst + e * es, src + ((o * cs[ax] + slot) * v.inner + in) * es, es);
             ++slot;
           }
@@ -283,29 +300,43 @@ CastResult unpack(const CastResult& c) {
 
 const char* to_string(Round r) {
   switch (r) {
-    case Round::Even: return "even";
-    case Round::Away: return "away";
-    case Round::Zero: return "zero";
-    case Round::Stochastic: return "stochastic";
+    case Round::Even:
+      return "even";
+    case Round::Away:
+      return "away";
+    case Round::Zero:
+      return "zero";
+    case Round::Stochastic:
+      return "stochastic";
   }
   return "?";
 }
 const char* to_string(ScaleMode m) {
   switch (m) {
-    case ScaleMode::Floor: return "floor";
-    case ScaleMode::Ceil: return "ceil";
-    case ScaleMode::Midmax: return "midmax";
-    case ScaleMode::Option3: return "option3";
-    case ScaleMode::TopBinade: return "topbinade";
+    case ScaleMode::Floor:
+      return "floor";
+    case ScaleMode::Ceil:
+      return "ceil";
+    case ScaleMode::Midmax:
+      return "midmax";
+    case ScaleMode::Option3:
+      return "option3";
+    case ScaleMode::TopBinade:
+      return "topbinade";
   }
   return "?";
 }
-const char* to_string(Overflow o) { return o == Overflow::Saturate ? "saturate" : "ieee"; }
+const char* to_string(Overflow o) {
+  return o == Overflow::Saturate ? "saturate" : "ieee";
+}
 const char* to_string(CastMode m) {
   switch (m) {
-    case CastMode::Virtual: return "virtual";
-    case CastMode::Actual: return "actual";
-    case CastMode::Compress: return "compress";
+    case CastMode::Virtual:
+      return "virtual";
+    case CastMode::Actual:
+      return "actual";
+    case CastMode::Compress:
+      return "compress";
   }
   return "?";
 }
@@ -315,7 +346,8 @@ Round parse_round(std::string_view s) {
   if (s == "away" || s == "nearest") return Round::Away;
   if (s == "zero") return Round::Zero;
   if (s == "stochastic") return Round::Stochastic;
-  throw Error("round mode '" + std::string(s) + "': expected even, away (nearest), zero or stochastic");
+  throw Error("round mode '" + std::string(s) +
+              "': expected even, away (nearest), zero or stochastic");
 }
 ScaleMode parse_scale_mode(std::string_view s) {
   if (s == "floor" || s == "max") return ScaleMode::Floor;
@@ -323,7 +355,8 @@ ScaleMode parse_scale_mode(std::string_view s) {
   if (s == "midmax" || s == "auto") return ScaleMode::Midmax;
   if (s == "option3" || s == "even") return ScaleMode::Option3;
   if (s == "topbinade") return ScaleMode::TopBinade;
-  throw Error("scale mode '" + std::string(s) + "': expected floor (max), ceil, midmax (auto), option3 (even) or topbinade");
+  throw Error("scale mode '" + std::string(s) +
+              "': expected floor (max), ceil, midmax (auto), option3 (even) or topbinade");
 }
 Overflow parse_overflow(std::string_view s) {
   if (s == "saturate") return Overflow::Saturate;

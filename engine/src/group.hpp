@@ -30,16 +30,18 @@ struct KernelParams {
 
 // The scale of one group, as both codes (for storage) and values (for arithmetic).
 struct GroupScale {
-  bool nan = false;          // the group holds NaN / Inf: every value decodes to NaN
-  int shift = 0;             // exponent scales: value = q * 2^shift
-  double s = 1.0;            // float scales: value = q * s (* t)
-  double t = 1.0;            // tensor scale of a multiscale datatype
-  double zero = 0.0;         // float zero point Z (value = q * s + Z) or int zero point z
+  bool nan = false;   // the group holds NaN / Inf: every value decodes to NaN
+  int shift = 0;      // exponent scales: value = q * 2^shift
+  double s = 1.0;     // float scales: value = q * s (* t)
+  double t = 1.0;     // tensor scale of a multiscale datatype
+  double zero = 0.0;  // float zero point Z (value = q * s + Z) or int zero point z
   uint32_t scale_code = 0;
   uint32_t zero_code = 0;
 };
 
-CS_HD double nan_double() { return scalar::bits_double(0x7FF8000000000000ull); }
+CS_HD double nan_double() {
+  return scalar::bits_double(0x7FF8000000000000ull);
+}
 
 // Round v onto format f with round-to-nearest-even and saturation: how scales and zero points
 // are cast to their own formats.
@@ -49,7 +51,8 @@ CS_HD Quantized cast_scale_value(double v, const Format& f) {
 
 // Scale of a group from its statistics: absmax over kept finite values; lo / hi (uint data) the
 // smallest / largest kept finite value; nonfinite whether any kept value is NaN / Inf.
-CS_HD GroupScale choose_scale(const KernelParams& p, double absmax, double lo, double hi, bool nonfinite) {
+CS_HD GroupScale choose_scale(const KernelParams& p, double absmax, double lo, double hi,
+                              bool nonfinite) {
   GroupScale g;
   g.t = p.multiscale ? p.tensor_scale : 1.0;
   if (nonfinite || (p.multiscale && !(g.t == g.t))) {
@@ -106,7 +109,8 @@ CS_HD GroupScale choose_scale(const KernelParams& p, double absmax, double lo, d
 // lowers an exponent scale by a subtile's microexponent.
 CS_HD double scaled_input(const KernelParams& p, const GroupScale& g, double x, int shift_adj) {
   if (!p.scaled) return x;
-  if (p.scale_is_exponent) return x * scalar::pow2(-(g.shift - shift_adj)) / (p.multiscale ? g.t : 1.0);
+  if (p.scale_is_exponent)
+    return x * scalar::pow2(-(g.shift - shift_adj)) / (p.multiscale ? g.t : 1.0);
   if (p.zero_kind == 1) return (x - g.zero) / g.s;
   if (p.zero_kind == 2) return x / g.s + g.zero;
   return x / (p.multiscale ? g.s * g.t : g.s);
@@ -114,7 +118,8 @@ CS_HD double scaled_input(const KernelParams& p, const GroupScale& g, double x, 
 
 // Canonical form of a rounded value: what decode(encode(q)) gives back.
 CS_HD Quantized canonical(Quantized q, const Format& codes) {
-  if (q.r == 0 && !q.nan && !q.inf && (!codes.has_negzero || codes.kind != scalar::Kind::Float)) q.neg = false;
+  if (q.r == 0 && !q.nan && !q.inf && (!codes.has_negzero || codes.kind != scalar::Kind::Float))
+    q.neg = false;
   if (q.nan && !codes.has_nan) q = Quantized{};  // no NaN code: zero (spec README, decision 5)
   return q;
 }
@@ -131,8 +136,10 @@ CS_HD Quantized encode_element(const KernelParams& p, const GroupScale& g, doubl
   if (x - x != 0) {  // +-Inf
     if (p.scaled) return q;
     q.neg = x < 0;
-    if (p.overflow == scalar::Overflow::IEEE && p.data.has_inf) q.inf = true;
-    else if (p.overflow == scalar::Overflow::IEEE && p.data.has_nan) q.nan = true;
+    if (p.overflow == scalar::Overflow::IEEE && p.data.has_inf)
+      q.inf = true;
+    else if (p.overflow == scalar::Overflow::IEEE && p.data.has_nan)
+      q.nan = true;
     else {
       q.r = p.data.maxr;
       q.qe = p.data.maxe;
@@ -147,14 +154,16 @@ CS_HD Quantized encode_element(const KernelParams& p, const GroupScale& g, doubl
     q.neg = !g.nan && p.zero_kind == 0 && (scalar::double_bits(x) >> 63) != 0;
     return canonical(q, p.data_codes);
   }
-  const uint32_t rnd = p.round == scalar::Round::Stochastic ? scalar::random_bits(p.seed, index) : 0u;
+  const uint32_t rnd =
+      p.round == scalar::Round::Stochastic ? scalar::random_bits(p.seed, index) : 0u;
   const scalar::Overflow ovf = p.scaled ? scalar::Overflow::Saturate : p.overflow;
   q = scalar::quantize(scaled_input(p, g, x, shift_adj), p.data, p.round, ovf, rnd);
   return canonical(q, p.data_codes);
 }
 
 // Value (float32) of an element from its quantized code and its group's scale.
-CS_HD float decode_element(const KernelParams& p, const GroupScale& g, const Quantized& q, int shift_adj) {
+CS_HD float decode_element(const KernelParams& p, const GroupScale& g, const Quantized& q,
+                           int shift_adj) {
   if (!p.scaled) return scalar::to_f32(scalar::value_of(q, 0));
   if (g.nan) return scalar::to_f32(nan_double());
   if (p.scale_is_exponent) {

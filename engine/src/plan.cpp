@@ -19,18 +19,30 @@ void store_code(void* base, DType d, int64_t i, uint32_t code, const scalar::For
   if (f.kind == scalar::Kind::Int && f.bits < 32 && ((code >> (f.bits - 1)) & 1u))
     code |= ~((1u << f.bits) - 1);  // sign-extend into the storage width
   switch (dtype_size(d)) {
-    case 1: static_cast<uint8_t*>(base)[i] = static_cast<uint8_t>(code); break;
-    case 2: static_cast<uint16_t*>(base)[i] = static_cast<uint16_t>(code); break;
-    default: static_cast<uint32_t*>(base)[i] = code; break;
+    case 1:
+      static_cast<uint8_t*>(base)[i] = static_cast<uint8_t>(code);
+      break;
+    case 2:
+      static_cast<uint16_t*>(base)[i] = static_cast<uint16_t>(code);
+      break;
+    default:
+      static_cast<uint32_t*>(base)[i] = code;
+      break;
   }
 }
 
 uint32_t load_code(const void* base, DType d, int64_t i, const scalar::Format& f) {
   uint32_t c;
   switch (dtype_size(d)) {
-    case 1: c = static_cast<const uint8_t*>(base)[i]; break;
-    case 2: c = static_cast<const uint16_t*>(base)[i]; break;
-    default: c = static_cast<const uint32_t*>(base)[i]; break;
+    case 1:
+      c = static_cast<const uint8_t*>(base)[i];
+      break;
+    case 2:
+      c = static_cast<const uint16_t*>(base)[i];
+      break;
+    default:
+      c = static_cast<const uint32_t*>(base)[i];
+      break;
   }
   return f.bits >= 32 ? c : c & ((1u << f.bits) - 1);
 }
@@ -59,8 +71,10 @@ void permute_impl(const uint8_t* src, uint8_t* dst, size_t esize, const Shape& s
   std::vector<int64_t> idx(r, 0);
   int64_t src_off = 0;
   for (int64_t k = 0; k < n; ++k) {
-    if (!inverse) std::memcpy(dst + k * esize, src + src_off * esize, esize);
-    else std::memcpy(dst + src_off * esize, src + k * esize, esize);
+    if (!inverse)
+      std::memcpy(dst + k * esize, src + src_off * esize, esize);
+    else
+      std::memcpy(dst + src_off * esize, src + k * esize, esize);
     for (int i = r - 1; i >= 0; --i) {
       ++idx[i];
       src_off += pstride[i];
@@ -73,12 +87,16 @@ void permute_impl(const uint8_t* src, uint8_t* dst, size_t esize, const Shape& s
 
 }  // namespace
 
-void permute(const void* src, void* dst, size_t esize, const Shape& shape, const std::vector<int>& perm) {
-  permute_impl(static_cast<const uint8_t*>(src), static_cast<uint8_t*>(dst), esize, shape, perm, false);
+void permute(const void* src, void* dst, size_t esize, const Shape& shape,
+             const std::vector<int>& perm) {
+  permute_impl(static_cast<const uint8_t*>(src), static_cast<uint8_t*>(dst), esize, shape, perm,
+               false);
 }
 
-void unpermute(const void* src, void* dst, size_t esize, const Shape& in_shape, const std::vector<int>& perm) {
-  permute_impl(static_cast<const uint8_t*>(src), static_cast<uint8_t*>(dst), esize, in_shape, perm, true);
+void unpermute(const void* src, void* dst, size_t esize, const Shape& in_shape,
+               const std::vector<int>& perm) {
+  permute_impl(static_cast<const uint8_t*>(src), static_cast<uint8_t*>(dst), esize, in_shape, perm,
+               true);
 }
 
 CastPlan make_plan(const Shape& shape, const DataType& dtype, const CastOptions& opt) {
@@ -130,10 +148,12 @@ CastPlan make_plan(const Shape& shape, const DataType& dtype, const CastOptions&
   }
   int axis = opt.axis < 0 ? opt.axis + rank1 : opt.axis;
   if (axis < 0 || axis >= rank1)
-    throw Error("tile axis " + std::to_string(opt.axis) + " is out of range for a tensor of rank " + std::to_string(rank));
+    throw Error("tile axis " + std::to_string(opt.axis) + " is out of range for a tensor of rank " +
+                std::to_string(rank));
   int first = axis - (ntiles - 1);
   if (first < 0)
-    throw Error("a 2-D tile covers axes (axis-1, axis); axis " + std::to_string(opt.axis) + " has no axis before it in shape " + shape_str(shape));
+    throw Error("a 2-D tile covers axes (axis-1, axis); axis " + std::to_string(opt.axis) +
+                " has no axis before it in shape " + shape_str(shape));
   // Move the tile axes to the end, keeping the other axes in order.
   std::vector<int> perm;
   for (int i = 0; i < rank1; ++i)
@@ -150,9 +170,11 @@ CastPlan make_plan(const Shape& shape, const DataType& dtype, const CastOptions&
   p.tc = tcol.channel() ? p.C : tcol.size;
   if (ntiles == 2) p.tr = sc.tiles[0].channel() ? p.R : sc.tiles[0].size;
   if (p.tc > p.C)
-    throw Error("tile " + tcol.str() + " is larger than its axis (length " + std::to_string(p.C) + ") in shape " + shape_str(shape));
+    throw Error("tile " + tcol.str() + " is larger than its axis (length " + std::to_string(p.C) +
+                ") in shape " + shape_str(shape));
   if (ntiles == 2 && p.tr > p.R)
-    throw Error("tile " + sc.tiles[0].str() + " is larger than its axis (length " + std::to_string(p.R) + ") in shape " + shape_str(shape));
+    throw Error("tile " + sc.tiles[0].str() + " is larger than its axis (length " +
+                std::to_string(p.R) + ") in shape " + shape_str(shape));
   p.gc = (p.C + p.tc - 1) / p.tc;
   p.gr = (p.R + p.tr - 1) / p.tr;
   for (int i = 0; i < ntiles; ++i) {
@@ -164,7 +186,8 @@ CastPlan make_plan(const Shape& shape, const DataType& dtype, const CastOptions&
     }
   }
   if (tcol.sub) {
-    if (ntiles != 1) throw Error("datatype " + dtype.str() + ": subtiles are supported with 1-D tiles only");
+    if (ntiles != 1)
+      throw Error("datatype " + dtype.str() + ": subtiles are supported with 1-D tiles only");
     p.sub = tcol.sub;
   }
   // Scale shape: the permuted shape with the tile dims replaced by group counts, back in the

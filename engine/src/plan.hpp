@@ -17,22 +17,22 @@ struct CastPlan {
   std::vector<int> perm;  // perm[i]: original axis at permuted position i (tile axes last)
   bool permuted = false;
   Shape perm_shape;
-  int64_t B = 1, R = 1, C = 1;    // permuted tensor viewed as [B, R, C]
-  int64_t tr = 1, tc = 1;         // tile extents along R and C
-  int64_t gr = 1, gc = 1;         // groups along R and C per [R, C] slice
+  int64_t B = 1, R = 1, C = 1;  // permuted tensor viewed as [B, R, C]
+  int64_t tr = 1, tc = 1;       // tile extents along R and C
+  int64_t gr = 1, gc = 1;       // groups along R and C per [R, C] slice
   bool scaled = false;
-  bool tensor_scope = false;      // one scale for the whole tensor
-  bool multiscale = false;        // tensor scale on top of tile scales
-  int zero_kind = 0;              // 0 none, 1 float zero point, 2 integer zero point
-  int sparse_dim = -1;            // -1 dense; 0: sparsity groups run along R; 1: along C
+  bool tensor_scope = false;  // one scale for the whole tensor
+  bool multiscale = false;    // tensor scale on top of tile scales
+  int zero_kind = 0;          // 0 none, 1 float zero point, 2 integer zero point
+  int sparse_dim = -1;        // -1 dense; 0: sparsity groups run along R; 1: along C
   int sp_n = 0, sp_m = 0;
-  int sub = 0;                    // subtile length along C (0: none)
-  scalar::Format data;            // the grid values are rounded onto
-  scalar::Format data_codes;      // the format codes are written in (same as data except int grid)
-  scalar::Format scale;           // tile (or tensor) scale format
-  scalar::Format second;          // zero point or tensor scale format
+  int sub = 0;                // subtile length along C (0: none)
+  scalar::Format data;        // the grid values are rounded onto
+  scalar::Format data_codes;  // the format codes are written in (same as data except int grid)
+  scalar::Format scale;       // tile (or tensor) scale format
+  scalar::Format second;      // zero point or tensor scale format
   bool scale_is_exponent = false;
-  double data_max = 0;            // largest finite magnitude of the data grid
+  double data_max = 0;  // largest finite magnitude of the data grid
 
   int64_t groups() const { return B * gr * gc; }
   int64_t numel() const { return B * R * C; }
@@ -53,7 +53,9 @@ uint32_t load_code(const void* base, DType d, int64_t i, const scalar::Format& f
 
 // Copy of `src` (element size esize, shape `shape`) with axes reordered by perm (out axis i is
 // src axis perm[i]), or its inverse.
-void permute(const void* src, void* dst, size_t esize, const Shape& shape, const std::vector<int>& perm);
-void unpermute(const void* src, void* dst, size_t esize, const Shape& in_shape, const std::vector<int>& perm);
+void permute(const void* src, void* dst, size_t esize, const Shape& shape,
+             const std::vector<int>& perm);
+void unpermute(const void* src, void* dst, size_t esize, const Shape& in_shape,
+               const std::vector<int>& perm);
 
 }  // namespace castscope::detail

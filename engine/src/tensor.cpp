@@ -9,31 +9,61 @@ namespace castscope {
 
 size_t dtype_size(DType d) {
   switch (d) {
-    case DType::F64: case DType::U64: case DType::I64: return 8;
-    case DType::F32: case DType::U32: case DType::I32: return 4;
-    case DType::F16: case DType::BF16: case DType::U16: case DType::I16: return 2;
-    case DType::F8E4M3: case DType::F8E5M2: case DType::U8: case DType::I8: case DType::Bool: return 1;
+    case DType::F64:
+    case DType::U64:
+    case DType::I64:
+      return 8;
+    case DType::F32:
+    case DType::U32:
+    case DType::I32:
+      return 4;
+    case DType::F16:
+    case DType::BF16:
+    case DType::U16:
+    case DType::I16:
+      return 2;
+    case DType::F8E4M3:
+    case DType::F8E5M2:
+    case DType::U8:
+    case DType::I8:
+    case DType::Bool:
+      return 1;
   }
   return 1;
 }
 
 const char* dtype_name(DType d) {
   switch (d) {
-    case DType::F32: return "float32";
-    case DType::F16: return "float16";
-    case DType::BF16: return "bfloat16";
-    case DType::F64: return "float64";
-    case DType::F8E4M3: return "float8_e4m3fn";
-    case DType::F8E5M2: return "float8_e5m2";
-    case DType::U8: return "uint8";
-    case DType::I8: return "int8";
-    case DType::U16: return "uint16";
-    case DType::I16: return "int16";
-    case DType::U32: return "uint32";
-    case DType::I32: return "int32";
-    case DType::U64: return "uint64";
-    case DType::I64: return "int64";
-    case DType::Bool: return "bool";
+    case DType::F32:
+      return "float32";
+    case DType::F16:
+      return "float16";
+    case DType::BF16:
+      return "bfloat16";
+    case DType::F64:
+      return "float64";
+    case DType::F8E4M3:
+      return "float8_e4m3fn";
+    case DType::F8E5M2:
+      return "float8_e5m2";
+    case DType::U8:
+      return "uint8";
+    case DType::I8:
+      return "int8";
+    case DType::U16:
+      return "uint16";
+    case DType::I16:
+      return "int16";
+    case DType::U32:
+      return "uint32";
+    case DType::I32:
+      return "int32";
+    case DType::U64:
+      return "uint64";
+    case DType::I64:
+      return "int64";
+    case DType::Bool:
+      return "bool";
   }
   return "?";
 }
@@ -92,7 +122,8 @@ Tensor Tensor::uninitialized(DType dtype, Shape shape) {
   return t;
 }
 
-Tensor Tensor::borrow(DType dtype, Shape shape, std::shared_ptr<const void> owner, const void* data) {
+Tensor Tensor::borrow(DType dtype, Shape shape, std::shared_ptr<const void> owner,
+                      const void* data) {
   check_shape(shape, dtype);
   Tensor t;
   t.dtype_ = dtype;
@@ -162,9 +193,15 @@ static uint16_t round_float_bits(float f, int keep_mbits, int ebits) {
   return static_cast<uint16_t>(scalar::encode(q, fmt));
 }
 
-uint16_t float_to_half(float f) { return round_float_bits(f, 10, 5); }
-float bf16_to_float(uint16_t b) { return scalar::bits_float(static_cast<uint32_t>(b) << 16); }
-uint16_t float_to_bf16(float f) { return round_float_bits(f, 7, 8); }
+uint16_t float_to_half(float f) {
+  return round_float_bits(f, 10, 5);
+}
+float bf16_to_float(uint16_t b) {
+  return scalar::bits_float(static_cast<uint32_t>(b) << 16);
+}
+uint16_t float_to_bf16(float f) {
+  return round_float_bits(f, 7, 8);
+}
 
 Tensor Tensor::to_f32() const {
   Tensor out = empty(DType::F32, shape_);
@@ -173,33 +210,76 @@ Tensor Tensor::to_f32() const {
   auto fp8 = [](uint8_t c, bool e4m3) {
     static const scalar::Format f43 = [] {
       scalar::Format f;
-      f.kind = scalar::Kind::Float; f.infnan = scalar::InfNan::FN; f.ebits = 4; f.mbits = 3; f.bits = 8;
-      f.bias = 7; f.emin = -6; f.qmin = -9; f.mgrid = 3;
+      f.kind = scalar::Kind::Float;
+      f.infnan = scalar::InfNan::FN;
+      f.ebits = 4;
+      f.mbits = 3;
+      f.bits = 8;
+      f.bias = 7;
+      f.emin = -6;
+      f.qmin = -9;
+      f.mgrid = 3;
       return f;
     }();
     static const scalar::Format f52 = [] {
       scalar::Format f;
-      f.kind = scalar::Kind::Float; f.infnan = scalar::InfNan::IEEE; f.ebits = 5; f.mbits = 2; f.bits = 8;
-      f.bias = 15; f.emin = -14; f.qmin = -16; f.mgrid = 2;
+      f.kind = scalar::Kind::Float;
+      f.infnan = scalar::InfNan::IEEE;
+      f.ebits = 5;
+      f.mbits = 2;
+      f.bits = 8;
+      f.bias = 15;
+      f.emin = -14;
+      f.qmin = -16;
+      f.mgrid = 2;
       return f;
     }();
     return static_cast<float>(scalar::decode_value(c, e4m3 ? f43 : f52));
   };
   switch (dtype_) {
-    case DType::F32: std::memcpy(o, data_, nbytes()); break;
-    case DType::F64: for (int64_t i = 0; i < n; ++i) o[i] = static_cast<float>(ptr<double>()[i]); break;
-    case DType::F16: for (int64_t i = 0; i < n; ++i) o[i] = half_to_float(ptr<uint16_t>()[i]); break;
-    case DType::BF16: for (int64_t i = 0; i < n; ++i) o[i] = bf16_to_float(ptr<uint16_t>()[i]); break;
-    case DType::F8E4M3: for (int64_t i = 0; i < n; ++i) o[i] = fp8(ptr<uint8_t>()[i], true); break;
-    case DType::F8E5M2: for (int64_t i = 0; i < n; ++i) o[i] = fp8(ptr<uint8_t>()[i], false); break;
-    case DType::U8: case DType::Bool: for (int64_t i = 0; i < n; ++i) o[i] = ptr<uint8_t>()[i]; break;
-    case DType::I8: for (int64_t i = 0; i < n; ++i) o[i] = ptr<int8_t>()[i]; break;
-    case DType::U16: for (int64_t i = 0; i < n; ++i) o[i] = ptr<uint16_t>()[i]; break;
-    case DType::I16: for (int64_t i = 0; i < n; ++i) o[i] = ptr<int16_t>()[i]; break;
-    case DType::U32: for (int64_t i = 0; i < n; ++i) o[i] = static_cast<float>(ptr<uint32_t>()[i]); break;
-    case DType::I32: for (int64_t i = 0; i < n; ++i) o[i] = static_cast<float>(ptr<int32_t>()[i]); break;
-    case DType::U64: for (int64_t i = 0; i < n; ++i) o[i] = static_cast<float>(ptr<uint64_t>()[i]); break;
-    case DType::I64: for (int64_t i = 0; i < n; ++i) o[i] = static_cast<float>(ptr<int64_t>()[i]); break;
+    case DType::F32:
+      std::memcpy(o, data_, nbytes());
+      break;
+    case DType::F64:
+      for (int64_t i = 0; i < n; ++i) o[i] = static_cast<float>(ptr<double>()[i]);
+      break;
+    case DType::F16:
+      for (int64_t i = 0; i < n; ++i) o[i] = half_to_float(ptr<uint16_t>()[i]);
+      break;
+    case DType::BF16:
+      for (int64_t i = 0; i < n; ++i) o[i] = bf16_to_float(ptr<uint16_t>()[i]);
+      break;
+    case DType::F8E4M3:
+      for (int64_t i = 0; i < n; ++i) o[i] = fp8(ptr<uint8_t>()[i], true);
+      break;
+    case DType::F8E5M2:
+      for (int64_t i = 0; i < n; ++i) o[i] = fp8(ptr<uint8_t>()[i], false);
+      break;
+    case DType::U8:
+    case DType::Bool:
+      for (int64_t i = 0; i < n; ++i) o[i] = ptr<uint8_t>()[i];
+      break;
+    case DType::I8:
+      for (int64_t i = 0; i < n; ++i) o[i] = ptr<int8_t>()[i];
+      break;
+    case DType::U16:
+      for (int64_t i = 0; i < n; ++i) o[i] = ptr<uint16_t>()[i];
+      break;
+    case DType::I16:
+      for (int64_t i = 0; i < n; ++i) o[i] = ptr<int16_t>()[i];
+      break;
+    case DType::U32:
+      for (int64_t i = 0; i < n; ++i) o[i] = static_cast<float>(ptr<uint32_t>()[i]);
+      break;
+    case DType::I32:
+      for (int64_t i = 0; i < n; ++i) o[i] = static_cast<float>(ptr<int32_t>()[i]);
+      break;
+    case DType::U64:
+      for (int64_t i = 0; i < n; ++i) o[i] = static_cast<float>(ptr<uint64_t>()[i]);
+      break;
+    case DType::I64:
+      for (int64_t i = 0; i < n; ++i) o[i] = static_cast<float>(ptr<int64_t>()[i]);
+      break;
   }
   return out;
 }

@@ -22,12 +22,24 @@ std::vector<float> adversarial(uint64_t seed, size_t n) {
   std::vector<float> v(n);
   for (size_t i = 0; i < n; ++i) {
     switch (pick(rng)) {
-      case 0: v[i] = std::ldexp(1.0f + mant(rng) / 16.0f + 1.0f / 32, ex(rng)); break;  // ties
-      case 1: v[i] = std::ldexp(static_cast<float>(mant(rng)), -149 + mant(rng)); break;  // subnormal
-      case 2: v[i] = std::ldexp(1.0f, ex(rng)); break;
-      case 3: v[i] = (mant(rng) & 1 ? 448.0f : 6.0f) * (1 + mant(rng) / 64.0f); break;
-      case 4: v[i] = (mant(rng) & 1) ? -0.0f : 0.0f; break;
-      default: v[i] = nd(rng) * std::ldexp(1.0f, ex(rng) / 8); break;
+      case 0:
+        v[i] = std::ldexp(1.0f + mant(rng) / 16.0f + 1.0f / 32, ex(rng));
+        break;  // ties
+      case 1:
+        v[i] = std::ldexp(static_cast<float>(mant(rng)), -149 + mant(rng));
+        break;  // subnormal
+      case 2:
+        v[i] = std::ldexp(1.0f, ex(rng));
+        break;
+      case 3:
+        v[i] = (mant(rng) & 1 ? 448.0f : 6.0f) * (1 + mant(rng) / 64.0f);
+        break;
+      case 4:
+        v[i] = (mant(rng) & 1) ? -0.0f : 0.0f;
+        break;
+      default:
+        v[i] = nd(rng) * std::ldexp(1.0f, ex(rng) / 8);
+        break;
     }
     if (pick(rng) < 3) v[i] = -v[i];
   }
@@ -35,15 +47,17 @@ std::vector<float> adversarial(uint64_t seed, size_t n) {
 }
 
 TEST(FastPath, MatchesGenericPathBitForBit) {
-  const char* dtypes[] = {"mxfp4e2", "mxfp8e4", "mxfp8e5", "mxfp6e3", "mxfp6e2", "mxint8", "mxint4", "bfp16",
-                          "e4m3fn_e", "int8_e", "e2m1_e8m0_t32", "e4m3fn", "e5m2", "bfloat16", "float16",
-                          "e2m1fnuz", "e3m4_e5m0_t8", "int16_e8m0_t64"};
+  const char* dtypes[] = {"mxfp4e2",       "mxfp8e4",      "mxfp8e5",       "mxfp6e3",  "mxfp6e2",
+                          "mxint8",        "mxint4",       "bfp16",         "e4m3fn_e", "int8_e",
+                          "e2m1_e8m0_t32", "e4m3fn",       "e5m2",          "bfloat16", "float16",
+                          "e2m1fnuz",      "e3m4_e5m0_t8", "int16_e8m0_t64"};
   const uint64_t seed = 12345;
   for (const char* name : dtypes) {
     const DataType d = DataType::parse(name);
     for (Round round : {Round::Even, Round::Away, Round::Zero, Round::Stochastic}) {
       for (ScaleMode sm : {ScaleMode::Floor, ScaleMode::Midmax, ScaleMode::TopBinade}) {
-        std::vector<float> v = adversarial(seed + static_cast<int>(round) * 7 + static_cast<int>(sm), 64 * 96);
+        std::vector<float> v =
+            adversarial(seed + static_cast<int>(round) * 7 + static_cast<int>(sm), 64 * 96);
         // Some tiles entirely tiny or entirely huge, to reach the boundaries of tile_ok.
         for (int j = 0; j < 32; ++j) {
           v[j] = std::ldexp(1.0f + j / 64.0f, -140);
@@ -68,9 +82,10 @@ TEST(FastPath, MatchesGenericPathBitForBit) {
           ASSERT_EQ(ta.nbytes(), tb.nbytes());
           for (int64_t i = 0; i < ta.numel(); ++i) {
             const size_t es = dtype_size(ta.dtype());
-            ASSERT_EQ(0, std::memcmp(static_cast<const char*>(ta.data()) + i * es, static_cast<const char*>(tb.data()) + i * es, es))
-                << name << " round " << to_string(round) << " scale " << to_string(sm) << " mode " << to_string(mode)
-                << " element " << i << " input " << v[i] << " seed " << seed;
+            ASSERT_EQ(0, std::memcmp(static_cast<const char*>(ta.data()) + i * es,
+                                     static_cast<const char*>(tb.data()) + i * es, es))
+                << name << " round " << to_string(round) << " scale " << to_string(sm) << " mode "
+                << to_string(mode) << " element " << i << " input " << v[i] << " seed " << seed;
           }
           EXPECT_EQ(a.counts.clipped, b.counts.clipped) << name;
           if (mode == CastMode::Actual && a.scale) {

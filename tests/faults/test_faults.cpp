@@ -21,7 +21,8 @@ using namespace castscope;
 namespace {
 
 fs::path scratch(const std::string& name) {
-  fs::path d = fs::temp_directory_path() / ("castscope-faults-" + std::to_string(::getpid()) + "-" + name);
+  fs::path d =
+      fs::temp_directory_path() / ("castscope-faults-" + std::to_string(::getpid()) + "-" + name);
   fs::remove_all(d);
   fs::create_directories(d);
   return d;
@@ -42,7 +43,8 @@ Tensor random_tensor(Shape s, uint64_t seed) {
 
 MemoryModel model(int tensors, uint64_t seed) {
   MemoryModel m;
-  for (int i = 0; i < tensors; ++i) m.add("layers." + std::to_string(i) + ".weight", random_tensor({256, 512}, seed + i));
+  for (int i = 0; i < tensors; ++i)
+    m.add("layers." + std::to_string(i) + ".weight", random_tensor({256, 512}, seed + i));
   return m;
 }
 
@@ -165,7 +167,8 @@ TEST(Faults, FullDiskIsAnErrorAndLeavesNoPartialFile) {
       return 2;  // no error: the limit was not hit
     });
     ASSERT_TRUE(WIFEXITED(status)) << c.name << " crashed";
-    EXPECT_EQ(WEXITSTATUS(status), 0) << c.name << " (2: no error, 3: not a castscope::Error, 4: message without the file)";
+    EXPECT_EQ(WEXITSTATUS(status), 0)
+        << c.name << " (2: no error, 3: not a castscope::Error, 4: message without the file)";
     EXPECT_EQ(read_all(out), "old") << c.name;
     for (const fs::path& f : files_in(dir)) {
       const std::string s = f.string();
@@ -182,7 +185,8 @@ TEST(Faults, VanishingOrShrinkingInput) {
   for (const char* what : {"deleted", "truncated", "emptied"}) {
     const fs::path dir = scratch(std::string("vanish-") + what);
     const fs::path in = dir / "model.safetensors";
-    save_safetensors(in.string(), {{"a", random_tensor({64, 64}, 5)}, {"b", random_tensor({128, 64}, 6)}}, {});
+    save_safetensors(in.string(),
+                     {{"a", random_tensor({64, 64}, 5)}, {"b", random_tensor({128, 64}, 6)}}, {});
     const int status = in_child([&] {
       auto m = io::open_model(in.string());
       if (std::string(what) == "deleted") fs::remove(in);
@@ -195,7 +199,8 @@ TEST(Faults, VanishingOrShrinkingInput) {
         return std::string(e.what()).find("model.safetensors") != std::string::npos ? 0 : 4;
       }
     });
-    ASSERT_TRUE(WIFEXITED(status)) << what << ": crashed with signal " << (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+    ASSERT_TRUE(WIFEXITED(status))
+        << what << ": crashed with signal " << (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
     EXPECT_EQ(WEXITSTATUS(status), 0) << what;
     fs::remove_all(dir);
   }

@@ -42,7 +42,9 @@ TEST(TCFP, BitsPerValue) {
 TEST(TCFP, QualityOrdering) {
   for (uint64_t seed : {1u, 2u, 3u}) {
     Tensor x = gaussian({256, 512}, seed);
-    auto snr = [&](const char* d) { return compute_stats(x, cast(x, DataType::parse(d), cpu()).values).snr_db; };
+    auto snr = [&](const char* d) {
+      return compute_stats(x, cast(x, DataType::parse(d), cpu()).values).snr_db;
+    };
     const double s8 = snr("tcfp8"), s12 = snr("tcfp12"), s16 = snr("tcfp16"), bf = snr("bfloat16");
     EXPECT_GT(s8, 30.0) << "seed " << seed;
     EXPECT_GT(s12, 44.5) << "seed " << seed;
@@ -77,7 +79,8 @@ TEST(TCFP, ErrorBoundsFromCodes) {
         const int s = static_cast<int>(a.scale.ptr<uint8_t>()[i / 32]) - 127;
         const double hi = std::ldexp(e4m3[a.codes.ptr<uint8_t>()[i]].value, s);
         const double r = std::fabs(x.ptr<float>()[i] - hi);
-        ASSERT_LE(err, std::max(r * 0x1p-4, std::ldexp(1.0, rs - 10)) * (1 + 1e-6)) << name << " element " << i;
+        ASSERT_LE(err, std::max(r * 0x1p-4, std::ldexp(1.0, rs - 10)) * (1 + 1e-6))
+            << name << " element " << i;
       }
     }
   }
@@ -159,8 +162,8 @@ TEST(TCFP, ErrorFeedbackDrivesMeanErrorToZero) {
     single += std::fabs(q1.ptr<float>()[i] - x.ptr<float>()[i]);
     fed += std::fabs(acc[i] / steps - x.ptr<float>()[i]);
   }
-  EXPECT_LT(fed, single * 0.05) << "seed " << seed << ": mean |avg(q) - x| " << fed / x.numel() << " vs one cast "
-                                << single / x.numel();
+  EXPECT_LT(fed, single * 0.05) << "seed " << seed << ": mean |avg(q) - x| " << fed / x.numel()
+                                << " vs one cast " << single / x.numel();
   ef.reset("layer0.weight");
   EXPECT_FALSE(ef.has("layer0.weight"));
   Tensor wrong = gaussian({4, 4}, 1);
@@ -183,11 +186,14 @@ TEST(SharedMicroexponents, CodesAndErrorBounds) {
     for (int64_t i = 0; i < x.numel(); ++i) {
       const int code = a.codes.ptr<int8_t>()[i];
       ASSERT_LE(std::abs(code), (1 << f.mag_bits) - 1) << f.name << " element " << i;
-      const int e = static_cast<int>(a.scale.ptr<uint8_t>()[i / 16]) - 127 - a.meta.ptr<uint8_t>()[i / 2];
+      const int e =
+          static_cast<int>(a.scale.ptr<uint8_t>()[i / 16]) - 127 - a.meta.ptr<uint8_t>()[i / 2];
       const double quantum = std::ldexp(1.0, e - (f.mag_bits - 1));
       const double err = std::fabs(static_cast<double>(q.ptr<float>()[i]) - x.ptr<float>()[i]);
-      if (std::abs(code) < (1 << f.mag_bits) - 1) ASSERT_LE(err, quantum / 2) << f.name << " element " << i;
-      else ASSERT_LE(err, quantum) << f.name << " saturated element " << i;
+      if (std::abs(code) < (1 << f.mag_bits) - 1)
+        ASSERT_LE(err, quantum / 2) << f.name << " element " << i;
+      else
+        ASSERT_LE(err, quantum) << f.name << " saturated element " << i;
     }
   }
 }

@@ -60,13 +60,13 @@ struct CastResult {
   Shape shape;  // the input's shape
   CastMode mode = CastMode::Virtual;
   std::string backend = "cpu";
-  Tensor values;    // virtual: float32, input shape
-  Tensor codes;     // element codes
-  Tensor scale;     // per tile / channel / tensor
-  Tensor zero;      // zero points (uint data)
-  Tensor tenscale;  // tensor scale of a multiscale datatype (one element)
-  Tensor meta;      // microexponent bits per subtile (0/1; packed in compress mode)
-  Tensor mask;      // N:M sparsity keep-mask (bool; packed in compress mode)
+  Tensor values;          // virtual: float32, input shape
+  Tensor codes;           // element codes
+  Tensor scale;           // per tile / channel / tensor
+  Tensor zero;            // zero points (uint data)
+  Tensor tenscale;        // tensor scale of a multiscale datatype (one element)
+  Tensor meta;            // microexponent bits per subtile (0/1; packed in compress mode)
+  Tensor mask;            // N:M sparsity keep-mask (bool; packed in compress mode)
   Tensor residual;        // TCFP-12 / TCFP-16 second term
   Tensor residual_scale;  // its block scales
   CastCounts counts;
@@ -97,10 +97,11 @@ const char* to_string(Round r);
 const char* to_string(ScaleMode m);
 const char* to_string(Overflow o);
 const char* to_string(CastMode m);
-Round parse_round(std::string_view s);           // even | away | nearest | zero | stochastic
-ScaleMode parse_scale_mode(std::string_view s);  // floor|max, ceil, midmax|auto, option3|even, topbinade
-Overflow parse_overflow(std::string_view s);     // saturate | ieee
-CastMode parse_cast_mode(std::string_view s);    // virtual | actual | compress
-Device parse_device(std::string_view s);         // auto | cpu | cuda
+Round parse_round(std::string_view s);  // even | away | nearest | zero | stochastic
+ScaleMode parse_scale_mode(
+    std::string_view s);  // floor|max, ceil, midmax|auto, option3|even, topbinade
+Overflow parse_overflow(std::string_view s);   // saturate | ieee
+CastMode parse_cast_mode(std::string_view s);  // virtual | actual | compress
+Device parse_device(std::string_view s);       // auto | cpu | cuda
 
 }  // namespace castscope

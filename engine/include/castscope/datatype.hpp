@@ -20,7 +20,9 @@ struct TileSpec {
   bool channel() const { return size == 0; }
   bool sparse() const { return m > 0; }
   std::string str() const;
-  bool operator==(const TileSpec& o) const { return size == o.size && sub == o.sub && n == o.n && m == o.m; }
+  bool operator==(const TileSpec& o) const {
+    return size == o.size && sub == o.sub && n == o.n && m == o.m;
+  }
 };
 
 struct ScaleSpec {
@@ -83,8 +85,8 @@ class DataType {
 
 struct RegistryEntry {
   std::string name;
-  std::string spec;  // canonical datatype string
-  std::string group; // "MX (OCP)", "NVIDIA", "unscaled", "tensor-scaled int", ...
+  std::string spec;   // canonical datatype string
+  std::string group;  // "MX (OCP)", "NVIDIA", "unscaled", "tensor-scaled int", ...
   std::string description;
 };
 

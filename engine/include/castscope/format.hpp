@@ -17,7 +17,7 @@ using scalar::Kind;
 
 struct CodeValue {
   uint32_t code;
-  double value;  // NaN / +-Inf for the special codes
+  double value;      // NaN / +-Inf for the special codes
   std::string note;  // "nan", "+inf", "-0", "subnormal", "max", ... (empty for ordinary values)
 };
 
@@ -51,12 +51,12 @@ class NumberSpec {
   int emin() const { return f_.emin; }
   InfNan infnan() const { return f_.infnan; }
 
-  double max() const;           // largest finite value
-  double min_normal() const;    // smallest positive normal (floats, exponents)
-  double min_subnormal() const; // smallest positive value
-  double midmax() const;        // (max + 2^(emax+1)) / 2
-  double eps() const;           // 2^-mbits for floats
-  int64_t int_min() const;      // integer range of the codes (ints / uints)
+  double max() const;            // largest finite value
+  double min_normal() const;     // smallest positive normal (floats, exponents)
+  double min_subnormal() const;  // smallest positive value
+  double midmax() const;         // (max + 2^(emax+1)) / 2
+  double eps() const;            // 2^-mbits for floats
+  int64_t int_min() const;       // integer range of the codes (ints / uints)
   int64_t int_max() const;
   std::string inf_encoding() const;  // human-readable; "none" where absent
   std::string nan_encoding() const;

@@ -18,10 +18,10 @@ struct Stats {
   int64_t clipped = 0;        // saturated finite inputs (from the cast)
   int64_t zeros_out = 0;      // finite non-zero inputs that became zero
   double mse = 0;
-  double snr_db = 0;          // 10 log10(sum x^2 / sum (x - q)^2); +inf when exact
+  double snr_db = 0;  // 10 log10(sum x^2 / sum (x - q)^2); +inf when exact
   double max_abs_err = 0;
-  double mean_err = 0;        // signed mean of (q - x): the bias
-  double signal_power = 0;    // mean x^2
+  double mean_err = 0;      // signed mean of (q - x): the bias
+  double signal_power = 0;  // mean x^2
   double clipped_pct() const { return count ? 100.0 * clipped / count : 0.0; }
 };
 
@@ -41,7 +41,8 @@ struct Histogram {
 // Histogram of the finite values of a float32 array into `bins` equal bins over [lo, hi].
 Histogram histogram(const float* v, int64_t n, double lo, double hi, int bins, bool log_x = false);
 // Histogram of (q - x) over the finite inputs.
-Histogram error_histogram(const float* x, const float* q, int64_t n, double lo, double hi, int bins);
+Histogram error_histogram(const float* x, const float* q, int64_t n, double lo, double hi,
+                          int bins);
 // Counts of floor(log2|x|) for finite non-zero x, one bin per binade from emin to emax.
 struct ExponentHistogram {
   int emin = 0, emax = 0;

@@ -86,7 +86,9 @@ CS_HD float bits_float(uint32_t u) {
 }
 
 // 2^e as a double, for e in the normal double range; exact and branch-light.
-CS_HD double pow2(int e) { return bits_double(static_cast<uint64_t>(e + 1023) << 52); }
+CS_HD double pow2(int e) {
+  return bits_double(static_cast<uint64_t>(e + 1023) << 52);
+}
 
 // r * 2^e exactly (r < 2^53 and the result within double range), as (double)r times a power of two.
 CS_HD double ldexp_int(uint64_t r, int e) {
@@ -182,13 +184,21 @@ CS_HD Quantized quantize(double v, const Format& f, Round mode, Overflow ovf, ui
         cmp = -1;  // m < 2^53 <= half a quantum
       }
       switch (mode) {
-        case Round::Even: up = cmp > 0 || (cmp == 0 && (r & 1)); break;
-        case Round::Away: up = cmp >= 0; break;
-        case Round::Zero: up = cmp > 0; break;
+        case Round::Even:
+          up = cmp > 0 || (cmp == 0 && (r & 1));
+          break;
+        case Round::Away:
+          up = cmp >= 0;
+          break;
+        case Round::Zero:
+          up = cmp > 0;
+          break;
         case Round::Stochastic: {
           uint32_t frac;
-          if (sh <= 32) frac = static_cast<uint32_t>(rem << (32 - sh));
-          else frac = sh - 32 < 64 ? static_cast<uint32_t>(rem >> (sh - 32)) : 0u;
+          if (sh <= 32)
+            frac = static_cast<uint32_t>(rem << (32 - sh));
+          else
+            frac = sh - 32 < 64 ? static_cast<uint32_t>(rem >> (sh - 32)) : 0u;
           up = rnd < frac;
           break;
         }
@@ -225,7 +235,8 @@ CS_HD Quantized quantize(double v, const Format& f, Round mode, Overflow ovf, ui
 // Value of a quantized magnitude times 2^shift, as a double (exact for every format here).
 CS_HD double value_of(const Quantized& q, int shift) {
   if (q.nan) return bits_double(0x7FF8000000000000ull);
-  if (q.inf) return q.neg ? -bits_double(0x7FF0000000000000ull) : bits_double(0x7FF0000000000000ull);
+  if (q.inf)
+    return q.neg ? -bits_double(0x7FF0000000000000ull) : bits_double(0x7FF0000000000000ull);
   double a = ldexp_int(q.r, q.qe + shift);
   return q.neg ? -a : a;
 }
@@ -235,9 +246,12 @@ CS_HD uint32_t nan_code(const Format& f) {
     case InfNan::IEEE:
       return f.mbits > 0 ? (((1u << f.ebits) - 1) << f.mbits) | (1u << (f.mbits - 1))
                          : (1u << f.ebits) - 1;
-    case InfNan::FN: return (1u << (f.bits - 1)) - 1;
-    case InfNan::FNUZ: return 1u << (f.bits - 1);
-    case InfNan::Finite: return 0;
+    case InfNan::FN:
+      return (1u << (f.bits - 1)) - 1;
+    case InfNan::FNUZ:
+      return 1u << (f.bits - 1);
+    case InfNan::Finite:
+      return 0;
   }
   return 0;
 }
@@ -306,8 +320,10 @@ CS_HD Quantized decode(uint32_t code, const Format& f) {
   switch (f.infnan) {
     case InfNan::IEEE:
       if (e == eall) {
-        if (mant == 0) q.inf = true;
-        else q.nan = true;
+        if (mant == 0)
+          q.inf = true;
+        else
+          q.nan = true;
         return q;
       }
       break;
@@ -324,7 +340,8 @@ CS_HD Quantized decode(uint32_t code, const Format& f) {
         return q;
       }
       break;
-    case InfNan::Finite: break;
+    case InfNan::Finite:
+      break;
   }
   if (e == 0) {
     q.r = mant;
@@ -336,7 +353,9 @@ CS_HD Quantized decode(uint32_t code, const Format& f) {
   return q;
 }
 
-CS_HD double decode_value(uint32_t code, const Format& f) { return value_of(decode(code, f), 0); }
+CS_HD double decode_value(uint32_t code, const Format& f) {
+  return value_of(decode(code, f), 0);
+}
 
 // ---------------------------------------------------------------------------------------------
 // Scale selection. absmax is the largest finite magnitude of a group, > 0.
@@ -353,7 +372,8 @@ CS_HD int select_exponent(double a, const Format& f, ScaleMode mode) {
   // every comparison below is exact.
   const double scaled = ldexp_int(m, -52);
   switch (mode) {
-    case ScaleMode::Ceil: return binade + ((m & 0x000FFFFFFFFFFFFFull) ? 1 : 0);
+    case ScaleMode::Ceil:
+      return binade + ((m & 0x000FFFFFFFFFFFFFull) ? 1 : 0);
     case ScaleMode::Midmax: {
       // midmax = (max + 2^(emax+1)) / 2, compared after scaling both into [1, 2].
       double mx = ldexp_int(f.maxr, f.maxe - f.emax);
@@ -373,7 +393,8 @@ CS_HD int select_exponent(double a, const Format& f, ScaleMode mode) {
       double mx = ldexp_int(f.maxr, f.maxe - f.emax);
       return binade + (scaled > mx ? 1 : 0);
     }
-    default: return binade;
+    default:
+      return binade;
   }
 }
 

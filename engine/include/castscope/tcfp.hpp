@@ -21,7 +21,8 @@ CastResult unpack(const CastResult& packed);
 class ErrorFeedback {
  public:
   // Casts x + carried error, stores the new error (x + carried - result), returns the values.
-  Tensor step(const std::string& name, const Tensor& x, const DataType& dtype, const CastOptions& opt = {});
+  Tensor step(const std::string& name, const Tensor& x, const DataType& dtype,
+              const CastOptions& opt = {});
   void reset(const std::string& name);
   void clear();
   bool has(const std::string& name) const;

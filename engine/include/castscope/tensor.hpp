@@ -11,7 +11,23 @@
 
 namespace castscope {
 
-enum class DType : uint8_t { F32, F16, BF16, F64, F8E4M3, F8E5M2, U8, I8, U16, I16, U32, I32, U64, I64, Bool };
+enum class DType : uint8_t {
+  F32,
+  F16,
+  BF16,
+  F64,
+  F8E4M3,
+  F8E5M2,
+  U8,
+  I8,
+  U16,
+  I16,
+  U32,
+  I32,
+  U64,
+  I64,
+  Bool
+};
 
 size_t dtype_size(DType d);
 const char* dtype_name(DType d);  // "float32", "bfloat16", "uint8", ...
@@ -29,7 +45,8 @@ class Tensor {
   // Storage left uninitialised, for outputs that are written in full.
   static Tensor uninitialized(DType dtype, Shape shape);
   // Borrow memory owned by `owner` (e.g. a memory map); the tensor keeps owner alive.
-  static Tensor borrow(DType dtype, Shape shape, std::shared_ptr<const void> owner, const void* data);
+  static Tensor borrow(DType dtype, Shape shape, std::shared_ptr<const void> owner,
+                       const void* data);
 
   DType dtype() const { return dtype_; }
   const Shape& shape() const { return shape_; }
@@ -42,9 +59,13 @@ class Tensor {
   const void* data() const { return data_; }
   void* mutable_data();  // throws for borrowed (read-only) tensors
   template <class T>
-  const T* ptr() const { return static_cast<const T*>(data_); }
+  const T* ptr() const {
+    return static_cast<const T*>(data_);
+  }
   template <class T>
-  T* mutable_ptr() { return static_cast<T*>(mutable_data()); }
+  T* mutable_ptr() {
+    return static_cast<T*>(mutable_data());
+  }
 
   // Same storage, new shape of equal element count.
   Tensor reshaped(Shape shape) const;

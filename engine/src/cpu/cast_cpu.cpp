@@ -39,8 +39,8 @@ bool finite(T v) {
 // Keep flags of one group under N:M sparsity: in every run of M values along the sparse
 // direction keep the N largest magnitudes (ties: the lower index). Runs start at the tile edge.
 template <class T>
-int64_t sparsity_mask(const CastPlan& p, const T* x, int64_t base, int64_t r0, int64_t r1, int64_t c0,
-                      int64_t c1, std::vector<uint8_t>& keep) {
+int64_t sparsity_mask(const CastPlan& p, const T* x, int64_t base, int64_t r0, int64_t r1,
+                      int64_t c0, int64_t c1, std::vector<uint8_t>& keep) {
   const int64_t w = c1 - c0;
   keep.assign(static_cast<size_t>((r1 - r0) * w), 1);
   if (p.sparse_dim < 0) return 0;
@@ -128,7 +128,8 @@ class Engine {
   Engine(const CastPlan& p, const KernelParams& kp, const T* x, Outputs& out, Counts& counts)
       : p_(p), kp_(kp), x_(x), out_(out), counts_(counts) {
     fast_ = std::is_same_v<T, float> && p.sparse_dim < 0 && !p.sub && !p.multiscale &&
-            (p.scale_is_exponent || !p.scaled) && (p.scaled || p.opt.overflow == scalar::Overflow::Saturate);
+            (p.scale_is_exponent || !p.scaled) &&
+            (p.scaled || p.opt.overflow == scalar::Overflow::Saturate);
     tp_ = fast::make_params(kp.data, kp.round, kp.seed);
   }
 
@@ -143,7 +144,8 @@ class Engine {
       const int64_t c0 = gj * p_.tc, c1 = std::min(p_.C, c0 + p_.tc);
       const int64_t base = b * p_.R * p_.C;
       uint32_t amax = 0;
-      for (int64_t i = r0; i < r1; ++i) amax = std::max(amax, fast::abs_max_bits(x_ + base + i * p_.C + c0, c1 - c0));
+      for (int64_t i = r0; i < r1; ++i)
+        amax = std::max(amax, fast::abs_max_bits(x_ + base + i * p_.C + c0, c1 - c0));
       if (amax >= 0x7F800000u) return false;  // NaN / Inf: the generic path makes the tile NaN
       const GroupScale gs = detail::choose_scale(kp_, scalar::bits_float(amax), 0, 0, false);
       if (!fast::tile_ok(kp_.data, gs.shift)) return false;
@@ -153,7 +155,8 @@ class Engine {
     }
   }
 
-  void run_rows(int64_t base, int64_t r0, int64_t r1, int64_t c0, int64_t c1, int shift, int64_t& clipped) {
+  void run_rows(int64_t base, int64_t r0, int64_t r1, int64_t c0, int64_t c1, int shift,
+                int64_t& clipped) {
     if constexpr (std::is_same_v<T, float>) {
       constexpr int kChunk = 256;
       uint32_t rr[kChunk];
@@ -163,7 +166,8 @@ class Engine {
         for (int64_t j = c0; j < c1; j += kChunk) {
           const int n = static_cast<int>(std::min<int64_t>(kChunk, c1 - j));
           const int64_t e = base + i * p_.C + j;
-          clipped += fast::cast_tile(tp_, x_ + e, n, shift, static_cast<uint64_t>(e), out_.values ? out_.values + e : nullptr,
+          clipped += fast::cast_tile(tp_, x_ + e, n, shift, static_cast<uint64_t>(e),
+                                     out_.values ? out_.values + e : nullptr,
                                      out_.codes ? rr : nullptr, qq, ng);
           if (out_.codes) {
             for (int k = 0; k < n; ++k) {
@@ -171,7 +175,8 @@ class Engine {
               q.r = rr[k];
               q.qe = qq[k];
               q.neg = ng[k];
-              detail::store_code(out_.codes, p_.code_dtype, e + k, scalar::encode(q, kp_.data), kp_.data);
+              detail::store_code(out_.codes, p_.code_dtype, e + k, scalar::encode(q, kp_.data),
+                                 kp_.data);
             }
           }
         }
@@ -180,7 +185,8 @@ class Engine {
   }
 
   // One tile-scaled group, start to finish.
-  void group(int64_t g, std::vector<uint8_t>& keep, int64_t& clipped, int64_t& nonfinite, int64_t& pruned) {
+  void group(int64_t g, std::vector<uint8_t>& keep, int64_t& clipped, int64_t& nonfinite,
+             int64_t& pruned) {
     if (fast_ && fast_group(g, clipped)) return;
     const int64_t per = p_.gr * p_.gc;
     const int64_t b = g / per, gi = (g % per) / p_.gc, gj = g % p_.gc;
@@ -203,7 +209,8 @@ class Engine {
         int adj = 0;
         if (p_.sub) {
           adj = microexponent(gs, base + i * p_.C, j0, j1, keep, (i - r0) * w - c0);
-          out_.meta ? void(out_.meta[g * subs + (j0 - c0) / p_.sub] = static_cast<uint8_t>(adj)) : void();
+          out_.meta ? void(out_.meta[g * subs + (j0 - c0) / p_.sub] = static_cast<uint8_t>(adj))
+                    : void();
         }
         for (int64_t j = j0; j < j1; ++j) {
           const int64_t e = base + i * p_.C + j;
@@ -217,7 +224,9 @@ class Engine {
             clipped += q.clipped;
           }
           if (out_.values) out_.values[e] = kept ? detail::decode_element(kp_, gs, q, adj) : 0.0f;
-          if (out_.codes) detail::store_code(out_.codes, p_.code_dtype, e, kept ? scalar::encode(q, kp_.data) : 0u, kp_.data);
+          if (out_.codes)
+            detail::store_code(out_.codes, p_.code_dtype, e,
+                               kept ? scalar::encode(q, kp_.data) : 0u, kp_.data);
         }
       }
     }
@@ -225,8 +234,8 @@ class Engine {
 
   // A subtile's microexponent: 1 when its own exponent sits below the tile's, so it can use a
   // scale one binade lower (spec README, decision 10).
-  int microexponent(const GroupScale& gs, int64_t row, int64_t j0, int64_t j1, const std::vector<uint8_t>& keep,
-                    int64_t koff) const {
+  int microexponent(const GroupScale& gs, int64_t row, int64_t j0, int64_t j1,
+                    const std::vector<uint8_t>& keep, int64_t koff) const {
     if (gs.nan) return 0;
     double a = 0;
     for (int64_t j = j0; j < j1; ++j)
@@ -252,7 +261,8 @@ class Engine {
       scalar::Quantized q = detail::encode_element(kp_, gs, v, 0, static_cast<uint64_t>(i));
       clipped += q.clipped;
       if (out_.values) out_.values[i] = detail::decode_element(kp_, gs, q, 0);
-      if (out_.codes) detail::store_code(out_.codes, p_.code_dtype, i, scalar::encode(q, kp_.data), kp_.data);
+      if (out_.codes)
+        detail::store_code(out_.codes, p_.code_dtype, i, scalar::encode(q, kp_.data), kp_.data);
     }
   }
 
@@ -285,7 +295,8 @@ GroupStats parallel_stats(Engine<T>& eng, int64_t n, const CastOptions& opt) {
 }
 
 template <class T>
-void run(const CastPlan& p, KernelParams& kp, const T* x, Outputs& out, Counts& counts, Tensor* tenscale) {
+void run(const CastPlan& p, KernelParams& kp, const T* x, Outputs& out, Counts& counts,
+         Tensor* tenscale) {
   Engine<T> eng(p, kp, x, out, counts);
   const int64_t n = p.numel();
   if (p.multiscale) {
@@ -345,10 +356,19 @@ struct Prepared {
 Prepared prepare(const Tensor& x, const CastPlan& p) {
   Tensor src;
   switch (x.dtype()) {
-    case DType::F32: case DType::F64: src = x; break;
-    case DType::F16: case DType::BF16: case DType::F8E4M3: case DType::F8E5M2: src = x.to_f32(); break;
+    case DType::F32:
+    case DType::F64:
+      src = x;
+      break;
+    case DType::F16:
+    case DType::BF16:
+    case DType::F8E4M3:
+    case DType::F8E5M2:
+      src = x.to_f32();
+      break;
     default:
-      throw Error(std::string("cast input must be float32, float16, bfloat16 or float64 (got ") + dtype_name(x.dtype()) + ")");
+      throw Error(std::string("cast input must be float32, float16, bfloat16 or float64 (got ") +
+                  dtype_name(x.dtype()) + ")");
   }
   if (!p.permuted) return {src};
   Tensor out = Tensor::empty(src.dtype(), p.perm_shape);
@@ -430,8 +450,10 @@ CastResult cast_standard(const Tensor& x, const DataType& dtype, const CastOptio
   }
   Counts counts;
   Tensor* ts = r.tenscale ? &r.tenscale : nullptr;
-  if (in.data.dtype() == DType::F64) run(p, kp, in.data.ptr<double>(), out, counts, ts);
-  else run(p, kp, in.data.ptr<float>(), out, counts, ts);
+  if (in.data.dtype() == DType::F64)
+    run(p, kp, in.data.ptr<double>(), out, counts, ts);
+  else
+    run(p, kp, in.data.ptr<float>(), out, counts, ts);
   r.counts.clipped = counts.clipped;
   r.counts.nonfinite = counts.nonfinite;
   r.counts.pruned = counts.pruned;
@@ -450,13 +472,14 @@ CastResult cast_standard(const Tensor& x, const DataType& dtype, const CastOptio
 
 void validate_actual(const CastResult& r, const CastPlan& p) {
   auto need = [&](const Tensor& t, const char* what, DType dtype, const Shape& shape) {
-    if (!t) throw Error(std::string("cast result of ") + r.dtype.str() + " has no " + what + " tensor");
+    if (!t)
+      throw Error(std::string("cast result of ") + r.dtype.str() + " has no " + what + " tensor");
     if (t.dtype() != dtype)
-      throw Error(std::string("cast result of ") + r.dtype.str() + ": " + what + " tensor is " + dtype_name(t.dtype()) +
-                  ", expected " + dtype_name(dtype));
+      throw Error(std::string("cast result of ") + r.dtype.str() + ": " + what + " tensor is " +
+                  dtype_name(t.dtype()) + ", expected " + dtype_name(dtype));
     if (t.numel() != numel(shape))
-      throw Error(std::string("cast result of ") + r.dtype.str() + ": " + what + " tensor has shape " + shape_str(t.shape()) +
-                  ", expected " + shape_str(shape));
+      throw Error(std::string("cast result of ") + r.dtype.str() + ": " + what +
+                  " tensor has shape " + shape_str(t.shape()) + ", expected " + shape_str(shape));
   };
   const Shape shape = r.shape.empty() ? Shape{1} : r.shape;
   need(r.codes, "codes", p.code_dtype, shape);
@@ -481,11 +504,12 @@ Tensor upcast_standard(const CastResult& r) {
     detail::permute(t.data(), o.mutable_data(), dtype_size(t.dtype()), t.shape(), p.perm);
     return o;
   };
-  Tensor codes = perm_of(r.codes), mask = perm_of(r.mask), scale = perm_of(r.scale), zero = perm_of(r.zero),
-         meta = perm_of(r.meta);
+  Tensor codes = perm_of(r.codes), mask = perm_of(r.mask), scale = perm_of(r.scale),
+         zero = perm_of(r.zero), meta = perm_of(r.meta);
   if (p.multiscale) {
     if (!r.tenscale) throw Error("upcast of " + r.dtype.str() + " needs its tensor scale");
-    kp.tensor_scale = scalar::decode_value(detail::load_code(r.tenscale.data(), p.second_dtype, 0, kp.second), kp.second);
+    kp.tensor_scale = scalar::decode_value(
+        detail::load_code(r.tenscale.data(), p.second_dtype, 0, kp.second), kp.second);
   }
   Tensor values = Tensor::empty(DType::F32, p.perm_shape);
   float* out = values.mutable_ptr<float>();
@@ -497,7 +521,8 @@ Tensor upcast_standard(const CastResult& r) {
   };
   auto element = [&](const GroupScale& gs, int64_t e, int adj) {
     if (mask && !mask.ptr<uint8_t>()[e]) return 0.0f;
-    scalar::Quantized q = scalar::decode(detail::load_code(codes.data(), p.code_dtype, e, kp.data), kp.data);
+    scalar::Quantized q =
+        scalar::decode(detail::load_code(codes.data(), p.code_dtype, e, kp.data), kp.data);
     return detail::decode_element(kp, gs, q, adj);
   };
   const int64_t n = p.numel();
@@ -509,8 +534,8 @@ Tensor upcast_standard(const CastResult& r) {
   } else {
     const int64_t per = p.gr * p.gc;
     const int subs = p.sub ? static_cast<int>(p.tc / p.sub) : 0;
-    detail::parallel_for(p.groups(), std::max<int64_t>(1, (1 << 15) / (p.tr * p.tc)), r.options.threads, nullptr,
-                         [&](int64_t gb, int64_t ge) {
+    detail::parallel_for(p.groups(), std::max<int64_t>(1, (1 << 15) / (p.tr * p.tc)),
+                         r.options.threads, nullptr, [&](int64_t gb, int64_t ge) {
                            for (int64_t g = gb; g < ge; ++g) {
                              const GroupScale gs = scale_of(g);
                              const int64_t b = g / per, gi = (g % per) / p.gc, gj = g % p.gc;
@@ -518,7 +543,8 @@ Tensor upcast_standard(const CastResult& r) {
                              const int64_t c0 = gj * p.tc, c1 = std::min(p.C, c0 + p.tc);
                              for (int64_t i = r0; i < r1; ++i)
                                for (int64_t j = c0; j < c1; ++j) {
-                                 const int adj = p.sub ? meta.ptr<uint8_t>()[g * subs + (j - c0) / p.sub] : 0;
+                                 const int adj =
+                                     p.sub ? meta.ptr<uint8_t>()[g * subs + (j - c0) / p.sub] : 0;
                                  const int64_t e = b * p.R * p.C + i * p.C + j;
                                  out[e] = element(gs, e, adj);
                                }

@@ -12,11 +12,11 @@
 namespace castscope::cpu::fast {
 
 struct TileParams {
-  int mgrid;     // format grid: quantum exponent = max(binade - mgrid, qmin)
+  int mgrid;  // format grid: quantum exponent = max(binade - mgrid, qmin)
   int qmin;
-  int maxe;      // largest finite = maxr * 2^maxe
+  int maxe;  // largest finite = maxr * 2^maxe
   uint32_t maxr;
-  int mode;      // scalar::Round
+  int mode;  // scalar::Round
   bool keep_negzero;
   uint64_t seed;
 };
@@ -52,15 +52,16 @@ inline bool tile_ok(const scalar::Format& f, int s) {
 // One value: the same steps as scalar::quantize on float32 bits. Branch-free apart from the
 // compile-time round mode, so the loops below vectorize.
 template <int Mode>
-inline void cast_one(const TileParams& t, uint32_t u, int s, uint64_t index, uint32_t& r_out, int& qe_out,
-                     uint32_t& neg_out, uint32_t& over_out) {
+inline void cast_one(const TileParams& t, uint32_t u, int s, uint64_t index, uint32_t& r_out,
+                     int& qe_out, uint32_t& neg_out, uint32_t& over_out) {
   // Bitwise rather than short-circuit logic throughout: no control flow, so it vectorizes.
   const uint32_t sign = u >> 31;
   const uint32_t mag = u & 0x7FFFFFFFu;
   const int e = static_cast<int>(mag >> 23);
   const uint32_t normal = e != 0;
   const uint32_t m = (mag & 0x7FFFFFu) | (normal << 23);
-  const int b = (e + static_cast<int>(normal ^ 1u)) - 127 - s;  // binade of x*2^-s (a floor for subnormal x)
+  const int b =
+      (e + static_cast<int>(normal ^ 1u)) - 127 - s;  // binade of x*2^-s (a floor for subnormal x)
   const int qexp = std::max(b - t.mgrid, t.qmin);
   const int dt = qexp - (b - 23);  // significand bits below the quantum
   const uint32_t huge = dt < 1;    // integers far above their grid
@@ -70,12 +71,16 @@ inline void cast_one(const TileParams& t, uint32_t u, int s, uint64_t index, uin
   const uint32_t rem = small ? m : m & ((1u << d) - 1);
   const uint32_t half = small ? 0xFFFFFFFFu : 1u << (d - 1);  // m < 2^24: never a tie
   uint32_t up;
-  if constexpr (Mode == 0) up = (rem > half) | ((rem == half) & r);
-  else if constexpr (Mode == 1) up = rem >= half;
-  else if constexpr (Mode == 2) up = rem > half;
+  if constexpr (Mode == 0)
+    up = (rem > half) | ((rem == half) & r);
+  else if constexpr (Mode == 1)
+    up = rem >= half;
+  else if constexpr (Mode == 2)
+    up = rem > half;
   else {
     const int fd = std::max(dt, 1);
-    const uint32_t frac = fd <= 32 ? rem << (32 - fd) : (fd - 32 < 32 ? rem >> ((fd - 32) & 31) : 0u);
+    const uint32_t frac =
+        fd <= 32 ? rem << (32 - fd) : (fd - 32 < 32 ? rem >> ((fd - 32) & 31) : 0u);
     up = scalar::random_bits(t.seed, index) < frac;
   }
   r += up & 1u;
@@ -87,8 +92,10 @@ inline void cast_one(const TileParams& t, uint32_t u, int s, uint64_t index, uin
 }
 
 template <int Mode>
-__attribute__((target_clones("avx2", "default"))) int64_t cast_values(const TileParams& t, const float* x, int n,
-                                                                      int s, uint64_t first, float* values) {
+__attribute__((target_clones("avx2", "default"))) int64_t cast_values(const TileParams& t,
+                                                                      const float* x, int n, int s,
+                                                                      uint64_t first,
+                                                                      float* values) {
   int64_t clipped = 0;
   for (int i = 0; i < n; ++i) {
     uint32_t r, neg, over;
@@ -104,8 +111,8 @@ __attribute__((target_clones("avx2", "default"))) int64_t cast_values(const Tile
 }
 
 template <int Mode>
-int64_t cast_codes(const TileParams& t, const float* x, int n, int s, uint64_t first, uint32_t* rr, int32_t* qq,
-                   uint8_t* ng) {
+int64_t cast_codes(const TileParams& t, const float* x, int n, int s, uint64_t first, uint32_t* rr,
+                   int32_t* qq, uint8_t* ng) {
   int64_t clipped = 0;
   for (int i = 0; i < n; ++i) {
     uint32_t r, neg, over;
@@ -120,7 +127,8 @@ int64_t cast_codes(const TileParams& t, const float* x, int n, int s, uint64_t f
 }
 
 // Largest |x| bit pattern of n float32 values (NaN / Inf show as >= 0x7F800000).
-__attribute__((target_clones("avx2", "default"))) inline uint32_t abs_max_bits(const float* x, int64_t n) {
+__attribute__((target_clones("avx2", "default"))) inline uint32_t abs_max_bits(const float* x,
+                                                                               int64_t n) {
   uint32_t m = 0;
   for (int64_t i = 0; i < n; ++i) {
     const uint32_t a = scalar::float_bits(x[i]) & 0x7FFFFFFFu;
@@ -132,21 +140,29 @@ __attribute__((target_clones("avx2", "default"))) inline uint32_t abs_max_bits(c
 // Casts n float32 values with scale shift s (the caller has checked tile_ok and, for scaled
 // groups, that no value is NaN / Inf). Writes values (virtual) or the rounded (r, qexp, neg)
 // triples for encoding; returns the number of saturated values.
-inline int64_t cast_tile(const TileParams& t, const float* x, int n, int s, uint64_t first_index, float* values,
-                         uint32_t* rr, int32_t* qq, uint8_t* neg) {
+inline int64_t cast_tile(const TileParams& t, const float* x, int n, int s, uint64_t first_index,
+                         float* values, uint32_t* rr, int32_t* qq, uint8_t* neg) {
   if (values) {
     switch (t.mode) {
-      case 0: return cast_values<0>(t, x, n, s, first_index, values);
-      case 1: return cast_values<1>(t, x, n, s, first_index, values);
-      case 2: return cast_values<2>(t, x, n, s, first_index, values);
-      default: return cast_values<3>(t, x, n, s, first_index, values);
+      case 0:
+        return cast_values<0>(t, x, n, s, first_index, values);
+      case 1:
+        return cast_values<1>(t, x, n, s, first_index, values);
+      case 2:
+        return cast_values<2>(t, x, n, s, first_index, values);
+      default:
+        return cast_values<3>(t, x, n, s, first_index, values);
     }
   }
   switch (t.mode) {
-    case 0: return cast_codes<0>(t, x, n, s, first_index, rr, qq, neg);
-    case 1: return cast_codes<1>(t, x, n, s, first_index, rr, qq, neg);
-    case 2: return cast_codes<2>(t, x, n, s, first_index, rr, qq, neg);
-    default: return cast_codes<3>(t, x, n, s, first_index, rr, qq, neg);
+    case 0:
+      return cast_codes<0>(t, x, n, s, first_index, rr, qq, neg);
+    case 1:
+      return cast_codes<1>(t, x, n, s, first_index, rr, qq, neg);
+    case 2:
+      return cast_codes<2>(t, x, n, s, first_index, rr, qq, neg);
+    default:
+      return cast_codes<3>(t, x, n, s, first_index, rr, qq, neg);
   }
 }
 

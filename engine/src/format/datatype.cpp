@@ -32,7 +32,9 @@ std::vector<std::string> split(const std::string& s, char sep) {
   return out;
 }
 
-bool is_pow2(int v) { return v > 0 && (v & (v - 1)) == 0; }
+bool is_pow2(int v) {
+  return v > 0 && (v & (v - 1)) == 0;
+}
 
 [[noreturn]] void fail(std::string_view text, const std::string& segment, const std::string& why) {
   std::string msg = "datatype '" + std::string(text) + "'";
@@ -45,7 +47,10 @@ const std::regex& tile_regex() {
   return re;
 }
 
-bool looks_like_tile(const std::string& seg) { return !seg.empty() && seg[0] == 't' && (seg.size() == 1 || std::isdigit(static_cast<unsigned char>(seg[1]))); }
+bool looks_like_tile(const std::string& seg) {
+  return !seg.empty() && seg[0] == 't' &&
+         (seg.size() == 1 || std::isdigit(static_cast<unsigned char>(seg[1])));
+}
 
 TileSpec parse_tile(std::string_view text, const std::string& seg) {
   std::smatch mt;
@@ -74,7 +79,8 @@ TileSpec parse_tile(std::string_view text, const std::string& seg) {
     if (t.m < 2 || t.m > 256 || !is_pow2(t.m))
       fail(text, seg, "sparsity block M must be a power of two from 2 to 256");
     if (t.n < 1 || t.n >= t.m) fail(text, seg, "sparsity needs 1 <= N < M (keep N of every M)");
-    if (!t.channel() && t.size % t.m != 0) fail(text, seg, "sparsity block M must divide the tile size");
+    if (!t.channel() && t.size % t.m != 0)
+      fail(text, seg, "sparsity block M must divide the tile size");
   }
   return t;
 }
@@ -111,7 +117,9 @@ DataType DataType::parse(std::string_view text) {
   if (const RegistryEntry* e = find_registry(s)) {
     DataType d;
     if (e->name == "tcfp8" || e->name == "tcfp12" || e->name == "tcfp16") {
-      d.family_ = e->name == "tcfp8" ? Family::TCFP8 : e->name == "tcfp12" ? Family::TCFP12 : Family::TCFP16;
+      d.family_ = e->name == "tcfp8"    ? Family::TCFP8
+                  : e->name == "tcfp12" ? Family::TCFP12
+                                        : Family::TCFP16;
       d.number_ = NumberSpec::parse("e4m3fn");
       d.scale_ = ScaleSpec{NumberSpec::parse("e8m0"), std::nullopt, {TileSpec{32}}};
     } else {
@@ -133,7 +141,8 @@ DataType DataType::parse_grammar(std::string_view text) {
   const std::string s = lower_trim(text);
   std::vector<std::string> segs = split(s, '_');
   for (const std::string& seg : segs)
-    if (seg.empty()) fail(text, "", "empty segment (two underscores in a row, or a leading/trailing underscore)");
+    if (seg.empty())
+      fail(text, "", "empty segment (two underscores in a row, or a leading/trailing underscore)");
   // Framework names (float8_e4m3fn, float4_e2m1fn_x2) contain underscores: the number spec is
   // the shortest prefix of segments that parses as one.
   DataType d;
@@ -157,13 +166,16 @@ DataType DataType::parse_grammar(std::string_view text) {
     for (size_t i = used; i < segs.size(); ++i) {
       const std::string& seg = segs[i];
       if (looks_like_tile(seg)) {
-        if (nspecs == 0) fail(text, seg, "a tile needs a scale number format before it (e.g. e8m0_t32)");
+        if (nspecs == 0)
+          fail(text, seg, "a tile needs a scale number format before it (e.g. e8m0_t32)");
         if (sc.tiles.size() == 2) fail(text, seg, "at most two tile segments (a 2-D tile)");
         sc.tiles.push_back(parse_tile(text, seg));
         continue;
       }
       if (!sc.tiles.empty()) fail(text, seg, "number formats must come before the tile segments");
-      if (nspecs == 2) fail(text, seg, "at most two scale number formats (scale, then zero point or tensor scale)");
+      if (nspecs == 2)
+        fail(text, seg,
+             "at most two scale number formats (scale, then zero point or tensor scale)");
       NumberSpec n;
       try {
         n = NumberSpec::parse(seg);
@@ -171,8 +183,10 @@ DataType DataType::parse_grammar(std::string_view text) {
         std::string w = e.what();
         fail(text, seg, w.substr(w.find(": ") + 2));
       }
-      if (nspecs == 0) sc.scale = n;
-      else sc.second = n;
+      if (nspecs == 0)
+        sc.scale = n;
+      else
+        sc.second = n;
       ++nspecs;
     }
     d.scale_ = sc;
@@ -186,26 +200,33 @@ void DataType::validate(std::string_view text) const {
   const NumberSpec& n = number_;
   if (!scale_) {
     if (n.is_int() || n.is_uint())
-      fail(text, n.name(), "integer data needs a scale (e.g. " + n.name() + "_float32 or " + n.name() + "_e8m0_t32)");
+      fail(text, n.name(),
+           "integer data needs a scale (e.g. " + n.name() + "_float32 or " + n.name() +
+               "_e8m0_t32)");
     return;
   }
   const ScaleSpec& sc = *scale_;
   const std::string sname = sc.scale.name();
   if (n.is_exponent()) fail(text, n.name(), "exponent formats (eXm0) are scales, not scaled data");
   if (sc.scale.is_int() || sc.scale.is_uint())
-    fail(text, sname, "a scale must be a float or exponent format (integers may only be zero points)");
+    fail(text, sname,
+         "a scale must be a float or exponent format (integers may only be zero points)");
   if (n.is_uint()) {
     if (!sc.scale.is_float())
-      fail(text, sname, "unsigned data takes a float scale (exponent scales are for signed and float data)");
+      fail(text, sname,
+           "unsigned data takes a float scale (exponent scales are for signed and float data)");
     if (!sc.second)
-      fail(text, sname, "unsigned data is asymmetric: give a zero point format after the scale (e.g. uint8_float16_int8)");
+      fail(text, sname,
+           "unsigned data is asymmetric: give a zero point format after the scale (e.g. "
+           "uint8_float16_int8)");
     if (sc.second->is_exponent() || sc.second->is_uint())
       fail(text, sc.second->name(), "a zero point must be a float or signed integer format");
   } else if (sc.second) {
     if (!(sc.second->is_float() || sc.second->is_exponent()))
       fail(text, sc.second->name(), "a tensor scale must be a float or exponent format");
     if (sc.tiles.empty())
-      fail(text, sc.second->name(), "a second scale is a tensor scale and needs a tile or channel scale beside it");
+      fail(text, sc.second->name(),
+           "a second scale is a tensor scale and needs a tile or channel scale beside it");
   }
   int channels = 0, sparse = 0;
   for (size_t i = 0; i < sc.tiles.size(); ++i) {
@@ -214,20 +235,28 @@ void DataType::validate(std::string_view text) const {
     sparse += t.sparse();
     if (t.sub) {
       if (!sc.scale.is_exponent())
-        fail(text, t.str(), "subtiles carry a shared microexponent and need an exponent scale (e.g. e8m0)");
-      if (i + 1 != sc.tiles.size()) fail(text, t.str(), "only the last tile segment may have subtiles");
+        fail(text, t.str(),
+             "subtiles carry a shared microexponent and need an exponent scale (e.g. e8m0)");
+      if (i + 1 != sc.tiles.size())
+        fail(text, t.str(), "only the last tile segment may have subtiles");
     }
   }
   if (channels > 1) fail(text, sc.tiles[1].str(), "at most one channel segment in a 2-D tile");
-  if (sparse > 1) fail(text, sc.tiles[1].str(), "N:M sparsity in one tile dimension only (2-D sparsity is not supported)");
+  if (sparse > 1)
+    fail(text, sc.tiles[1].str(),
+         "N:M sparsity in one tile dimension only (2-D sparsity is not supported)");
 }
 
 std::string DataType::str() const {
   switch (family_) {
-    case Family::TCFP8: return "tcfp8";
-    case Family::TCFP12: return "tcfp12";
-    case Family::TCFP16: return "tcfp16";
-    case Family::Standard: break;
+    case Family::TCFP8:
+      return "tcfp8";
+    case Family::TCFP12:
+      return "tcfp12";
+    case Family::TCFP16:
+      return "tcfp16";
+    case Family::Standard:
+      break;
   }
   std::string s = number_.name();
   if (scale_) s += "_" + scale_->str();
@@ -253,10 +282,14 @@ const TileSpec* DataType::subtile() const {
 
 double DataType::bits_per_value(int64_t channel_length) const {
   switch (family_) {
-    case Family::TCFP8: return 8 + 8.0 / 32;
-    case Family::TCFP12: return 8 + 4 + 2 * 8.0 / 32;
-    case Family::TCFP16: return 16 + 2 * 8.0 / 32;
-    case Family::Standard: break;
+    case Family::TCFP8:
+      return 8 + 8.0 / 32;
+    case Family::TCFP12:
+      return 8 + 4 + 2 * 8.0 / 32;
+    case Family::TCFP16:
+      return 16 + 2 * 8.0 / 32;
+    case Family::Standard:
+      break;
   }
   double bits = number_.bits();
   if (!scale_) return bits;
@@ -265,14 +298,17 @@ double DataType::bits_per_value(int64_t channel_length) const {
   bool unknown = false;
   for (const TileSpec& t : sc.tiles) {
     if (t.channel()) {
-      if (channel_length > 0) elems *= static_cast<double>(channel_length);
-      else unknown = true;
+      if (channel_length > 0)
+        elems *= static_cast<double>(channel_length);
+      else
+        unknown = true;
     } else {
       elems *= t.size;
     }
   }
-  if (const TileSpec* sp = sparse_tile()) bits = bits * sp->n / sp->m + 1.0;  // kept values + mask bit
-  if (sc.tiles.empty()) return bits;  // one tensor scale: nothing per value
+  if (const TileSpec* sp = sparse_tile())
+    bits = bits * sp->n / sp->m + 1.0;  // kept values + mask bit
+  if (sc.tiles.empty()) return bits;    // one tensor scale: nothing per value
   double per_group = sc.scale.bits();
   if (has_zero_point()) per_group += sc.second->bits();
   if (!unknown) bits += per_group / elems;
@@ -283,10 +319,17 @@ double DataType::bits_per_value(int64_t channel_length) const {
 std::string DataType::describe() const {
   std::ostringstream o;
   switch (family_) {
-    case Family::TCFP8: return "TCFP-8: e4m3fn values, e8m0 scale per block of 32 chosen at 3 sigma (NormalFloat-aware)";
-    case Family::TCFP12: return "TCFP-12: e4m3fn main value + 4-bit signed residual in [-7, 7], each with an e8m0 scale per block of 32";
-    case Family::TCFP16: return "TCFP-16: two e4m3fn terms (high + low residual), each with an e8m0 scale per block of 32";
-    case Family::Standard: break;
+    case Family::TCFP8:
+      return "TCFP-8: e4m3fn values, e8m0 scale per block of 32 chosen at 3 sigma "
+             "(NormalFloat-aware)";
+    case Family::TCFP12:
+      return "TCFP-12: e4m3fn main value + 4-bit signed residual in [-7, 7], each with an e8m0 "
+             "scale per block of 32";
+    case Family::TCFP16:
+      return "TCFP-16: two e4m3fn terms (high + low residual), each with an e8m0 scale per block "
+             "of 32";
+    case Family::Standard:
+      break;
   }
   o << number_.name() << " values";
   if (!scale_) {
@@ -295,8 +338,10 @@ std::string DataType::describe() const {
   }
   const ScaleSpec& sc = *scale_;
   o << ", " << sc.scale.name() << " scale";
-  if (has_zero_point()) o << " and " << sc.second->name() << " zero point";
-  else if (sc.second) o << " with a " << sc.second->name() << " tensor scale";
+  if (has_zero_point())
+    o << " and " << sc.second->name() << " zero point";
+  else if (sc.second)
+    o << " with a " << sc.second->name() << " tensor scale";
   if (sc.tiles.empty()) o << " per tensor";
   auto one = [](const TileSpec& t) {
     std::string s = t.channel() ? std::string("channel") : std::to_string(t.size);
@@ -304,7 +349,9 @@ std::string DataType::describe() const {
     if (t.m) s += " (" + std::to_string(t.n) + ":" + std::to_string(t.m) + " sparse)";
     return s;
   };
-  if (sc.tiles.size() == 1) o << " per " << (sc.tiles[0].channel() ? "channel" : "tile of " + one(sc.tiles[0])) << " along the tile axis";
+  if (sc.tiles.size() == 1)
+    o << " per " << (sc.tiles[0].channel() ? "channel" : "tile of " + one(sc.tiles[0]))
+      << " along the tile axis";
   if (sc.tiles.size() == 2) o << " per 2-D tile " << one(sc.tiles[0]) << " x " << one(sc.tiles[1]);
   return o.str();
 }

@@ -17,12 +17,23 @@ struct Alias {
   const char* spec;
 };
 constexpr Alias kAliases[] = {
-    {"float32", "e8m23"},       {"float16", "e5m10"},      {"bfloat16", "e8m7"},
-    {"fp32", "e8m23"},          {"float", "e8m23"},        {"fp16", "e5m10"},
-    {"half", "e5m10"},          {"bf16", "e8m7"},          {"tf32", "e8m10"},
-    {"tfloat32", "e8m10"},      {"float8_e4m3fnuz", "e4m3b8fnuz"},
-    {"float8_e5m2fnuz", "e5m2b16fnuz"}, {"float8_e8m0fnu", "e8m0"}, {"e8m0fnu", "e8m0"},
-    {"float4_e2m1fn_x2", "e2m1"}, {"float4_e2m1fn", "e2m1"}, {"float6_e2m3fn", "e2m3"},
+    {"float32", "e8m23"},
+    {"float16", "e5m10"},
+    {"bfloat16", "e8m7"},
+    {"fp32", "e8m23"},
+    {"float", "e8m23"},
+    {"fp16", "e5m10"},
+    {"half", "e5m10"},
+    {"bf16", "e8m7"},
+    {"tf32", "e8m10"},
+    {"tfloat32", "e8m10"},
+    {"float8_e4m3fnuz", "e4m3b8fnuz"},
+    {"float8_e5m2fnuz", "e5m2b16fnuz"},
+    {"float8_e8m0fnu", "e8m0"},
+    {"e8m0fnu", "e8m0"},
+    {"float4_e2m1fn_x2", "e2m1"},
+    {"float4_e2m1fn", "e2m1"},
+    {"float6_e2m3fn", "e2m3"},
     {"float6_e3m2fn", "e3m2"},
 };
 
@@ -30,7 +41,8 @@ struct Canonical {
   const char* spec;
   const char* name;
 };
-constexpr Canonical kCanonical[] = {{"e8m23", "float32"}, {"e5m10", "float16"}, {"e8m7", "bfloat16"}};
+constexpr Canonical kCanonical[] = {
+    {"e8m23", "float32"}, {"e5m10", "float16"}, {"e8m7", "bfloat16"}};
 
 struct Native {
   const char* spec;
@@ -58,7 +70,9 @@ constexpr Native kNative[] = {
 };
 
 // The OCP FP6/FP4 element types: written without a suffix they have neither Inf nor NaN.
-bool is_ocp_finite_shape(int e, int m) { return (e == 2 && m == 1) || (e == 2 && m == 3) || (e == 3 && m == 2); }
+bool is_ocp_finite_shape(int e, int m) {
+  return (e == 2 && m == 1) || (e == 2 && m == 3) || (e == 3 && m == 2);
+}
 
 [[noreturn]] void bad(std::string_view text, const std::string& why) {
   throw Error("number format '" + std::string(text) + "': " + why);
@@ -83,10 +97,14 @@ std::string lower(std::string_view s) {
 
 const char* to_string(InfNan v) {
   switch (v) {
-    case InfNan::IEEE: return "ieee";
-    case InfNan::FN: return "fn";
-    case InfNan::FNUZ: return "fnuz";
-    case InfNan::Finite: return "finite";
+    case InfNan::IEEE:
+      return "ieee";
+    case InfNan::FN:
+      return "fn";
+    case InfNan::FNUZ:
+      return "fnuz";
+    case InfNan::Finite:
+      return "finite";
   }
   return "?";
 }
@@ -211,11 +229,13 @@ NumberSpec NumberSpec::parse(std::string_view text) {
     if (k < 2 || k > 32) bad(text, "integer width must be between 2 and 32 bits");
     return make_int(k, is_signed);
   }
-  if (s[0] != 'e') bad(text, "unknown format; expected eXmY[bZ][fn|fnuz], intK, uintK or a standard name");
+  if (s[0] != 'e')
+    bad(text, "unknown format; expected eXmY[bZ][fn|fnuz], intK, uintK or a standard name");
   size_t pos = 1;
   int e = 0, m = 0, b = -1;
   if (!read_int(s, pos, e)) bad(text, "expected exponent bits after 'e'");
-  if (pos >= s.size() || s[pos] != 'm') bad(text, "expected 'm' and mantissa bits after the exponent bits");
+  if (pos >= s.size() || s[pos] != 'm')
+    bad(text, "expected 'm' and mantissa bits after the exponent bits");
   ++pos;
   if (!read_int(s, pos, m)) bad(text, "expected mantissa bits after 'm'");
   if (pos < s.size() && s[pos] == 'b') {
@@ -224,17 +244,22 @@ NumberSpec NumberSpec::parse(std::string_view text) {
   }
   std::string_view suffix = std::string_view(s).substr(pos);
   InfNan mode;
-  if (suffix.empty()) mode = is_ocp_finite_shape(e, m) ? InfNan::Finite : InfNan::IEEE;
-  else if (suffix == "fn") mode = InfNan::FN;
-  else if (suffix == "fnuz") mode = InfNan::FNUZ;
-  else bad(text, "unknown suffix '" + std::string(suffix) + "' (expected fn or fnuz)");
+  if (suffix.empty())
+    mode = is_ocp_finite_shape(e, m) ? InfNan::Finite : InfNan::IEEE;
+  else if (suffix == "fn")
+    mode = InfNan::FN;
+  else if (suffix == "fnuz")
+    mode = InfNan::FNUZ;
+  else
+    bad(text, "unknown suffix '" + std::string(suffix) + "' (expected fn or fnuz)");
   if (e < 1 || e > 8) bad(text, "exponent bits must be between 1 and 8");
   if (m > 23) bad(text, "mantissa bits must be between 0 and 23");
   if (m == 0 && mode == InfNan::IEEE) {
     if (b >= 0) bad(text, "an exponent format eXm0 takes no bias");
     return make_exponent(e);
   }
-  if (m == 0 && mode == InfNan::FN) bad(text, "fn needs at least one mantissa bit (its NaN is the all-ones code)");
+  if (m == 0 && mode == InfNan::FN)
+    bad(text, "fn needs at least one mantissa bit (its NaN is the all-ones code)");
   if (e < 2 && mode == InfNan::IEEE) bad(text, "an IEEE format needs at least 2 exponent bits");
   const int default_bias = (1 << (e - 1)) - 1;
   if (b < 0) b = default_bias;
@@ -245,10 +270,14 @@ NumberSpec NumberSpec::parse(std::string_view text) {
 std::string NumberSpec::name() const {
   const auto& f = f_;
   switch (f.kind) {
-    case Kind::Int: return "int" + std::to_string(f.bits);
-    case Kind::UInt: return "uint" + std::to_string(f.bits);
-    case Kind::Exponent: return "e" + std::to_string(f.ebits) + "m0";
-    case Kind::Float: break;
+    case Kind::Int:
+      return "int" + std::to_string(f.bits);
+    case Kind::UInt:
+      return "uint" + std::to_string(f.bits);
+    case Kind::Exponent:
+      return "e" + std::to_string(f.ebits) + "m0";
+    case Kind::Float:
+      break;
   }
   std::string s = "e" + std::to_string(f.ebits) + "m" + std::to_string(f.mbits);
   if (f.bias != (1 << (f.ebits - 1)) - 1) s += "b" + std::to_string(f.bias);
@@ -261,13 +290,19 @@ std::string NumberSpec::name() const {
   return s;
 }
 
-double NumberSpec::max() const { return scalar::ldexp_int(f_.maxr, f_.maxe); }
+double NumberSpec::max() const {
+  return scalar::ldexp_int(f_.maxr, f_.maxe);
+}
 double NumberSpec::min_normal() const {
   if (is_int() || is_uint()) return std::ldexp(1.0, f_.qmin);
   return std::ldexp(1.0, f_.emin);
 }
-double NumberSpec::min_subnormal() const { return std::ldexp(1.0, f_.qmin); }
-double NumberSpec::midmax() const { return (max() + std::ldexp(1.0, f_.emax + 1)) / 2; }
+double NumberSpec::min_subnormal() const {
+  return std::ldexp(1.0, f_.qmin);
+}
+double NumberSpec::midmax() const {
+  return (max() + std::ldexp(1.0, f_.emax + 1)) / 2;
+}
 double NumberSpec::eps() const {
   if (is_uint()) return 1.0;
   return std::ldexp(1.0, -f_.mbits);
@@ -290,7 +325,8 @@ static std::string hex_code(uint32_t c, int bits) {
 std::string NumberSpec::inf_encoding() const {
   if (!f_.has_inf) return "none";
   const uint32_t inf = ((1u << f_.ebits) - 1) << f_.mbits;
-  return "+inf " + hex_code(inf, f_.bits) + ", -inf " + hex_code(inf | (1u << (f_.bits - 1)), f_.bits);
+  return "+inf " + hex_code(inf, f_.bits) + ", -inf " +
+         hex_code(inf | (1u << (f_.bits - 1)), f_.bits);
 }
 
 std::string NumberSpec::nan_encoding() const {
@@ -298,10 +334,14 @@ std::string NumberSpec::nan_encoding() const {
   switch (f_.kind == Kind::Exponent ? InfNan::IEEE : f_.infnan) {
     case InfNan::IEEE:
       if (f_.kind == Kind::Exponent) return "all ones " + hex_code((1u << f_.bits) - 1, f_.bits);
-      return "exponent all ones, mantissa non-zero (canonical " + hex_code(scalar::nan_code(f_), f_.bits) + ")";
-    case InfNan::FN: return "all ones magnitude " + hex_code(scalar::nan_code(f_), f_.bits) + " (either sign)";
-    case InfNan::FNUZ: return "negative zero " + hex_code(scalar::nan_code(f_), f_.bits);
-    case InfNan::Finite: return "none";
+      return "exponent all ones, mantissa non-zero (canonical " +
+             hex_code(scalar::nan_code(f_), f_.bits) + ")";
+    case InfNan::FN:
+      return "all ones magnitude " + hex_code(scalar::nan_code(f_), f_.bits) + " (either sign)";
+    case InfNan::FNUZ:
+      return "negative zero " + hex_code(scalar::nan_code(f_), f_.bits);
+    case InfNan::Finite:
+      return "none";
   }
   return "none";
 }
@@ -320,18 +360,27 @@ std::string NumberSpec::cuda_name() const {
 }
 
 std::vector<CodeValue> NumberSpec::enumerate() const {
-  if (f_.bits > 8) throw Error("format " + name() + " has " + std::to_string(f_.bits) + " bits; only formats of at most 8 bits are enumerated");
+  if (f_.bits > 8)
+    throw Error("format " + name() + " has " + std::to_string(f_.bits) +
+                " bits; only formats of at most 8 bits are enumerated");
   std::vector<CodeValue> out;
   const double mx = max();
   for (uint32_t c = 0; c < (1u << f_.bits); ++c) {
     scalar::Quantized q = scalar::decode(c, f_);
     CodeValue cv{c, scalar::value_of(q, 0), ""};
-    if (q.nan) cv.note = "nan";
-    else if (q.inf) cv.note = q.neg ? "-inf" : "+inf";
-    else if (cv.value == 0 && q.neg) cv.note = "-0";
-    else if (std::fabs(cv.value) == mx) cv.note = cv.value > 0 ? "max" : "-max";
-    else if (is_float() && q.r != 0 && q.r < (uint64_t{1} << f_.mbits)) cv.note = "subnormal";
-    if (is_int()) cv.note = "q=" + std::to_string(q.neg ? -static_cast<int64_t>(q.r) : static_cast<int64_t>(q.r));
+    if (q.nan)
+      cv.note = "nan";
+    else if (q.inf)
+      cv.note = q.neg ? "-inf" : "+inf";
+    else if (cv.value == 0 && q.neg)
+      cv.note = "-0";
+    else if (std::fabs(cv.value) == mx)
+      cv.note = cv.value > 0 ? "max" : "-max";
+    else if (is_float() && q.r != 0 && q.r < (uint64_t{1} << f_.mbits))
+      cv.note = "subnormal";
+    if (is_int())
+      cv.note =
+          "q=" + std::to_string(q.neg ? -static_cast<int64_t>(q.r) : static_cast<int64_t>(q.r));
     out.push_back(cv);
   }
   return out;

@@ -20,15 +20,21 @@ std::vector<RegistryEntry> build() {
   add("mxint4", "int4_e8m0_t32", mx, "MXINT4: fixed point q/4 with an e8m0 scale per 32");
   add("bfp16", "int8_e8m0_t8", mx, "block floating point: int8 with an e8m0 scale per 8");
   const std::string nv = "NVIDIA / FP8 recipes";
-  add("nvfp4", "e2m1fnuz_e4m3fn_float32_t16", nv, "NVFP4: e2m1 values, e4m3 scale per 16, fp32 tensor scale");
-  add("fp8e4_tensor", "e4m3fn_float32", nv, "FP8 E4M3 with one fp32 scale per tensor (cuBLASLt per-tensor recipe)");
+  add("nvfp4", "e2m1fnuz_e4m3fn_float32_t16", nv,
+      "NVFP4: e2m1 values, e4m3 scale per 16, fp32 tensor scale");
+  add("fp8e4_tensor", "e4m3fn_float32", nv,
+      "FP8 E4M3 with one fp32 scale per tensor (cuBLASLt per-tensor recipe)");
   add("fp8e5_tensor", "e5m2_float32", nv, "FP8 E5M2 with one fp32 scale per tensor");
   add("fp8e4_channel", "e4m3fn_float32_t0", nv, "FP8 E4M3 with one fp32 scale per channel (row)");
-  add("fp8e4_block128", "e4m3fn_float32_t128_t128", nv, "FP8 E4M3 with an fp32 scale per 128x128 block");
+  add("fp8e4_block128", "e4m3fn_float32_t128_t128", nv,
+      "FP8 E4M3 with an fp32 scale per 128x128 block");
   const std::string smx = "shared microexponents";
-  add("mx9", "int8_e8m0_t16s2", smx, "MX9: 7-bit magnitudes, 8-bit exponent per 16, 1-bit microexponent per pair");
-  add("mx6", "int5_e8m0_t16s2", smx, "MX6: 4-bit magnitudes, 8-bit exponent per 16, 1-bit microexponent per pair");
-  add("mx4", "int3_e8m0_t16s2", smx, "MX4: 2-bit magnitudes, 8-bit exponent per 16, 1-bit microexponent per pair");
+  add("mx9", "int8_e8m0_t16s2", smx,
+      "MX9: 7-bit magnitudes, 8-bit exponent per 16, 1-bit microexponent per pair");
+  add("mx6", "int5_e8m0_t16s2", smx,
+      "MX6: 4-bit magnitudes, 8-bit exponent per 16, 1-bit microexponent per pair");
+  add("mx4", "int3_e8m0_t16s2", smx,
+      "MX4: 2-bit magnitudes, 8-bit exponent per 16, 1-bit microexponent per pair");
   const std::string tc = "TCFP";
   add("tcfp8", "tcfp8", tc, "TCFP-8: e4m3fn + e8m0 block scale per 32, chosen at 3 sigma");
   add("tcfp12", "tcfp12", tc, "TCFP-12: e4m3fn + 4-bit residual, two block scales per 32");
@@ -47,14 +53,16 @@ std::vector<RegistryEntry> build() {
     const char* tile;
     const char* group;
   };
-  const Scope scopes[] = {{"", "", "tensor-scaled"}, {"c", "_t0", "channel-scaled"}, {"32", "_t32", "tile-scaled"}};
+  const Scope scopes[] = {
+      {"", "", "tensor-scaled"}, {"c", "_t0", "channel-scaled"}, {"32", "_t32", "tile-scaled"}};
   for (const Scope& sc : scopes) {
     for (const char* data : {"int8", "int4", "int16"}) {
       if (std::string(data) == "int16" && std::string(sc.suffix) == "32") continue;
       for (const Letter& s : scales) {
         if (s.c == 'e' && std::string(sc.suffix) == "32") continue;  // that is mxint8 / mxint4
         add(std::string(data) + "_" + s.c + sc.suffix, std::string(data) + "_" + s.spec + sc.tile,
-            std::string(sc.group) + " int", "symmetric " + std::string(data) + " with a " + s.spec + " scale");
+            std::string(sc.group) + " int",
+            "symmetric " + std::string(data) + " with a " + s.spec + " scale");
       }
     }
     for (const char* data : {"uint8", "uint4", "uint16"}) {
@@ -64,14 +72,17 @@ std::vector<RegistryEntry> build() {
         for (const Letter& z : zeros) {
           if (z.c != 'i' && z.c != s.c) continue;  // zero point in the scale's type, or int8
           add(std::string(data) + "_" + s.c + z.c + sc.suffix,
-              std::string(data) + "_" + s.spec + "_" + z.spec + sc.tile, std::string(sc.group) + " uint",
-              "asymmetric " + std::string(data) + ", " + s.spec + " scale, " + z.spec + " zero point");
+              std::string(data) + "_" + s.spec + "_" + z.spec + sc.tile,
+              std::string(sc.group) + " uint",
+              "asymmetric " + std::string(data) + ", " + s.spec + " scale, " + z.spec +
+                  " zero point");
         }
       }
     }
   }
   for (const char* f : {"e4m3fn", "e5m2", "e3m2fnuz", "e2m3fnuz"})
-    add(std::string(f) + "_e", std::string(f) + "_e8m0", "tensor-scaled float", std::string(f) + " with one e8m0 scale per tensor");
+    add(std::string(f) + "_e", std::string(f) + "_e8m0", "tensor-scaled float",
+        std::string(f) + " with one e8m0 scale per tensor");
 
   const std::string un = "unscaled";
   add("float32", "float32", un, "IEEE binary32");

@@ -10,8 +10,9 @@
 
 namespace castscope::io {
 
-void write_atomically(const std::string& path,
-                      const std::function<void(const std::function<void(const void*, size_t)>&)>& write) {
+void write_atomically(
+    const std::string& path,
+    const std::function<void(const std::function<void(const void*, size_t)>&)>& write) {
   std::random_device rd;
   const std::string tmp = path + ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(rd());
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);

@@ -32,8 +32,10 @@ struct Acc {
 
 Stats compute_stats(const Tensor& original, const Tensor& values, int64_t clipped) {
   if (original.numel() != values.numel())
-    throw Error("statistics need tensors of equal size (" + shape_str(original.shape()) + " vs " + shape_str(values.shape()) + ")");
-  Tensor x = original.dtype() == DType::F32 || original.dtype() == DType::F64 ? original : original.to_f32();
+    throw Error("statistics need tensors of equal size (" + shape_str(original.shape()) + " vs " +
+                shape_str(values.shape()) + ")");
+  Tensor x = original.dtype() == DType::F32 || original.dtype() == DType::F64 ? original
+                                                                              : original.to_f32();
   Tensor q = values.dtype() == DType::F32 ? values : values.to_f32();
   const float* qp = q.ptr<float>();
   const bool f64 = x.dtype() == DType::F64;
@@ -75,16 +77,19 @@ Stats compute_stats(const Tensor& original, const Tensor& values, int64_t clippe
     s.signal_power = total.sx2 / total.count;
   }
   s.max_abs_err = total.maxe;
-  s.snr_db = total.se2 > 0 ? 10.0 * std::log10(total.sx2 / total.se2) : std::numeric_limits<double>::infinity();
+  s.snr_db = total.se2 > 0 ? 10.0 * std::log10(total.sx2 / total.se2)
+                           : std::numeric_limits<double>::infinity();
   return s;
 }
 
 std::string stats_line(const Stats& s) {
   char buf[512];
   std::snprintf(buf, sizeof buf,
-                "mse %.6g  snr %.3f dB  max_err %.6g  bias %.3g  clipped %lld (%.4f%%)  nonfinite_in %lld  nonfinite_out %lld  n %lld",
-                s.mse, s.snr_db, s.max_abs_err, s.mean_err, static_cast<long long>(s.clipped), s.clipped_pct(),
-                static_cast<long long>(s.nonfinite_in), static_cast<long long>(s.nonfinite_out), static_cast<long long>(s.count));
+                "mse %.6g  snr %.3f dB  max_err %.6g  bias %.3g  clipped %lld (%.4f%%)  "
+                "nonfinite_in %lld  nonfinite_out %lld  n %lld",
+                s.mse, s.snr_db, s.max_abs_err, s.mean_err, static_cast<long long>(s.clipped),
+                s.clipped_pct(), static_cast<long long>(s.nonfinite_in),
+                static_cast<long long>(s.nonfinite_out), static_cast<long long>(s.count));
   return buf;
 }
 
@@ -124,7 +129,8 @@ Histogram histogram(const float* v, int64_t n, double lo, double hi, int bins, b
   return h;
 }
 
-Histogram error_histogram(const float* x, const float* q, int64_t n, double lo, double hi, int bins) {
+Histogram error_histogram(const float* x, const float* q, int64_t n, double lo, double hi,
+                          int bins) {
   std::vector<float> err;
   err.reserve(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i)
@@ -162,8 +168,10 @@ ExponentHistogram exponent_histogram(const float* v, int64_t n) {
 
 TileMap tile_map(const Tensor& x_f32, const Tensor& values, const CastResult& result) {
   CastResult a = result.mode == CastMode::Compress ? unpack(result) : result;
-  if (a.mode != CastMode::Actual || a.dtype.family() != Family::Standard || !a.dtype.scaled() || a.dtype.tensor_scaled())
-    throw Error("a tile map needs an actual or compressed cast of a tile- or channel-scaled datatype");
+  if (a.mode != CastMode::Actual || a.dtype.family() != Family::Standard || !a.dtype.scaled() ||
+      a.dtype.tensor_scaled())
+    throw Error(
+        "a tile map needs an actual or compressed cast of a tile- or channel-scaled datatype");
   detail::CastPlan p = detail::make_plan(a.shape, a.dtype, a.options);
   detail::KernelParams kp = cpu::kernel_params(p);
   if (x_f32.dtype() != DType::F32 || x_f32.numel() != p.numel() || values.numel() != p.numel())
@@ -192,7 +200,8 @@ TileMap tile_map(const Tensor& x_f32, const Tensor& values, const CastResult& re
   const float* xp = x.ptr<float>();
   const float* qp = q.ptr<float>();
   if (p.multiscale)
-    kp.tensor_scale = scalar::decode_value(detail::load_code(a.tenscale.data(), p.second_dtype, 0, kp.second), kp.second);
+    kp.tensor_scale = scalar::decode_value(
+        detail::load_code(a.tenscale.data(), p.second_dtype, 0, kp.second), kp.second);
   detail::parallel_for(g, 256, 0, nullptr, [&](int64_t gb, int64_t ge) {
     for (int64_t k = gb; k < ge; ++k) {
       const int64_t per = p.gr * p.gc;
@@ -200,7 +209,8 @@ TileMap tile_map(const Tensor& x_f32, const Tensor& values, const CastResult& re
       const uint32_t code = detail::load_code(sc.data(), p.scale_dtype, k, kp.scale);
       detail::GroupScale gs = detail::scale_from_codes(kp, code, 0);
       m.scale_code[k] = code;
-      m.scale_value[k] = gs.nan ? std::numeric_limits<float>::quiet_NaN() : static_cast<float>(gs.s);
+      m.scale_value[k] =
+          gs.nan ? std::numeric_limits<float>::quiet_NaN() : static_cast<float>(gs.s);
       double amax = 0, sx2 = 0, se2 = 0;
       for (int64_t i = gi * p.tr; i < std::min(p.R, (gi + 1) * p.tr); ++i)
         for (int64_t j = gj * p.tc; j < std::min(p.C, (gj + 1) * p.tc); ++j) {
@@ -212,7 +222,8 @@ TileMap tile_map(const Tensor& x_f32, const Tensor& values, const CastResult& re
           se2 += d * d;
         }
       m.absmax[k] = static_cast<float>(amax);
-      m.snr_db[k] = se2 > 0 ? static_cast<float>(10 * std::log10(sx2 / se2)) : std::numeric_limits<float>::infinity();
+      m.snr_db[k] = se2 > 0 ? static_cast<float>(10 * std::log10(sx2 / se2))
+                            : std::numeric_limits<float>::infinity();
     }
   });
   return m;

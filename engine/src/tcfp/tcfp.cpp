@@ -16,10 +16,14 @@ using detail::tcfp::Variant;
 
 Variant variant_of(const DataType& d) {
   switch (d.family()) {
-    case Family::TCFP8: return Variant::T8;
-    case Family::TCFP12: return Variant::T12;
-    case Family::TCFP16: return Variant::T16;
-    default: throw Error("datatype " + d.str() + " is not a TCFP datatype");
+    case Family::TCFP8:
+      return Variant::T8;
+    case Family::TCFP12:
+      return Variant::T12;
+    case Family::TCFP16:
+      return Variant::T16;
+    default:
+      throw Error("datatype " + d.str() + " is not a TCFP datatype");
   }
 }
 
@@ -48,7 +52,9 @@ CastResult cast(const Tensor& x, const DataType& d, const CastOptions& opt) {
   detail::CastPlan p = block_plan(x.shape(), opt);
   const BlockParams bp = block_params(d, opt, p.numel());
   Tensor src = x.dtype() == DType::F64 ? x : (x.dtype() == DType::F32 ? x : x.to_f32());
-  if (!dtype_is_float(x.dtype())) throw Error(std::string("cast input must be a float tensor (got ") + dtype_name(x.dtype()) + ")");
+  if (!dtype_is_float(x.dtype()))
+    throw Error(std::string("cast input must be a float tensor (got ") + dtype_name(x.dtype()) +
+                ")");
   if (p.permuted) {
     Tensor t = Tensor::empty(src.dtype(), p.perm_shape);
     detail::permute(src.data(), t.mutable_data(), dtype_size(src.dtype()), p.in_shape, p.perm);
@@ -77,14 +83,16 @@ CastResult cast(const Tensor& x, const DataType& d, const CastOptions& opt) {
       const int n = static_cast<int>(std::min<int64_t>(kBlock, p.C - c0));
       const int64_t first = row * p.C + c0;
       for (int i = 0; i < n; ++i) {
-        xb[i] = src.dtype() == DType::F64 ? src.ptr<double>()[first + i] : src.ptr<float>()[first + i];
+        xb[i] =
+            src.dtype() == DType::F64 ? src.ptr<double>()[first + i] : src.ptr<float>()[first + i];
         nf += !std::isfinite(xb[i]);
       }
       auto bc = detail::tcfp::cast_block(bp, xb, n, first, mc, rc, actual ? nullptr : vb, &clip);
       for (int i = 0; i < n; ++i) {
         if (actual) {
           codes.mutable_ptr<uint8_t>()[first + i] = static_cast<uint8_t>(mc[i]);
-          if (res) detail::store_code(res.mutable_data(), res.dtype(), first + i, rc[i], bp.residual);
+          if (res)
+            detail::store_code(res.mutable_data(), res.dtype(), first + i, rc[i], bp.residual);
         } else {
           values.mutable_ptr<float>()[first + i] = vb[i];
         }
@@ -119,7 +127,8 @@ CastResult cast(const Tensor& x, const DataType& d, const CastOptions& opt) {
     Shape s = p.perm_shape;
     s.back() = p.gc;
     return s;
-  }()), p.scale_shape);
+  }()),
+                    p.scale_shape);
   if (res) {
     r.residual = restore(res, x.shape());
     Shape s = p.perm_shape;
@@ -143,8 +152,9 @@ Tensor upcast(const CastResult& a) {
   auto need = [&](const Tensor& t, const char* what, int64_t n) {
     if (!t) throw Error("cast result of " + a.dtype.str() + " has no " + what + " tensor");
     if (dtype_size(t.dtype()) != 1 || t.numel() != n)
-      throw Error("cast result of " + a.dtype.str() + ": " + what + " tensor has shape " + shape_str(t.shape()) + " of " +
-                  dtype_name(t.dtype()) + ", expected " + std::to_string(n) + " bytes");
+      throw Error("cast result of " + a.dtype.str() + ": " + what + " tensor has shape " +
+                  shape_str(t.shape()) + " of " + dtype_name(t.dtype()) + ", expected " +
+                  std::to_string(n) + " bytes");
   };
   need(a.codes, "codes", p.numel());
   need(a.scale, "scale", p.groups());
@@ -152,7 +162,8 @@ Tensor upcast(const CastResult& a) {
     need(a.residual, "residual", p.numel());
     need(a.residual_scale, "residual_scale", p.groups());
   }
-  Tensor codes = perm_of(a.codes), scale = perm_of(a.scale), res = perm_of(a.residual), rscale = perm_of(a.residual_scale);
+  Tensor codes = perm_of(a.codes), scale = perm_of(a.scale), res = perm_of(a.residual),
+         rscale = perm_of(a.residual_scale);
   Tensor values = Tensor::empty(DType::F32, p.perm_shape);
   float* out = values.mutable_ptr<float>();
   detail::parallel_for(p.numel(), 1 << 15, a.options.threads, nullptr, [&](int64_t b, int64_t e) {
@@ -195,7 +206,8 @@ CastResult unpack(const CastResult& c) {
   CastResult r = c;
   r.mode = CastMode::Actual;
   if (c.dtype.family() == Family::TCFP12) {
-    if (!c.codes || !c.residual) throw Error("compressed TCFP-12 result needs its codes and residual tensors");
+    if (!c.codes || !c.residual)
+      throw Error("compressed TCFP-12 result needs its codes and residual tensors");
     const Shape& s = c.codes.shape();
     const int64_t last = s.empty() ? 1 : s.back(), rows = c.codes.numel() / last;
     const int64_t pl = (last + 1) / 2;
@@ -212,14 +224,16 @@ CastResult unpack(const CastResult& c) {
   return r;
 }
 
-Tensor ErrorFeedback::step(const std::string& name, const Tensor& x, const DataType& dtype, const CastOptions& opt) {
+Tensor ErrorFeedback::step(const std::string& name, const Tensor& x, const DataType& dtype,
+                           const CastOptions& opt) {
   Tensor xf = x.dtype() == DType::F32 ? x.clone() : x.to_f32();
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = error_.find(name);
     if (it != error_.end()) {
       if (it->second.shape() != xf.shape())
-        throw Error("error feedback for '" + name + "': shape " + shape_str(xf.shape()) + " differs from the stored " + shape_str(it->second.shape()));
+        throw Error("error feedback for '" + name + "': shape " + shape_str(xf.shape()) +
+                    " differs from the stored " + shape_str(it->second.shape()));
       float* p = xf.mutable_ptr<float>();
       const float* e = it->second.ptr<float>();
       for (int64_t i = 0; i < xf.numel(); ++i) p[i] += e[i];

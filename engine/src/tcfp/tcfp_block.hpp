@@ -40,7 +40,9 @@ CS_HD uint32_t block_scale_code(double a, const Format& data, const Format& e8m0
   return static_cast<uint32_t>(code < 0 ? 0 : (code > maxcode ? maxcode : code));
 }
 
-CS_HD int shift_of(uint32_t code, const Format& e8m0) { return static_cast<int>(code) - e8m0.bias; }
+CS_HD int shift_of(uint32_t code, const Format& e8m0) {
+  return static_cast<int>(code) - e8m0.bias;
+}
 
 // Magnitude the main scale is chosen for: 3 sigma of the block (NormalFloat-aware), never more
 // than absmax; absmax for constant blocks or when nf_aware is off.
@@ -62,33 +64,42 @@ struct BlockCodes {
   bool nan = false;
 };
 
-CS_HD Quantized quantize_term(double v, int shift, const Format& f, const BlockParams& bp, uint64_t index) {
-  const uint32_t rnd = bp.round == scalar::Round::Stochastic ? scalar::random_bits(bp.seed, index) : 0u;
-  Quantized q = scalar::quantize(v * scalar::pow2(-shift), f, bp.round, scalar::Overflow::Saturate, rnd);
+CS_HD Quantized quantize_term(double v, int shift, const Format& f, const BlockParams& bp,
+                              uint64_t index) {
+  const uint32_t rnd =
+      bp.round == scalar::Round::Stochastic ? scalar::random_bits(bp.seed, index) : 0u;
+  Quantized q =
+      scalar::quantize(v * scalar::pow2(-shift), f, bp.round, scalar::Overflow::Saturate, rnd);
   return canonical(q, f);
 }
 
-CS_HD double term_value(const Quantized& q, int shift) { return scalar::value_of(q, shift); }
+CS_HD double term_value(const Quantized& q, int shift) {
+  return scalar::value_of(q, shift);
+}
 
 // Decoded value of one element from its term codes.
 CS_HD float element_value(const BlockParams& bp, bool nan, uint32_t main_code, uint32_t scale_code,
                           uint32_t res_code, uint32_t rscale_code) {
   if (nan) return scalar::to_f32(nan_double());
   double v = term_value(scalar::decode(main_code, bp.fp8), shift_of(scale_code, bp.e8m0));
-  if (bp.variant != Variant::T8) v += term_value(scalar::decode(res_code, bp.residual), shift_of(rscale_code, bp.e8m0));
+  if (bp.variant != Variant::T8)
+    v += term_value(scalar::decode(res_code, bp.residual), shift_of(rscale_code, bp.e8m0));
   return scalar::to_f32(v);
 }
 
 // Cast one block of n (<= 32) values; writes the per-element codes and returns the scales.
 // A non-finite value makes the whole block NaN (scale codes 0xFF), as for MX tiles.
 CS_HD BlockCodes cast_block(const BlockParams& bp, const double* x, int n, int64_t first_index,
-                            uint32_t* main_codes, uint32_t* res_codes, float* values, int64_t* clipped) {
+                            uint32_t* main_codes, uint32_t* res_codes, float* values,
+                            int64_t* clipped) {
   BlockCodes bc;
   double absmax = 0;
   bool nonfinite = false;
   for (int i = 0; i < n; ++i) {
-    if (!(x[i] - x[i] == 0)) nonfinite = true;
-    else absmax = fabs(x[i]) > absmax ? fabs(x[i]) : absmax;
+    if (!(x[i] - x[i] == 0))
+      nonfinite = true;
+    else
+      absmax = fabs(x[i]) > absmax ? fabs(x[i]) : absmax;
   }
   if (nonfinite) {
     bc.nan = true;
@@ -122,9 +133,11 @@ CS_HD BlockCodes cast_block(const BlockParams& bp, const double* x, int n, int64
   bc.rscale = block_scale_code(rmax, bp.residual, bp.e8m0);
   const int rs = shift_of(bc.rscale, bp.e8m0);
   for (int i = 0; i < n; ++i) {
-    Quantized q = quantize_term(resid[i], rs, bp.residual, bp, static_cast<uint64_t>(bp.numel + first_index + i));
+    Quantized q = quantize_term(resid[i], rs, bp.residual, bp,
+                                static_cast<uint64_t>(bp.numel + first_index + i));
     res_codes[i] = scalar::encode(q, bp.residual);
-    if (values) values[i] = element_value(bp, false, main_codes[i], bc.scale, res_codes[i], bc.rscale);
+    if (values)
+      values[i] = element_value(bp, false, main_codes[i], bc.scale, res_codes[i], bc.rscale);
   }
   return bc;
 }
