@@ -27,10 +27,15 @@ bool cell(const char* id, const char* title, ImVec2 size) {
 void draw_views_panel(AppState& app) {
   if (!begin_panel(app, PanelId::Views, "Views", 0.47f, 0.0f, 0.53f, 1.0f)) return;
   const widgets::Analysis* a = app.analysis.get();
+  save_view_button(app, PanelId::Views);
+  ImGui::SameLine();
+  if (ImGui::SmallButton("Save CSV")) save_metrics(app, "castscope-metrics.csv");
+  ImGui::SameLine();
+  if (ImGui::SmallButton("Save JSON")) save_metrics(app, "castscope-metrics.json");
+  ImGui::SameLine();
   ImGui::Checkbox("log counts", &app.hist_log_y);
   ImGui::SameLine();
   ImGui::Checkbox("values over log2|x|", &app.hist_log_x);
-  ImGui::SameLine();
   if (app.analyzer.running()) {
     ImGui::ProgressBar(static_cast<float>(app.analyzer.progress()),
                        ImVec2(ImGui::GetFontSize() * 8, 0), "casting...");
@@ -103,7 +108,7 @@ void draw_views_panel(AppState& app) {
 
   cell("##heat", "Tile scales", ImVec2(cw, ch));
   widgets::draw_heatmap("heat", app.heat, a->tiles ? &*a->tiles : nullptr, a->tiles_note,
-                        ImVec2(0, ph - ImGui::GetFrameHeightWithSpacing() - 12));
+                        ImVec2(0, ph - 2 * ImGui::GetFrameHeightWithSpacing() - 14));
   ImGui::EndChild();
   ImGui::SameLine();
 
