@@ -270,6 +270,7 @@ std::string state_json(const AppState& app, const std::vector<std::string>& scri
   j["theme"] = app.dark ? "dark" : "light";
   j["busy"] = app.busy();
   j["frames"] = app.frame;
+  j["fps"] = app.fps;
   j["analyses"] = app.analyses_done;
   nlohmann::json panels = nlohmann::json::object();
   for (int i = 0; i < static_cast<int>(PanelId::Count); ++i)
