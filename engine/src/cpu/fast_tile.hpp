@@ -91,79 +91,13 @@ inline void cast_one(const TileParams& t, uint32_t u, int s, uint64_t index, uin
   over_out = over;
 }
 
-template <int Mode>
-__attribute__((target_clones("avx2", "default"))) int64_t cast_values(const TileParams& t,
-                                                                      const float* x, int n, int s,
-                                                                      uint64_t first,
-                                                                      float* values) {
-  int64_t clipped = 0;
-  for (int i = 0; i < n; ++i) {
-    uint32_t r, neg, over;
-    int qe;
-    cast_one<Mode>(t, scalar::float_bits(x[i]), s, first + i, r, qe, neg, over);
-    const int k = qe + s;
-    const uint32_t p2 = k >= -126 ? static_cast<uint32_t>(k + 127) << 23 : 1u << ((k + 149) & 31);
-    const float v = static_cast<float>(static_cast<int32_t>(r)) * scalar::bits_float(p2);
-    values[i] = scalar::bits_float(scalar::float_bits(v) | (neg << 31));
-    clipped += over;
-  }
-  return clipped;
-}
-
-template <int Mode>
-int64_t cast_codes(const TileParams& t, const float* x, int n, int s, uint64_t first, uint32_t* rr,
-                   int32_t* qq, uint8_t* ng) {
-  int64_t clipped = 0;
-  for (int i = 0; i < n; ++i) {
-    uint32_t r, neg, over;
-    int qe;
-    cast_one<Mode>(t, scalar::float_bits(x[i]), s, first + i, r, qe, neg, over);
-    rr[i] = r;
-    qq[i] = qe;
-    ng[i] = neg;
-    clipped += over;
-  }
-  return clipped;
-}
-
 // Largest |x| bit pattern of n float32 values (NaN / Inf show as >= 0x7F800000).
-__attribute__((target_clones("avx2", "default"))) inline uint32_t abs_max_bits(const float* x,
-                                                                               int64_t n) {
-  uint32_t m = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    const uint32_t a = scalar::float_bits(x[i]) & 0x7FFFFFFFu;
-    m = a > m ? a : m;
-  }
-  return m;
-}
+uint32_t abs_max_bits(const float* x, int64_t n);
 
 // Casts n float32 values with scale shift s (the caller has checked tile_ok and, for scaled
 // groups, that no value is NaN / Inf). Writes values (virtual) or the rounded (r, qexp, neg)
 // triples for encoding; returns the number of saturated values.
-inline int64_t cast_tile(const TileParams& t, const float* x, int n, int s, uint64_t first_index,
-                         float* values, uint32_t* rr, int32_t* qq, uint8_t* neg) {
-  if (values) {
-    switch (t.mode) {
-      case 0:
-        return cast_values<0>(t, x, n, s, first_index, values);
-      case 1:
-        return cast_values<1>(t, x, n, s, first_index, values);
-      case 2:
-        return cast_values<2>(t, x, n, s, first_index, values);
-      default:
-        return cast_values<3>(t, x, n, s, first_index, values);
-    }
-  }
-  switch (t.mode) {
-    case 0:
-      return cast_codes<0>(t, x, n, s, first_index, rr, qq, neg);
-    case 1:
-      return cast_codes<1>(t, x, n, s, first_index, rr, qq, neg);
-    case 2:
-      return cast_codes<2>(t, x, n, s, first_index, rr, qq, neg);
-    default:
-      return cast_codes<3>(t, x, n, s, first_index, rr, qq, neg);
-  }
-}
+int64_t cast_tile(const TileParams& t, const float* x, int n, int s, uint64_t first_index,
+                  float* values, uint32_t* rr, int32_t* qq, uint8_t* neg);
 
 }  // namespace castscope::cpu::fast

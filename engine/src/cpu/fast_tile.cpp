@@ -1,0 +1,99 @@
+// The fast path's loops, compiled twice (AVX2 and baseline) and picked at load time. The
+// multiversioned entry points are plain functions because compilers do not clone templates.
+#include "cpu/fast_tile.hpp"
+
+namespace castscope::cpu::fast {
+namespace {
+
+template <int Mode>
+inline __attribute__((always_inline)) int64_t values_loop(const TileParams& t, const float* x,
+                                                          int n, int s, uint64_t first,
+                                                          float* values) {
+  int64_t clipped = 0;
+  for (int i = 0; i < n; ++i) {
+    uint32_t r, neg, over;
+    int qe;
+    cast_one<Mode>(t, scalar::float_bits(x[i]), s, first + i, r, qe, neg, over);
+    const int k = qe + s;
+    const uint32_t p2 = k >= -126 ? static_cast<uint32_t>(k + 127) << 23 : 1u << ((k + 149) & 31);
+    const float v = static_cast<float>(static_cast<int32_t>(r)) * scalar::bits_float(p2);
+    values[i] = scalar::bits_float(scalar::float_bits(v) | (neg << 31));
+    clipped += over;
+  }
+  return clipped;
+}
+
+template <int Mode>
+inline __attribute__((always_inline)) int64_t codes_loop(const TileParams& t, const float* x, int n,
+                                                         int s, uint64_t first, uint32_t* rr,
+                                                         int32_t* qq, uint8_t* ng) {
+  int64_t clipped = 0;
+  for (int i = 0; i < n; ++i) {
+    uint32_t r, neg, over;
+    int qe;
+    cast_one<Mode>(t, scalar::float_bits(x[i]), s, first + i, r, qe, neg, over);
+    rr[i] = r;
+    qq[i] = qe;
+    ng[i] = static_cast<uint8_t>(neg);
+    clipped += over;
+  }
+  return clipped;
+}
+
+#define CASTSCOPE_CLONES __attribute__((target_clones("avx2", "default")))
+
+CASTSCOPE_CLONES int64_t values_even(const TileParams& t, const float* x, int n, int s, uint64_t f,
+                                     float* v) {
+  return values_loop<0>(t, x, n, s, f, v);
+}
+CASTSCOPE_CLONES int64_t values_away(const TileParams& t, const float* x, int n, int s, uint64_t f,
+                                     float* v) {
+  return values_loop<1>(t, x, n, s, f, v);
+}
+CASTSCOPE_CLONES int64_t values_zero(const TileParams& t, const float* x, int n, int s, uint64_t f,
+                                     float* v) {
+  return values_loop<2>(t, x, n, s, f, v);
+}
+CASTSCOPE_CLONES int64_t values_stochastic(const TileParams& t, const float* x, int n, int s,
+                                           uint64_t f, float* v) {
+  return values_loop<3>(t, x, n, s, f, v);
+}
+
+}  // namespace
+
+CASTSCOPE_CLONES uint32_t abs_max_bits(const float* x, int64_t n) {
+  uint32_t m = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const uint32_t a = scalar::float_bits(x[i]) & 0x7FFFFFFFu;
+    m = a > m ? a : m;
+  }
+  return m;
+}
+
+int64_t cast_tile(const TileParams& t, const float* x, int n, int s, uint64_t first_index,
+                  float* values, uint32_t* rr, int32_t* qq, uint8_t* neg) {
+  if (values) {
+    switch (t.mode) {
+      case 0:
+        return values_even(t, x, n, s, first_index, values);
+      case 1:
+        return values_away(t, x, n, s, first_index, values);
+      case 2:
+        return values_zero(t, x, n, s, first_index, values);
+      default:
+        return values_stochastic(t, x, n, s, first_index, values);
+    }
+  }
+  switch (t.mode) {
+    case 0:
+      return codes_loop<0>(t, x, n, s, first_index, rr, qq, neg);
+    case 1:
+      return codes_loop<1>(t, x, n, s, first_index, rr, qq, neg);
+    case 2:
+      return codes_loop<2>(t, x, n, s, first_index, rr, qq, neg);
+    default:
+      return codes_loop<3>(t, x, n, s, first_index, rr, qq, neg);
+  }
+}
+
+}  // namespace castscope::cpu::fast
