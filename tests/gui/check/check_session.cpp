@@ -1,6 +1,7 @@
 // Checks what a scripted GUI session left behind: the JSON state the app wrote on quit and its
 // PNG screenshots.
 //   castscope_gui_check STATE.json [path.to.key=value ...] [path.to.key.min=NUMBER ...]
+//                       [path.to.key.nonempty=0|1 ...] [allow_errors=1]
 //                       [png=FILE ...] [file=FILE ...] [json=FILE ...] [regions=a-b,c-d]
 // A key path compares the value at that path of the state (strings unquoted); png=FILE checks
 // that the screenshot is not blank: many distinct colours overall, and in each region (vertical
@@ -98,7 +99,10 @@ int main(int argc, char** argv) {
   if (!state["script_errors"].empty()) fail("script errors: " + state["script_errors"].dump());
   if (state["busy"].get<bool>()) fail("still busy at quit");
   if (state["analysis"].is_null()) fail("no analysis: " + state["analysis_error"].dump());
-  if (!state["analysis_error"].get<std::string>().empty())
+  // allow_errors=1: the session provokes errors on purpose and checks them itself.
+  bool allow_errors = false;
+  for (int i = 2; i < argc; ++i) allow_errors |= std::string(argv[i]) == "allow_errors=1";
+  if (!allow_errors && !state["analysis_error"].get<std::string>().empty())
     fail("analysis error: " + state["analysis_error"].dump());
   std::vector<std::pair<double, double>> regions = {{0.0, 0.22}, {0.22, 0.47}, {0.47, 1.0}};
   std::vector<std::string> pngs;
@@ -110,7 +114,15 @@ int main(int argc, char** argv) {
       continue;
     }
     const std::string key = arg.substr(0, eq), want = arg.substr(eq + 1);
-    if (key == "png") {
+    if (key == "allow_errors") {
+      continue;
+    } else if (key.size() > 9 && key.compare(key.size() - 9, 9, ".nonempty") == 0) {
+      const nlohmann::json* v = at(state, key.substr(0, key.size() - 9));
+      const bool nonempty = v && !v->is_null() &&
+                            !(v->is_string() && v->get<std::string>().empty()) &&
+                            !(v->is_array() && v->empty());
+      if (nonempty != (want == "1")) fail(key + ": " + (v ? v->dump() : "missing"));
+    } else if (key == "png") {
       pngs.push_back(want);
     } else if (key == "file") {
       std::ifstream in(want, std::ios::binary | std::ios::ate);
