@@ -38,8 +38,6 @@ const char* panel_name(PanelId p) {
 void open_source(AppState& app, const std::string& spec) {
   app.load_error.clear();
   app.selected.clear();
-  const bool is_demo = spec == "demo" || spec.rfind("demo:", 0) == 0;
-  if (!is_demo) remember_recent(app, spec);
   app.loader.start("open " + spec, [spec](JobControl& job) {
     auto out = std::make_shared<Loaded>();
     std::string first;
@@ -89,6 +87,8 @@ void update_jobs(AppState& app) {
       if (loaded->model != app.model) {
         app.model = loaded->model;
         app.model_path = loaded->model->path();
+        // Only files that opened go on the recent list.
+        if (app.model_path != "demo") remember_recent(app, app.model_path);
       }
       app.loaded = loaded;
       app.selected = loaded->tensor;
