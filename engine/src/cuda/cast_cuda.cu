@@ -192,7 +192,16 @@ struct CastRunner::Impl {
         return;
       }
       if (p.multiscale || (p.scaled && p.tensor_scope)) {
-        reduce_kernel<T><<<grid_for(n, 256, cap), 256, 0, st>>>(xp, n, sc());
+        constexpr bool vec = std::is_same<T, float>::value || std::is_same<T, __nv_bfloat16>::value;
+        if constexpr (vec) {
+          constexpr int V = Vec<T>::V;
+          if (n % V == 0)
+            reduce_vec_kernel<T><<<grid_for(n / V, 256, cap), 256, 0, st>>>(xp, n / V, sc());
+          else
+            reduce_kernel<T><<<grid_for(n, 256, cap), 256, 0, st>>>(xp, n, sc());
+        } else {
+          reduce_kernel<T><<<grid_for(n, 256, cap), 256, 0, st>>>(xp, n, sc());
+        }
         CS_CUDA_LAUNCH("reduce_kernel");
         finalize_kernel<<<1, 1, 0, st>>>(kp, tile_scale_max, p.multiscale,
                                          p.scaled && p.tensor_scope, sc(), o,
@@ -215,8 +224,14 @@ struct CastRunner::Impl {
           const int64_t ntiles = p.groups();
           const int64_t chunks = n / V;
           const unsigned grid = grid_for(chunks, 256, cap);
-          const int mode = !fastq ? 0 : (kp.scale_is_exponent && !kp.multiscale ? 1 : 2);
+          int mode = !fastq ? 0 : (kp.scale_is_exponent && !kp.multiscale ? 1 : 2);
           const bool fast_scale = mode == 2 && !kp.scale_is_exponent && fast_quant_ok(kp.scale);
+          // NVFP4's layout: e2m1 data, e4m3 tile scales, a float32 tensor scale.
+          const scalar::Format& ts = kp.second;
+          if (mode == 2 && fast_scale && fid == kE2M1FNUZ && kp.multiscale &&
+              static_format_id(kp.scale) == kE4M3FN && ts.kind == scalar::Kind::Float &&
+              ts.ebits == 8 && ts.mbits == 23)
+            mode = 3;
           auto go = [&](auto tile) {
             constexpr int TL = decltype(tile)::value;
             if (mode == 0)
@@ -233,6 +248,9 @@ struct CastRunner::Impl {
                   <<<grid, 256, 0, st>>>(xp, ntiles, kp, sc(), o, fast_scale);
             else if (mode == 1)
               fast_kernel<T, TL, 1, kRuntime>
+                  <<<grid, 256, 0, st>>>(xp, ntiles, kp, sc(), o, fast_scale);
+            else if (mode == 3)
+              fast_kernel<T, TL, 3, kE2M1FNUZ>
                   <<<grid, 256, 0, st>>>(xp, ntiles, kp, sc(), o, fast_scale);
             else if (fid == kE2M1FNUZ)
               fast_kernel<T, TL, 2, kE2M1FNUZ>
@@ -373,6 +391,46 @@ __device__ __forceinline__ uint32_t slow_code(double y, const scalar::Format& f,
   return scalar::encode(q, f);
 }
 
+// NVFP4's float paths against the shared ones for a random double y: the thresholds for the
+// element codes (x = RN(y * d), d = s * t with s an e4m3 value and t a float with a random number
+// of significant bits, so exact midpoints occur), and the e4m3 scale choice for absmax RN(|y| *
+// 6t).
+__device__ bool nvfp4_paths_agree(double y, const scalar::Format& f, uint64_t seed, uint64_t i) {
+  const uint32_t r1 = scalar::random_bits(seed ^ 0x27d4eb2fu, i),
+                 r2 = scalar::random_bits(seed ^ 0x165667b1u, i);
+  const float s = __half2float(__half(__nv_cvt_fp8_to_halfraw(
+      static_cast<__nv_fp8_storage_t>(1 + (r1 & 0x7F) % 126), __NV_E4M3)));  // 2^-9 .. 448
+  uint32_t tb =
+      (static_cast<uint32_t>(static_cast<int>((r2 >> 23) % 200) + 27) << 23) | (r2 & 0x7FFFFFu);
+  if (r1 & 0x100) tb &= ~((1u << ((r1 >> 9) % 24)) - 1);
+  const float t = __uint_as_float(tb);  // 2^-100 .. 2^100
+  const double d = static_cast<double>(s) * t;
+  bool ok = true;
+  const float xf = static_cast<float>(y * d);
+  if (xf - xf == 0.0f) {
+    bool c1 = false, c2 = false;
+    const uint32_t want = slow_code(static_cast<double>(xf) / d, f, c1);
+    ok = code_e2m1fnuz_thr(xf, e2m1_thresholds(s, t), c2) == want && c1 == c2;
+  }
+  castscope::detail::KernelParams kp;
+  kp.data = kp.data_codes = f;
+  kp.scale = static_format(kE4M3FN);
+  kp.scaled = kp.multiscale = true;
+  kp.data_max = 6.0;
+  kp.tensor_scale = t;
+  const float am = fabsf(static_cast<float>(y * 6.0 * t));
+  if (am - am == 0.0f) {
+    const double inv_td = 1.0 / (kp.tensor_scale * kp.data_max);
+    const castscope::detail::GroupScale want =
+        castscope::detail::choose_scale(kp, am, 0.0, 0.0, false);
+    const castscope::detail::GroupScale got =
+        choose_e4m3_scale_f32(kp, am, false, static_cast<float>(inv_td),
+                              [&] { return choose_float_scale_fast(kp, am, false, inv_td); });
+    ok = ok && got.scale_code == want.scale_code && got.s == want.s;
+  }
+  return ok;
+}
+
 __global__ void verify_kernel(scalar::Format f, int hw, uint64_t extra, uint64_t seed,
                               unsigned long long* bad, unsigned long long* first) {
   const uint64_t total = (1ull << 32) + extra;
@@ -415,6 +473,7 @@ __global__ void verify_kernel(scalar::Format f, int hw, uint64_t extra, uint64_t
           ok = ok && code_e2m1fnuz_div(xf, d, static_cast<float>(1.0 / d), f, c3) == w2 && c3 == c1;
         }
       }
+      if (hw == kE2M1FNUZ) ok = ok && nvfp4_paths_agree(y, f, seed, i);
     }
     if (f32 && hw) {
       bool c2 = false;
@@ -422,6 +481,14 @@ __global__ void verify_kernel(scalar::Format f, int hw, uint64_t extra, uint64_t
                           : hw == kE2M1FNUZ ? code_e2m1fnuz(static_cast<float>(y), c2)
                                             : code_int8q6(static_cast<float>(y), c2);
       ok = ok && hc == want && c2 == c0;
+    }
+    if (f32 && y > 0) {
+      // The exponent-scale choice from float bits, for every scale mode.
+      for (int m = 0; m < 5; ++m) {
+        const auto mode = static_cast<scalar::ScaleMode>(m);
+        ok = ok && select_exponent_f32(static_cast<float>(y), f, mode) ==
+                       scalar::select_exponent(y, f, mode);
+      }
     }
     if (f32) {
       const scalar::Quantized q32 =

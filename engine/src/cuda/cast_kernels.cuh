@@ -141,6 +141,36 @@ __global__ void init_scratch(Scratch* s) {
   s->counts[0] = s->counts[1] = s->counts[2] = 0;
 }
 
+// Block reduction of per-thread statistics, then one atomic per block into the cast's totals.
+__device__ __forceinline__ void commit_stats(GStats st, Scratch* s) {
+  st.warp_reduce();
+  __shared__ double part_am[8], part_lo[8], part_hi[8];
+  __shared__ int part_nf[8];
+  const int w = threadIdx.x >> 5;
+  if ((threadIdx.x & 31) == 0) {
+    part_am[w] = st.absmax;
+    part_lo[w] = st.lo;
+    part_hi[w] = st.hi;
+    part_nf[w] = st.nonfinite ? 1 : 0;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    GStats t;
+    for (int k = 0; k < static_cast<int>(blockDim.x >> 5); ++k) {
+      GStats o;
+      o.absmax = part_am[k];
+      o.lo = part_lo[k];
+      o.hi = part_hi[k];
+      o.nonfinite = part_nf[k] != 0;
+      t.merge(o);
+    }
+    atomicMax(&s->absmax_bits, static_cast<unsigned long long>(__double_as_longlong(t.absmax)));
+    atomicMin(&s->lo_key, order_key(t.lo));
+    atomicMax(&s->hi_key, order_key(t.hi));
+    if (t.nonfinite) atomicOr(&s->nonfinite, 1u);
+  }
+}
+
 // Tensor-wide statistics (for tensor scales): block reduction, then one atomic per block.
 template <class T>
 __global__ void __launch_bounds__(256)
@@ -170,32 +200,7 @@ __global__ void __launch_bounds__(256)
          i += static_cast<int64_t>(gridDim.x) * blockDim.x)
       st.add(Load<T>::get(x, i));
   }
-  st.warp_reduce();
-  __shared__ double part_am[8], part_lo[8], part_hi[8];
-  __shared__ int part_nf[8];
-  const int w = threadIdx.x >> 5;
-  if ((threadIdx.x & 31) == 0) {
-    part_am[w] = st.absmax;
-    part_lo[w] = st.lo;
-    part_hi[w] = st.hi;
-    part_nf[w] = st.nonfinite ? 1 : 0;
-  }
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    GStats t;
-    for (int k = 0; k < static_cast<int>(blockDim.x >> 5); ++k) {
-      GStats o;
-      o.absmax = part_am[k];
-      o.lo = part_lo[k];
-      o.hi = part_hi[k];
-      o.nonfinite = part_nf[k] != 0;
-      t.merge(o);
-    }
-    atomicMax(&s->absmax_bits, static_cast<unsigned long long>(__double_as_longlong(t.absmax)));
-    atomicMin(&s->lo_key, order_key(t.lo));
-    atomicMax(&s->hi_key, order_key(t.hi));
-    if (t.nonfinite) atomicOr(&s->nonfinite, 1u);
-  }
+  commit_stats(st, s);
 }
 
 // The CPU's tensor-scale and tensor-scoped scale choice, on one device thread so that no host
@@ -494,13 +499,56 @@ struct Vec<__nv_bfloat16> {
   }
 };
 
+// reduce_kernel for float32 / bfloat16 inputs whose size is a multiple of a 16-byte vector: two
+// vector loads in flight per thread, so the pass runs at copy speed.
+template <class T>
+__global__ void __launch_bounds__(256)
+    reduce_vec_kernel(const T* __restrict__ x, int64_t chunks, Scratch* s) {
+  constexpr int V = Vec<T>::V;
+  float am = 0.0f, lo = 0.0f, hi = 0.0f;
+  bool nf = false;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; c < chunks;
+       c += 2 * stride) {
+    float v[2][V];
+#pragma unroll
+    for (int u = 0; u < 2; ++u) {
+      if (c + u * stride < chunks)
+        Vec<T>::load(x + (c + u * stride) * V, v[u]);
+      else
+#pragma unroll
+        for (int k = 0; k < V; ++k) v[u][k] = 0.0f;
+    }
+#pragma unroll
+    for (int u = 0; u < 2; ++u)
+#pragma unroll
+      for (int k = 0; k < V; ++k) {
+        const float e = v[u][k];
+        if (!(e - e == 0.0f)) {
+          nf = true;
+          continue;
+        }
+        am = fmaxf(am, fabsf(e));
+        lo = fminf(lo, e);
+        hi = fmaxf(hi, e);
+      }
+  }
+  GStats st;
+  st.absmax = am;
+  st.lo = lo;
+  st.hi = hi;
+  st.nonfinite = nf;
+  commit_stats(st, s);
+}
+
 // Fast path: 1-D tiles of TILE along a contiguous last axis, float32 / bfloat16 input, one-byte
 // codes and scales, no zero point, subtile or sparsity. L = TILE / V lanes share a tile; each
 // lane loads 16 bytes, the tile's absmax is combined with shuffles, and codes go out as one
 // 4- or 8-byte store per lane (two codes per byte when packed).
 // MODE 0: the shared encode_element (any rounding, values too); 1: fast rounding with a
-// power-of-two scale formed in float; 2: fast rounding of the double scaled input (float or tensor
-// scales).
+// power-of-two scale formed in float, the scale chosen from the absmax's float bits; 2: fast
+// rounding of the double scaled input (float or tensor scales); 3: NVFP4 (e2m1 data, e4m3 scale,
+// float tensor scale): scale chosen in float, codes from thresholds (exact without a quotient).
 template <class T, int TILE, int MODE, int F>
 __global__ void __launch_bounds__(256)
     fast_kernel(const T* __restrict__ x, int64_t ntiles, KernelParams kp, Scratch* s, Outs o,
@@ -512,7 +560,13 @@ __global__ void __launch_bounds__(256)
   static_assert(L >= 1 && L <= 32 && (32 % L) == 0, "lanes per tile must divide a warp");
   if (kp.multiscale) kp.tensor_scale = s->tensor_scale;
   const double inv_td =
-      MODE == 2 && fast_scale ? 1.0 / ((kp.multiscale ? kp.tensor_scale : 1.0) * kp.data_max) : 0.0;
+      MODE >= 2 && fast_scale ? 1.0 / ((kp.multiscale ? kp.tensor_scale : 1.0) * kp.data_max) : 0.0;
+  // MODE 3 needs the tensor scale as a positive float and RN(1 / (t * data_max)) normal in float;
+  // otherwise (a NaN or extreme tensor scale) it runs as MODE 2.
+  const float tf = static_cast<float>(kp.tensor_scale);
+  const bool nv = MODE == 3 && fast_scale && static_cast<double>(tf) == kp.tensor_scale &&
+                  tf > 0.0f && inv_td > 0x1p-100 && inv_td < 0x1p100;
+  const float inv_tf = static_cast<float>(inv_td);
   const int lane = threadIdx.x & 31;
   const int part = lane % L;
   const int64_t total = ntiles * L;  // 16-byte chunks
@@ -548,19 +602,30 @@ __global__ void __launch_bounds__(256)
         nf |= __shfl_xor_sync(0xffffffffu, nf, m);
       }
       if (c >= total) continue;
-      const GroupScale gs = MODE == 2 && fast_scale
-                                ? choose_float_scale_fast(kp, am, nf != 0, inv_td)
-                                : castscope::detail::choose_scale(kp, am, 0.0, 0.0, nf != 0);
+      GroupScale gs;
+      if (MODE == 1)
+        gs = choose_exp_scale_f32(kp, am, nf != 0);
+      else if (MODE == 3 && nv)
+        gs = choose_e4m3_scale_f32(kp, am, nf != 0, inv_tf, [&] {
+          return choose_float_scale_fast(kp, am, nf != 0, inv_td);
+        });
+      else if (MODE >= 2 && fast_scale)
+        gs = choose_float_scale_fast(kp, am, nf != 0, inv_td);
+      else
+        gs = castscope::detail::choose_scale(kp, am, 0.0, 0.0, nf != 0);
       const int64_t e0 = c * V;
       const bool zero_group = gs.nan || gs.s == 0.0;
       double d = 1.0, inv = 1.0;
-      if (MODE == 2 && !zero_group) {
+      E2m1Thresholds thr{};
+      if (MODE == 3 && nv) {
+        thr = e2m1_thresholds(static_cast<float>(gs.s), tf);
+      } else if (MODE >= 2 && !zero_group) {
         d = scale_divisor(kp, gs);
         inv = 1.0 / d;
       }
       const float inv_f = static_cast<float>(inv);
       // The float ladder needs 1 / d comfortably inside float's normal range.
-      const bool ladder = MODE == 2 && F == kE2M1FNUZ && d > 0x1p-100 && d < 0x1p100;
+      const bool ladder = MODE >= 2 && F == kE2M1FNUZ && d > 0x1p-100 && d < 0x1p100;
       const int h1 = -gs.shift / 2, h2 = -gs.shift - h1;
       const float f1 = pow2f(h1), f2 = pow2f(h2);
       uint32_t code[V];
@@ -581,7 +646,11 @@ __global__ void __launch_bounds__(256)
                                      : code_int8q6(y, cl);
           if (!fin || zero_group) code[k] = 0, cl = false;
           clipped += cl ? 1 : 0;
-        } else if (MODE == 2 && F == kE2M1FNUZ && ladder) {
+        } else if (MODE == 3 && nv) {
+          bool cl = false;
+          code[k] = fin && !zero_group ? code_e2m1fnuz_thr(xv, thr, cl) : 0u;
+          clipped += (fin && !zero_group && cl) ? 1 : 0;
+        } else if (MODE >= 2 && F == kE2M1FNUZ && ladder) {
           bool cl = false;
           code[k] = fin && !zero_group ? code_e2m1fnuz_div(xv, d, inv_f, kp.data, cl) : 0u;
           clipped += (fin && !zero_group && cl) ? 1 : 0;

@@ -6,6 +6,7 @@
 // checks it against scalar::quantize on every float32 input for every such format.
 #pragma once
 
+#include <cuda_fp16.h>
 #include <cuda_fp8.h>
 
 #include "castscope/scalar.hpp"
@@ -173,12 +174,112 @@ __device__ __forceinline__ uint32_t code_e4m3fn(float y, bool& clipped) {
   return __nv_cvt_float_to_fp8(y, __NV_SATFINITE, __NV_E4M3);
 }
 __device__ __forceinline__ uint32_t code_e2m1fnuz(float y, bool& clipped) {
-  const float a = fabsf(y);
-  const uint32_t m = (a > 0.25f) + (a >= 0.75f) + (a > 1.25f) + (a >= 1.75f) + (a > 2.5f) +
-                     (a >= 3.5f) + (a > 5.0f);
-  clipped =
-      a >= 7.0f;  // 7 is the midpoint between 6 and the next binade's 8: rounds up, so saturates
+  // The grid's quantum is 2^(Q-1) in the binade group Q (0: below 2, 1: [2, 4), 2: [4, 8), 3: the
+  // clamp value 8), so the code is RN(a / 2^(Q-1)) + 2Q, the rounding done by adding 1.5 * 2^23
+  // (exact scaling, one rounding to an integer, ties to even). 7 is the midpoint between 6 and the
+  // next binade's 8: it rounds up, so it saturates.
+  const float a = fminf(fabsf(y), 8.0f);
+  const int q = max(static_cast<int>(__float_as_uint(a) >> 23), 127) - 127;
+  const int k = static_cast<int>(__float_as_uint(fmaf(a, pow2f(1 - q), 0x1.8p23f)) - 0x4B400000u);
+  const uint32_t m = static_cast<uint32_t>(min(k + 2 * q, 7));
+  clipped = a >= 7.0f;
   return m ? m | ((__float_as_uint(y) >> 28) & 0x8u) : 0u;
+}
+
+// e2m1 "fnuz" code of RN(x / d) by comparing x with the rounding midpoints times d, thresholds
+// rounded toward x's side: for a float x and a real T, x > T exactly when x > RD(T), and x >= T
+// exactly when x >= RU(T). The double quotient the shared path rounds cannot cross or land on a
+// midpoint that the exact quotient does not (x has 24 significant bits, d = s * t at most 28,
+// so x / d is either a midpoint or 2^-32 away from one, relatively), so this is exact.
+struct E2m1Thresholds {
+  float t[8];  // > 0.25, >= 0.75, > 1.25, >= 1.75, > 2.5, >= 3.5, > 5, >= 7 (clip), times d
+};
+// d = s * t with s an e4m3 value and t a float: mid * s is exact in float, one directed rounding
+// of the product with t.
+__device__ __forceinline__ E2m1Thresholds e2m1_thresholds(float s, float t) {
+  E2m1Thresholds h;
+  h.t[0] = __fmul_rd(0.25f * s, t);
+  h.t[1] = __fmul_ru(0.75f * s, t);
+  h.t[2] = __fmul_rd(1.25f * s, t);
+  h.t[3] = __fmul_ru(1.75f * s, t);
+  h.t[4] = __fmul_rd(2.5f * s, t);
+  h.t[5] = __fmul_ru(3.5f * s, t);
+  h.t[6] = __fmul_rd(5.0f * s, t);
+  h.t[7] = __fmul_ru(7.0f * s, t);
+  return h;
+}
+__device__ __forceinline__ uint32_t code_e2m1fnuz_thr(float x, const E2m1Thresholds& h,
+                                                      bool& clipped) {
+  const float a = fabsf(x);
+  const uint32_t m = (a > h.t[0]) + (a >= h.t[1]) + (a > h.t[2]) + (a >= h.t[3]) + (a > h.t[4]) +
+                     (a >= h.t[5]) + (a > h.t[6]);
+  clipped = a >= h.t[7];
+  return m ? m | ((__float_as_uint(x) >> 28) & 0x8u) : 0u;
+}
+
+// scalar::select_exponent of a positive finite float a (a double on the host) from the float's
+// bits: the binade, and the significand (24 bits, leading one at bit 23) for the rounding modes.
+__device__ __forceinline__ int select_exponent_f32(float a, const scalar::Format& f,
+                                                   scalar::ScaleMode mode) {
+  const uint32_t u = __float_as_uint(a) & 0x7FFFFFFFu;
+  const int ex = static_cast<int>(u >> 23);
+  uint32_t m;
+  int binade;
+  if (ex == 0) {  // float subnormal: a normal double, renormalized here
+    const int lz = __clz(u) - 8;
+    m = u << lz;
+    binade = -126 - lz;
+  } else {
+    m = (u & 0x7FFFFFu) | 0x800000u;
+    binade = ex - 127;
+  }
+  if (f.kind != scalar::Kind::Float || f.ebits <= 1 || mode == scalar::ScaleMode::Floor)
+    return binade;
+  switch (mode) {
+    case scalar::ScaleMode::Ceil:
+      return binade + ((m & 0x7FFFFFu) ? 1 : 0);
+    case scalar::ScaleMode::Midmax: {
+      const double mx = scalar::ldexp_int(f.maxr, f.maxe - f.emax);
+      return binade + (static_cast<double>(m) * 0x1p-23 > (mx + 2.0) * 0.5 ? 1 : 0);
+    }
+    case scalar::ScaleMode::Option3: {
+      // The low 29 bits of the double's significand are zero: rounding to mbits >= 23 is exact.
+      if (f.mbits >= 23) return binade;
+      const int sh = 23 - f.mbits;
+      uint32_t r = m >> sh;
+      const uint32_t rem = m & ((1u << sh) - 1), half = 1u << (sh - 1);
+      if (rem > half || (rem == half && (r & 1))) ++r;
+      return binade + ((r >> (f.mbits + 1)) ? 1 : 0);
+    }
+    case scalar::ScaleMode::TopBinade: {
+      const double mx = scalar::ldexp_int(f.maxr, f.maxe - f.emax);
+      return binade + (static_cast<double>(m) * 0x1p-23 > mx ? 1 : 0);
+    }
+    default:
+      return binade;
+  }
+}
+
+// choose_scale for an exponent scale without tensor scale, from the float absmax of a tile.
+__device__ __forceinline__ castscope::detail::GroupScale choose_exp_scale_f32(
+    const castscope::detail::KernelParams& kp, float absmax, bool nonfinite) {
+  castscope::detail::GroupScale g;
+  if (nonfinite) {
+    g.nan = true;
+    g.scale_code = kp.scale.kind == scalar::Kind::Exponent ? (1u << kp.scale.bits) - 1
+                                                           : scalar::nan_code(kp.scale);
+    return g;
+  }
+  int code = 0;
+  if (absmax > 0.0f) {
+    const int maxcode = (1 << kp.scale.bits) - 2;
+    code = select_exponent_f32(absmax, kp.data, kp.scale_mode) - kp.data.emax + kp.scale.bias;
+    code = code < 0 ? 0 : (code > maxcode ? maxcode : code);
+  }
+  g.scale_code = static_cast<uint32_t>(code);
+  g.shift = code - kp.scale.bias;
+  g.s = scalar::pow2(g.shift);
+  return g;
 }
 
 // int8 as MX defines it (q / 64, saturating at +-127, no -128).
@@ -206,6 +307,33 @@ __device__ __forceinline__ uint32_t code_e2m1fnuz_div(float x, double d, float i
       castscope::detail::canonical(quantize_rne_f64(static_cast<double>(x) / d, f), f);
   clipped = q.clipped;
   return scalar::encode(q, f);
+}
+
+// choose_scale of an e4m3 scale without zero point (NVFP4's) from the float absmax: raw = absmax *
+// RN(1 / (t * data_max)) in float is within 2^-22 (relative) of the shared double expression, so
+// the hardware e4m3 conversion of it rounds alike unless raw lies within 2^-16 of a quantum from a
+// rounding midpoint of the e4m3 grid; those tiles, NaN groups and a NaN tensor scale take the
+// shared double path (exact()).
+template <class Exact>
+__device__ __forceinline__ castscope::detail::GroupScale choose_e4m3_scale_f32(
+    const castscope::detail::KernelParams& kp, float absmax, bool nonfinite, float inv_f,
+    Exact&& exact) {
+  if (nonfinite) return exact();
+  const float raw = absmax * inv_f;
+  uint32_t code = 0x7Eu;  // far above 448: saturates
+  if (raw < 0x1p100f) {
+    const int b = static_cast<int>(__float_as_uint(raw) >> 23) - 127;
+    const int qe = b - 3 > -9 ? b - 3 : -9;
+    const float t = raw * pow2f(-qe);
+    if (fabsf(t - floorf(t) - 0.5f) < 0x1p-16f) return exact();
+    code = __nv_cvt_float_to_fp8(raw, __NV_SATFINITE, __NV_E4M3);
+  }
+  castscope::detail::GroupScale g;
+  g.t = kp.tensor_scale;
+  g.scale_code = code;
+  const __half_raw hr = __nv_cvt_fp8_to_halfraw(static_cast<__nv_fp8_storage_t>(code), __NV_E4M3);
+  g.s = static_cast<double>(__half2float(__half(hr)));
+  return g;
 }
 
 inline int static_format_id(const scalar::Format& f) {
