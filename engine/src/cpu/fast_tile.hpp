@@ -36,7 +36,7 @@ inline TileParams make_params(const scalar::Format& f, scalar::Round round, uint
 // Whether scale shift s keeps every intermediate exactly representable in float32: the grid's
 // smallest quantum times 2^s is at least 2^-149, float32 subnormal inputs sit below the grid's
 // normal range (so their unnormalized significand gives the same quantum), every in-range value
-// keeps at least one bit below its quantum, and the largest value times 2^s stays below 2^128.
+// keeps at least one bit below its quantum, and the largest value times 2^s stays finite.
 inline bool tile_ok(const scalar::Format& f, int s) {
   if (f.kind == scalar::Kind::Float) {
     if (f.mbits > 22) return false;
@@ -46,7 +46,7 @@ inline bool tile_ok(const scalar::Format& f, int s) {
     return false;
   }
   const int emin_grid = f.kind == scalar::Kind::Float ? f.emin : f.qmin;
-  return s + f.qmin >= -149 && s >= -126 - emin_grid && s + f.maxbinade + 1 <= 127;
+  return s + f.qmin >= -149 && s >= -126 - emin_grid && s + f.maxbinade <= 127;
 }
 
 // One value: the same steps as scalar::quantize on float32 bits. Branch-free apart from the
