@@ -185,7 +185,9 @@ namespace castscope::gputest {
 namespace {
 
 // The float-arithmetic rounding of the fast kernels against the shared scalar::quantize on every
-// float32 input and random doubles, for every data grid a registry datatype uses.
+// float32 input and random doubles, for every data grid a registry datatype uses; with it the
+// exponent-scale choice from float bits against scalar::select_exponent (every positive float32,
+// every scale mode) and, for the e2m1 grid, NVFP4's threshold codes and float scale choice.
 TEST(GpuCast, FastQuantizerEqualsSharedQuantizerExhaustively) {
   CS_REQUIRE_GPU();
   const uint64_t seed = run_seed();

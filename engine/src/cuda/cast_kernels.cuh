@@ -549,8 +549,10 @@ __global__ void __launch_bounds__(256)
 // power-of-two scale formed in float, the scale chosen from the absmax's float bits; 2: fast
 // rounding of the double scaled input (float or tensor scales); 3: NVFP4 (e2m1 data, e4m3 scale,
 // float tensor scale): scale chosen in float, codes from thresholds (exact without a quotient).
+// MODE 3 is held to 64 registers (4 blocks per SM; unbounded it takes 80 and reaches 35%
+// occupancy): measured 8% faster from float32, 2% slower from bfloat16.
 template <class T, int TILE, int MODE, int F>
-__global__ void __launch_bounds__(256)
+__global__ void __launch_bounds__(256, MODE == 3 ? 4 : 1)
     fast_kernel(const T* __restrict__ x, int64_t ntiles, KernelParams kp, Scratch* s, Outs o,
                 bool fast_scale) {
   if constexpr (F != kRuntime) kp.data = kp.data_codes = static_format(F);
