@@ -2,6 +2,7 @@
 #include <cstring>
 #include <limits>
 
+#include "castscope/format.hpp"
 #include "castscope/scalar.hpp"
 #include "castscope/tensor.hpp"
 
@@ -164,24 +165,7 @@ float half_to_float(uint16_t h) {
   return scalar::bits_float(sign | ((e + 112) << 23) | (m << 13));
 }
 
-static uint16_t round_float_bits(float f, int keep_mbits, int ebits) {
-  // Round-to-nearest-even narrowing of a float32 to a 1+ebits+keep_mbits format with IEEE rules,
-  // through the shared quantizer so there is one rounding routine.
-  scalar::Format fmt;
-  fmt.kind = scalar::Kind::Float;
-  fmt.infnan = scalar::InfNan::IEEE;
-  fmt.ebits = ebits;
-  fmt.mbits = keep_mbits;
-  fmt.bits = 1 + ebits + keep_mbits;
-  fmt.bias = (1 << (ebits - 1)) - 1;
-  fmt.emax = (1 << ebits) - 2 - fmt.bias;
-  fmt.emin = 1 - fmt.bias;
-  fmt.mgrid = keep_mbits;
-  fmt.qmin = fmt.emin - keep_mbits;
-  fmt.maxr = (uint64_t{2} << keep_mbits) - 1;
-  fmt.maxe = fmt.emax - keep_mbits;
-  fmt.maxbinade = fmt.emax;
-  fmt.has_inf = fmt.has_nan = fmt.has_negzero = true;
+static uint16_t round_float_bits(float f, const scalar::Format& fmt) {
   if (std::isnan(f)) return static_cast<uint16_t>(scalar::nan_code(fmt));
   scalar::Quantized q;
   if (std::isinf(f)) {
@@ -194,46 +178,24 @@ static uint16_t round_float_bits(float f, int keep_mbits, int ebits) {
 }
 
 uint16_t float_to_half(float f) {
-  return round_float_bits(f, 10, 5);
+  static const scalar::Format fmt = NumberSpec::parse("float16").format();
+  return round_float_bits(f, fmt);
 }
 float bf16_to_float(uint16_t b) {
   return scalar::bits_float(static_cast<uint32_t>(b) << 16);
 }
 uint16_t float_to_bf16(float f) {
-  return round_float_bits(f, 7, 8);
+  static const scalar::Format fmt = NumberSpec::parse("bfloat16").format();
+  return round_float_bits(f, fmt);
 }
 
 Tensor Tensor::to_f32() const {
   Tensor out = empty(DType::F32, shape_);
   float* o = out.mutable_ptr<float>();
   const int64_t n = numel();
+  static const scalar::Format f43 = NumberSpec::parse("e4m3fn").format();
+  static const scalar::Format f52 = NumberSpec::parse("e5m2").format();
   auto fp8 = [](uint8_t c, bool e4m3) {
-    static const scalar::Format f43 = [] {
-      scalar::Format f;
-      f.kind = scalar::Kind::Float;
-      f.infnan = scalar::InfNan::FN;
-      f.ebits = 4;
-      f.mbits = 3;
-      f.bits = 8;
-      f.bias = 7;
-      f.emin = -6;
-      f.qmin = -9;
-      f.mgrid = 3;
-      return f;
-    }();
-    static const scalar::Format f52 = [] {
-      scalar::Format f;
-      f.kind = scalar::Kind::Float;
-      f.infnan = scalar::InfNan::IEEE;
-      f.ebits = 5;
-      f.mbits = 2;
-      f.bits = 8;
-      f.bias = 15;
-      f.emin = -14;
-      f.qmin = -16;
-      f.mgrid = 2;
-      return f;
-    }();
     return static_cast<float>(scalar::decode_value(c, e4m3 ? f43 : f52));
   };
   switch (dtype_) {

@@ -23,22 +23,6 @@
 
 namespace castscope {
 
-const char* to_string(GemmKind k) {
-  switch (k) {
-    case GemmKind::BF16:
-      return "bf16";
-    case GemmKind::FP8:
-      return "fp8";
-    case GemmKind::FP8Block:
-      return "fp8-block";
-    case GemmKind::TCFP12:
-      return "tcfp12";
-    case GemmKind::TCFP16:
-      return "tcfp16";
-  }
-  return "?";
-}
-
 namespace {
 
 using gpu::DeviceTensor;

@@ -27,22 +27,6 @@ CastResult cast(const Tensor&, const DataType&, const CastOptions&) {
 
 }  // namespace cuda
 
-const char* to_string(GemmKind k) {
-  switch (k) {
-    case GemmKind::BF16:
-      return "bf16";
-    case GemmKind::FP8:
-      return "fp8";
-    case GemmKind::FP8Block:
-      return "fp8-block";
-    case GemmKind::TCFP12:
-      return "tcfp12";
-    case GemmKind::TCFP16:
-      return "tcfp16";
-  }
-  return "?";
-}
-
 bool gemm_available(std::string* reason) {
   if (reason) *reason = kNoCuda;
   return false;
