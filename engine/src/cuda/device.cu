@@ -11,7 +11,13 @@ bool available(std::string* reason, std::string* device_name) {
   int count = 0;
   cudaError_t err = cudaGetDeviceCount(&count);
   if (err != cudaSuccess) {
-    if (reason) *reason = std::string("CUDA reports: ") + cudaGetErrorString(err);
+    // Without an NVIDIA driver the runtime reports a driver-version mismatch, which would send
+    // a user looking for the wrong problem.
+    if (reason)
+      *reason =
+          err == cudaErrorInsufficientDriver || err == cudaErrorNoDevice
+              ? std::string("no NVIDIA GPU or driver found (CUDA: ") + cudaGetErrorString(err) + ")"
+              : std::string("CUDA reports: ") + cudaGetErrorString(err);
     cudaGetLastError();
     return false;
   }
