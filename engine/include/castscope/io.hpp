@@ -73,6 +73,14 @@ struct PackedTensor {
   std::string name;
   CastResult result;  // Actual or Compress mode
 };
+// The parts of a packed tensor and their key suffixes ("" is the codes), in file order: the one
+// definition of the packed key layout, shared by every writer and reader of it.
+struct PackedPart {
+  const char* suffix;
+  Tensor CastResult::*member;
+};
+const std::vector<PackedPart>& packed_parts();
+
 void save_packed(const std::string& path, const std::vector<PackedTensor>& tensors,
                  const std::vector<std::pair<std::string, std::string>>& extra_metadata = {});
 std::vector<PackedTensor> load_packed(const std::string& path);

@@ -20,33 +20,6 @@ namespace {
 
 using castscope::detail::CastPlan;
 
-template <class T>
-struct Tag {
-  using type = T;
-};
-
-// Calls f(Tag<T>) with T the device element type of an input dtype.
-template <class F>
-void with_input(DType d, F&& f) {
-  switch (d) {
-    case DType::F32:
-      f(Tag<float>{});
-      break;
-    case DType::F64:
-      f(Tag<double>{});
-      break;
-    case DType::F16:
-      f(Tag<__half>{});
-      break;
-    case DType::BF16:
-      f(Tag<__nv_bfloat16>{});
-      break;
-    default:
-      throw Error(std::string("cast input must be float32, float16, bfloat16 or float64 (got ") +
-                  dtype_name(d) + ")");
-  }
-}
-
 Shape permuted_shape(const Shape& original, const std::vector<int>& perm) {
   Shape s(original.size());
   for (size_t i = 0; i < original.size(); ++i) s[i] = original[perm[i]];
@@ -181,7 +154,7 @@ struct CastRunner::Impl {
     CS_CUDA_LAUNCH("init_scratch");
     const int64_t n = p.numel();
     const unsigned cap = static_cast<unsigned>(sm_count()) * 16;
-    with_input(x.dtype(), [&](auto tag) {
+    with_float(x.dtype(), "cast input", [&](auto tag) {
       using T = typename decltype(tag)::type;
       const T* xp = static_cast<const T*>(x.data());
       if (is_tcfp) {
@@ -335,7 +308,7 @@ CastRunner::CastRunner(const DeviceTensor& x, const DataType& dtype, const CastO
   if (!x) throw Error("cannot cast an undefined device tensor");
   if (x.numel() == 0)
     throw Error("cannot cast an empty tensor (shape " + shape_str(x.shape()) + ")");
-  with_input(x.dtype(), [](auto) {});
+  with_float(x.dtype(), "cast input", [](auto) {});
   impl_->xin = x;
   impl_->dtype = dtype;
   impl_->opt = opt;

@@ -2,7 +2,11 @@
 // benchmark). Not a public API.
 #pragma once
 
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "castscope/cuda_stats.hpp"
@@ -10,6 +14,35 @@
 #include "plan.hpp"
 
 namespace castscope::gpu::detail {
+
+// Calls f(Tag<T>{}) with T the device element type of a float input dtype; other dtypes are an
+// Error saying what needed the float tensor.
+template <class T>
+struct Tag {
+  using type = T;
+};
+
+template <class F>
+void with_float(DType d, const char* what, F&& f) {
+  switch (d) {
+    case DType::F32:
+      f(Tag<float>{});
+      break;
+    case DType::F64:
+      f(Tag<double>{});
+      break;
+    case DType::F16:
+      f(Tag<__half>{});
+      break;
+    case DType::BF16:
+      f(Tag<__nv_bfloat16>{});
+      break;
+    default:
+      throw Error(std::string(what) +
+                  " needs a float32, float16, bfloat16 or float64 tensor (got " + dtype_name(d) +
+                  ")");
+  }
+}
 
 void permute_device(const void* src, void* dst, size_t esize, const Shape& shape,
                     const std::vector<int>& perm, bool inverse);

@@ -14,33 +14,6 @@ namespace {
 
 using castscope::detail::KernelParams;
 
-template <class T>
-struct Tag {
-  using type = T;
-};
-
-template <class F>
-void with_float(DType d, const char* what, F&& f) {
-  switch (d) {
-    case DType::F32:
-      f(Tag<float>{});
-      break;
-    case DType::F64:
-      f(Tag<double>{});
-      break;
-    case DType::F16:
-      f(Tag<__half>{});
-      break;
-    case DType::BF16:
-      f(Tag<__nv_bfloat16>{});
-      break;
-    default:
-      throw Error(std::string(what) +
-                  " needs a float32, float16, bfloat16 or float64 tensor (got " + dtype_name(d) +
-                  ")");
-  }
-}
-
 struct Acc {
   long long count, nonfinite_in, nonfinite_out, zeros_out;
   double sx2, se2, se, maxe;

@@ -12,21 +12,6 @@ namespace castscope {
 namespace exportdetail {
 namespace {
 
-struct Part {
-  const char* suffix;
-  Tensor CastResult::*member;
-};
-constexpr Part kParts[] = {
-    {"", &CastResult::codes},
-    {".scale", &CastResult::scale},
-    {".zero", &CastResult::zero},
-    {".tenscale", &CastResult::tenscale},
-    {".meta", &CastResult::meta},
-    {".mask", &CastResult::mask},
-    {".residual", &CastResult::residual},
-    {".residual_scale", &CastResult::residual_scale},
-};
-
 // Kept float tensors are stored as an unscaled cast to their own type, so that load_packed and
 // upcast give them back like every other tensor.
 const char* keep_spec(DType d) {
@@ -55,7 +40,7 @@ void add_packed(SafetensorsStreamWriter& w, std::map<std::string, std::string>& 
   meta[name + ".round"] = to_string(r.options.round);
   meta[name + ".scale_mode"] = to_string(r.options.scale_mode);
   meta[name + ".seed"] = std::to_string(r.options.seed);
-  for (const Part& p : kParts) {
+  for (const io::PackedPart& p : io::packed_parts()) {
     const Tensor& t = r.*(p.member);
     if (!t) continue;
     w.add(name + p.suffix, t);

@@ -22,21 +22,6 @@ constexpr StDType kSt[] = {
     {"U64", DType::U64}, {"I64", DType::I64},        {"BOOL", DType::Bool},
 };
 
-struct Part {
-  const char* suffix;
-  Tensor CastResult::*member;
-};
-constexpr Part kParts[] = {
-    {"", &CastResult::codes},
-    {".scale", &CastResult::scale},
-    {".zero", &CastResult::zero},
-    {".tenscale", &CastResult::tenscale},
-    {".meta", &CastResult::meta},
-    {".mask", &CastResult::mask},
-    {".residual", &CastResult::residual},
-    {".residual_scale", &CastResult::residual_scale},
-};
-
 // The parts of a stored cast must have exactly the dtypes and shapes that the cast produces, or
 // upcast would read past them. The reference layout comes from casting zeros of the stored shape
 // with the stored options, after bounding that shape by the size of the stored codes.
@@ -58,7 +43,7 @@ void check_layout(const std::string& path, const PackedTensor& pt) {
     throw Error(at + "datatype " + r.dtype.str() + " does not apply to shape " +
                 shape_str(r.shape) + ": " + e.what());
   }
-  for (const Part& part : kParts) {
+  for (const PackedPart& part : packed_parts()) {
     const Tensor& want = ref.*(part.member);
     const Tensor& got = r.*(part.member);
     const std::string what = std::string("'") + pt.name + part.suffix + "'";
@@ -73,6 +58,20 @@ void check_layout(const std::string& path, const PackedTensor& pt) {
 }
 
 }  // namespace
+
+const std::vector<PackedPart>& packed_parts() {
+  static const std::vector<PackedPart> parts = {
+      {"", &CastResult::codes},
+      {".scale", &CastResult::scale},
+      {".zero", &CastResult::zero},
+      {".tenscale", &CastResult::tenscale},
+      {".meta", &CastResult::meta},
+      {".mask", &CastResult::mask},
+      {".residual", &CastResult::residual},
+      {".residual_scale", &CastResult::residual_scale},
+  };
+  return parts;
+}
 
 const char* safetensors_dtype(DType d) {
   for (const StDType& s : kSt)
@@ -106,7 +105,7 @@ void save_packed(const std::string& path, const std::vector<PackedTensor>& tenso
     meta[pt.name + ".round"] = to_string(r.options.round);
     meta[pt.name + ".scale_mode"] = to_string(r.options.scale_mode);
     meta[pt.name + ".seed"] = std::to_string(r.options.seed);
-    for (const Part& part : kParts) {
+    for (const PackedPart& part : packed_parts()) {
       const Tensor& t = r.*(part.member);
       if (!t) continue;
       const std::string key = pt.name + part.suffix;
@@ -182,7 +181,7 @@ std::vector<PackedTensor> load_packed(const std::string& path) {
       throw Error("'" + path + "': tensor '" + name + "': bad metadata (" + e.what() + ")");
     }
     r.options.mode = r.mode;
-    for (const Part& part : kParts) {
+    for (const PackedPart& part : packed_parts()) {
       const std::string k = name + part.suffix;
       if (!header.contains(k)) continue;
       const json& e = header[k];
