@@ -196,6 +196,13 @@ void report_cmd(CLI::App& app) {
         jskip.push_back({{"name", info.name}, {"dtype", info.dtype}, {"reason", e.what()}});
         continue;
       }
+      // The tensor's mapped pages are not needed after this iteration: drop them so resident
+      // memory stays bounded by one tensor on checkpoints larger than RAM.
+      struct Release {
+        const io::Model& model;
+        const std::string& name;
+        ~Release() { io::release_pages(model, name); }
+      } release{*m, info.name};
       ordered_json jr = ordered_json::array();
       for (size_t d = 0; d < dts.size(); ++d) {
         const std::string label = a.dtypes[d];

@@ -55,6 +55,10 @@ class Model {
   std::string path_;
 };
 
+// Drops the resident pages of a tensor that is done with (memory-mapped readers), so streaming
+// over a large checkpoint keeps its resident memory bounded. A hint: the data stays readable.
+void release_pages(const Model& model, const std::string& name);
+
 // Picks the reader from the file's contents / extension. Throws Error naming the file.
 std::unique_ptr<Model> open_model(const std::string& path);
 
