@@ -157,6 +157,22 @@ DType stored_dtype(const io::TensorInfo& info);  // F32 when the stored type has
 // float32 values back to a storage dtype (exact for values that came from it).
 Tensor to_storage(const Tensor& f32, DType d);
 uint32_t crc32_of(const void* data, size_t n, uint32_t crc = 0);
+// A tensor the plan keeps: written in its stored dtype; fills et.dtype and et.bytes_out.
+void keep_tensor(SafetensorsStreamWriter& w, const io::TensorInfo& info, const Tensor& x,
+                 ExportedTensor& et);
+// Positional reads of a file being verified; a short read is an Error naming the file.
+class VerifyReader {
+ public:
+  explicit VerifyReader(std::string path);
+  ~VerifyReader();
+  VerifyReader(const VerifyReader&) = delete;
+  VerifyReader& operator=(const VerifyReader&) = delete;
+  void read_at(void* dst, size_t n, uint64_t off) const;
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+};
 // write_atomically to a staged name, verify(staged) and rename it to path; unlinks the staged
 // file on any failure.
 void commit_verified(

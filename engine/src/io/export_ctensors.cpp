@@ -126,11 +126,7 @@ ExportReport export_compressed_tensors(const io::Model& model, const std::string
           JobControl* sub) {
         ExportedTensor et{info.name, "", info.shape, info.nbytes, 0};
         if (!d) {
-          const DType sd = stored_dtype(info);
-          et.dtype = std::string("keep:") + dtype_name(sd);
-          Tensor t = to_storage(x, sd);
-          w.add(info.name, t);
-          et.bytes_out = t.nbytes();
+          keep_tensor(w, info, x, et);
           rep.tensors.push_back(et);
           return;
         }

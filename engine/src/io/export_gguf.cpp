@@ -191,24 +191,8 @@ Tensor encode(const Planned& p, const Tensor& x, const ExportOptions& opt, JobCo
 
 void verify_gguf(const std::string& path, const std::vector<char>& header,
                  const std::vector<Planned>& plan, uint64_t data_start, JobControl* job) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw Error("verifying '" + path + "': cannot open: " + std::strerror(errno));
-  struct Closer {
-    int fd;
-    ~Closer() { ::close(fd); }
-  } closer{fd};
-  auto read_at = [&](void* dst, size_t n, uint64_t off) {
-    char* q = static_cast<char*>(dst);
-    while (n > 0) {
-      const ssize_t r = ::pread(fd, q, n, static_cast<off_t>(off));
-      if (r < 0 && errno == EINTR) continue;
-      if (r <= 0)
-        throw Error("verifying '" + path + "': short read at offset " + std::to_string(off));
-      q += r;
-      n -= static_cast<size_t>(r);
-      off += static_cast<uint64_t>(r);
-    }
-  };
+  const VerifyReader file(path);
+  auto read_at = [&](void* dst, size_t n, uint64_t off) { file.read_at(dst, n, off); };
   std::vector<char> h(header.size());
   read_at(h.data(), h.size(), 0);
   if (h != header) throw Error("verifying '" + path + "': header read back differs");

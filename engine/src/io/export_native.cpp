@@ -86,10 +86,7 @@ ExportReport export_native(const io::Model& model, const std::string& out, const
             add_packed(w, meta, info.name, cast(x, DataType::parse(spec), o), et);
           }
         } else {
-          et.dtype = std::string("keep:") + dtype_name(sd);
-          Tensor t = to_storage(x, sd);
-          w.add(info.name, t);
-          et.bytes_out = t.nbytes();
+          keep_tensor(w, info, x, et);
         }
         rep.tensors.push_back(et);
       });

@@ -45,6 +45,37 @@ DType stored_dtype(const io::TensorInfo& info) {
   return DType::F32;  // quantized GGUF blocks, ONNX-only types: float32 is what load() gives
 }
 
+void keep_tensor(SafetensorsStreamWriter& w, const io::TensorInfo& info, const Tensor& x,
+                 ExportedTensor& et) {
+  const DType sd = stored_dtype(info);
+  et.dtype = std::string("keep:") + dtype_name(sd);
+  Tensor t = to_storage(x, sd);
+  w.add(info.name, t);
+  et.bytes_out = t.nbytes();
+}
+
+VerifyReader::VerifyReader(std::string path) : path_(std::move(path)) {
+  fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd_ < 0) throw Error("verifying '" + path_ + "': cannot open: " + std::strerror(errno));
+}
+
+VerifyReader::~VerifyReader() {
+  ::close(fd_);
+}
+
+void VerifyReader::read_at(void* dst, size_t n, uint64_t off) const {
+  char* p = static_cast<char*>(dst);
+  while (n > 0) {
+    const ssize_t r = ::pread(fd_, p, n, static_cast<off_t>(off));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0)
+      throw Error("verifying '" + path_ + "': short read at offset " + std::to_string(off));
+    p += r;
+    n -= static_cast<size_t>(r);
+    off += static_cast<uint64_t>(r);
+  }
+}
+
 Tensor to_storage(const Tensor& x, DType d) {
   if (x.dtype() == d) return x;
   Tensor f = x.dtype() == DType::F32 ? x : x.to_f32();
@@ -173,24 +204,8 @@ void put_header(const std::function<void(const void*, size_t)>& put, const std::
 // Re-reads a written safetensors file and checks every entry against what was meant to be written.
 void verify_safetensors(const std::string& path, const std::vector<Expected>& entries,
                         JobControl* job) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw Error("verifying '" + path + "': cannot open: " + std::strerror(errno));
-  struct Closer {
-    int fd;
-    ~Closer() { ::close(fd); }
-  } closer{fd};
-  auto read_at = [&](void* dst, size_t n, uint64_t off) {
-    char* p = static_cast<char*>(dst);
-    while (n > 0) {
-      const ssize_t r = ::pread(fd, p, n, static_cast<off_t>(off));
-      if (r < 0 && errno == EINTR) continue;
-      if (r <= 0)
-        throw Error("verifying '" + path + "': short read at offset " + std::to_string(off));
-      p += r;
-      n -= static_cast<size_t>(r);
-      off += static_cast<uint64_t>(r);
-    }
-  };
+  const exportdetail::VerifyReader file(path);
+  auto read_at = [&](void* dst, size_t n, uint64_t off) { file.read_at(dst, n, off); };
   uint8_t len[8];
   read_at(len, 8, 0);
   uint64_t hl = 0;
