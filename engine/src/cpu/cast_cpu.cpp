@@ -55,7 +55,6 @@ int64_t sparsity_mask(const CastPlan& p, const T* x, int64_t base, int64_t r0, i
   auto run = [&](int cnt) {
     // Selection of the n largest among cnt candidates (cnt <= 256).
     bool chosen[256] = {false};
-    int kept = 0;
     for (int k = 0; k < n && k < cnt; ++k) {
       int best = -1;
       double bv = -1;
@@ -68,14 +67,12 @@ int64_t sparsity_mask(const CastPlan& p, const T* x, int64_t base, int64_t r0, i
         }
       }
       chosen[best] = true;
-      ++kept;
     }
     for (int q = 0; q < cnt; ++q)
       if (!chosen[q]) {
         keep[static_cast<size_t>((idx_i[q] - r0) * w + (idx_j[q] - c0))] = 0;
         ++pruned;
       }
-    (void)kept;
   };
   if (p.sparse_dim == 1) {
     for (int64_t i = r0; i < r1; ++i)
@@ -125,8 +122,8 @@ struct GroupStats {
 template <class T>
 class Engine {
  public:
-  Engine(const CastPlan& p, const KernelParams& kp, const T* x, Outputs& out, Counts& counts)
-      : p_(p), kp_(kp), x_(x), out_(out), counts_(counts) {
+  Engine(const CastPlan& p, const KernelParams& kp, const T* x, Outputs& out)
+      : p_(p), kp_(kp), x_(x), out_(out) {
     fast_ = std::is_same_v<T, float> && p.sparse_dim < 0 && !p.sub && !p.multiscale &&
             (p.scale_is_exponent || !p.scaled) &&
             (p.scaled || p.opt.overflow == scalar::Overflow::Saturate);
@@ -277,7 +274,6 @@ class Engine {
   const KernelParams& kp_;
   const T* x_;
   Outputs& out_;
-  Counts& counts_;
   bool fast_ = false;
   fast::TileParams tp_{};
 };
@@ -297,7 +293,7 @@ GroupStats parallel_stats(Engine<T>& eng, int64_t n, const CastOptions& opt) {
 template <class T>
 void run(const CastPlan& p, KernelParams& kp, const T* x, Outputs& out, Counts& counts,
          Tensor* tenscale) {
-  Engine<T> eng(p, kp, x, out, counts);
+  Engine<T> eng(p, kp, x, out);
   const int64_t n = p.numel();
   if (p.multiscale) {
     GroupStats st = parallel_stats(eng, n, p.opt);
@@ -415,7 +411,6 @@ CastResult cast_standard(const Tensor& x, const DataType& dtype, const CastOptio
   KernelParams kp = kernel_params(p);
   Prepared in = prepare(x, p);
   const bool actual = opt.mode != CastMode::Virtual;
-  const Shape rank1 = x.rank() == 0 ? Shape{1} : x.shape();
   CastResult r;
   r.dtype = dtype;
   r.options = opt;
@@ -466,7 +461,6 @@ CastResult cast_standard(const Tensor& x, const DataType& dtype, const CastOptio
     if (zero) r.zero = p.tensor_scope ? zero : restore(zero, p, p.scale_shape);
     if (meta) r.meta = restore(meta, p, p.meta_shape);
   }
-  (void)rank1;
   return r;
 }
 
