@@ -399,7 +399,8 @@ static std::vector<float> cast_values_impl(const std::vector<float>& x,
     for (float v : x)
       if (std::isfinite(v)) amax = std::max(amax, std::fabs(static_cast<double>(v)));
     const FloatFmt tf = describe(*ss.second);
-    tenscale = to_fmt(static_cast<float>(amax / (elem_max * ss.scale.max())), tf);
+    // docs/formats.md: computed in double and rounded once, to the scale's own format.
+    tenscale = to_fmt(amax / (elem_max * ss.scale.max()), tf);
   }
   for (const auto& tile : g.tiles) {
     double absmax = 0;
@@ -407,9 +408,8 @@ static std::vector<float> cast_values_impl(const std::vector<float>& x,
       if (std::isfinite(x[i])) absmax = std::max(absmax, std::fabs(static_cast<double>(x[i])));
     double sc = 0;
     if (absmax > 0 && tenscale > 0) {
-      const float raw = ss.second
-                            ? static_cast<float>(static_cast<float>(absmax / elem_max) / tenscale)
-                            : static_cast<float>(absmax / elem_max);
+      // docs/formats.md: tile scales are chosen for absmax / tenscale, in double, rounded once.
+      const double raw = ss.second ? (absmax / tenscale) / elem_max : absmax / elem_max;
       sc = to_fmt(raw, sf);
     }
     for (int64_t i : tile) {
