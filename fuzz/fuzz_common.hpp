@@ -22,7 +22,11 @@ inline std::string scratch_path(const char* ext) {
     const char* base = ::access("/dev/shm", W_OK) == 0
                            ? "/dev/shm"
                            : (std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp");
-    return std::string(base) + "/castscope-fuzz-" + std::to_string(::getpid());
+    // The path reaches error messages, so it shapes the coverage: a reproducible run names a
+    // fixed slot (CASTSCOPE_FUZZ_SLOT); otherwise the pid keeps parallel runs apart.
+    const char* slot = std::getenv("CASTSCOPE_FUZZ_SLOT");
+    return std::string(base) + "/castscope-fuzz-" +
+           (slot && *slot ? std::string(slot) : std::to_string(::getpid()));
   }();
   static const bool made = [] { return ::mkdir(dir.c_str(), 0700) == 0 || errno == EEXIST; }();
   (void)made;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <exception>
 #include <mutex>
 #include <thread>
@@ -13,8 +14,17 @@
 
 namespace castscope::detail {
 
+// Threads for a job that asked for `requested` (0: all). CASTSCOPE_THREADS caps the default, for
+// users sharing a machine and for reproducible runs (the fuzz targets' coverage must not depend
+// on how chunks fell to threads).
 inline int hardware_threads(int requested) {
   if (requested > 0) return requested;
+  static const int cap = [] {
+    const char* env = std::getenv("CASTSCOPE_THREADS");
+    const int v = env ? std::atoi(env) : 0;
+    return v > 0 ? v : 0;
+  }();
+  if (cap > 0) return cap;
   unsigned h = std::thread::hardware_concurrency();
   return h ? static_cast<int>(h) : 1;
 }

@@ -414,6 +414,18 @@ TEST(ExportPlanTest, BadPlansNameTheFile) {
   expect_plan_error(R"({"rules": [{"pattern": "*"}]})", "rule 0");
   expect_plan_error(R"({"rulez": []})", "unknown key");
   expect_plan_error(R"([1, 2])", "JSON object");
+  expect_plan_error(R"({"rules": [{"pattern": "*", "dtype": "nvfp4", "rank": 2.5}]})",
+                    "\"rank\": 2.5 is not an integer");
+  expect_plan_error(R"({"rules": [{"pattern": "*", "dtype": "nvfp4", "rank": 1e300}]})",
+                    "\"rank\"");
+  expect_plan_error(
+      R"({"rules": [{"pattern": "*", "dtype": "nvfp4", "rank": 35555555555555555555555555555}]})",
+      "\"rank\"");
+  expect_plan_error(
+      R"({"rules": [{"pattern": "*", "dtype": "nvfp4", "rank": 18446744073709551615}]})",
+      "out of range");
+  expect_plan_error(R"({"rules": [{"pattern": "*", "dtype": "nvfp4", "rank": -1}]})",
+                    "out of range");
   EXPECT_THROW(load_plan("/nonexistent/plan.json"), Error);
 }
 

@@ -91,5 +91,79 @@ TEST(Packed, TamperedLayoutIsAnError) {
   }
 }
 
+// Header numbers that do not fit their field (floats, hundreds of digits, negative, past 2^64)
+// must be refused with an Error naming the file and the field; converting them blindly is
+// undefined behaviour.
+TEST(Packed, HeaderNumbersOutOfRangeNameTheField) {
+  IO_SEED_TRACE();
+  std::mt19937_64 rng(seed() + 22);
+  TempDir dir;
+  const Tensor x = random_tensor(rng, {4, 64});
+  CastOptions o;
+  o.device = Device::CPU;
+  o.mode = CastMode::Compress;
+  const std::string path = dir / "p.safetensors";
+  io::save_packed(path, {{"w", cast(x, DataType::parse("mxfp4e2"), o)}});
+  const Bytes good = read_file(path);
+  uint64_t hl;
+  std::memcpy(&hl, good.data(), 8);
+  const std::string header(good.begin() + 8, good.begin() + 8 + static_cast<int64_t>(hl));
+  const Bytes data(good.begin() + 8 + static_cast<int64_t>(hl), good.end());
+  const std::string huge = "3" + std::string(300, '5') + "2";
+  struct Case {
+    const char* what;
+    std::string from, to;
+    const char* field;
+  };
+  const std::vector<Case> cases = {
+      {"float dimension", "\"[4,64]\"", "\"[4.5,64]\"", "w.shape"},
+      {"300-digit dimension", "\"[4,64]\"", "\"[4," + huge + "]\"", "w.shape"},
+      {"dimension 1e300", "\"[4,64]\"", "\"[4,1e300]\"", "w.shape"},
+      {"negative dimension", "\"[4,64]\"", "\"[-4,64]\"", "w.shape"},
+      {"shape not a list", "\"[4,64]\"", "\"4x64\"", "w.shape"},
+      {"axis past int64", "\"w.axis\":\"-1\"", "\"w.axis\":\"99999999999999999999999\"", "w.axis"},
+      {"axis not an integer", "\"w.axis\":\"-1\"", "\"w.axis\":\"1.5\"", "w.axis"},
+      {"axis out of range", "\"w.axis\":\"-1\"", "\"w.axis\":\"100000\"", "w.axis"},
+      {"negative seed", "\"w.seed\":\"0\"", "\"w.seed\":\"-1\"", "w.seed"},
+      {"seed past 2^64", "\"w.seed\":\"0\"", "\"w.seed\":\"18446744073709551616\"", "w.seed"},
+      {"part dimension float", "\"shape\":[4,2]", "\"shape\":[4,2.0]", "shape"},
+      {"part dimension huge", "\"shape\":[4,2]", "\"shape\":[4,1e40]", "shape"},
+      {"offset float", "\"data_offsets\":[0,", "\"data_offsets\":[0.5,", "data_offsets"},
+      {"offset past 2^64", "\"data_offsets\":[0,", "\"data_offsets\":[" + huge + ",",
+       "data_offsets"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    std::string h = header;
+    const size_t at = h.find(c.from);
+    ASSERT_NE(at, std::string::npos) << c.from << " not in " << h;
+    h.replace(at, c.from.size(), c.to);
+    const std::string bad = dir / "bad.safetensors";
+    write_file(bad, safetensors_bytes(h, data));
+    try {
+      io::load_packed(bad);
+      ADD_FAILURE() << "no error";
+    } catch (const Error& e) {
+      const std::string msg = e.what();
+      EXPECT_NE(msg.find(bad), std::string::npos) << "does not name the file: " << msg;
+      EXPECT_NE(msg.find(c.field), std::string::npos) << "does not name " << c.field << ": " << msg;
+    }
+  }
+}
+
+// The fuzzer's finding: a 300-digit dimension in the packed metadata (kept in the fuzz corpus).
+TEST(Packed, FuzzFindingShapeOverflow) {
+  const std::string path =
+      std::string(CASTSCOPE_SOURCE_DIR) + "/fuzz/corpus/packed/finding-shape-overflow.safetensors";
+  try {
+    io::load_packed(path);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("tensor.shape"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("out of range"), std::string::npos) << msg;
+  }
+}
+
 }  // namespace
 }  // namespace castscope::iotest

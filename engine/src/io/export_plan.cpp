@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "castscope/export.hpp"
+#include "io/json_fields.hpp"
 
 namespace castscope {
 
@@ -129,10 +130,8 @@ ExportPlan parse_plan(const std::string& text, const std::string& source) {
       rule.dtype = r["dtype"].get<std::string>();
       if (rule.pattern.empty()) throw Error(where + ": empty pattern");
       if (r.contains("rank")) {
-        if (!r["rank"].is_number_integer() || r["rank"].get<int64_t>() < 0 ||
-            r["rank"].get<int64_t>() > 64)
-          throw Error(where + ": \"rank\" must be an integer between 0 and 64");
-        rule.rank = r["rank"].get<int>();
+        rule.rank =
+            static_cast<int>(io::detail::json_integer(r["rank"], "", where + ": \"rank\"", 0, 64));
       }
       rule.target = parse_target(rule.dtype, where);
       if (rule.pattern.rfind("re:", 0) == 0) {

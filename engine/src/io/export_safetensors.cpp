@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "castscope/export.hpp"
+#include "io/json_fields.hpp"
 
 namespace castscope {
 
@@ -228,9 +229,10 @@ void verify_safetensors(const std::string& path, const std::vector<Expected>& en
     if (!h.contains(e.name)) throw Error(where + "missing from the header");
     const json& j = h[e.name];
     if (j.value("dtype", "") != io::safetensors_dtype(e.dtype) ||
-        j.at("shape").get<Shape>() != e.shape ||
-        j.at("data_offsets")[0].get<uint64_t>() != e.begin ||
-        j.at("data_offsets")[1].get<uint64_t>() != e.end)
+        io::detail::json_shape(j.at("shape"), path, e.name + " shape") != e.shape ||
+        io::detail::json_unsigned(j.at("data_offsets").at(0), path, e.name + " offset") !=
+            e.begin ||
+        io::detail::json_unsigned(j.at("data_offsets").at(1), path, e.name + " offset") != e.end)
       throw Error(where + "header entry differs from what was written");
     uint32_t crc = 0;
     for (uint64_t off = e.begin; off < e.end;) {

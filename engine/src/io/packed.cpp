@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "castscope/io.hpp"
+#include "io/json_fields.hpp"
 #include "io/reader.hpp"
 
 namespace castscope::io {
@@ -168,12 +169,13 @@ std::vector<PackedTensor> load_packed(const std::string& path) {
     CastResult& r = pt.result;
     try {
       r.dtype = DataType::parse(it.value().get<std::string>());
-      r.shape = json::parse(get(".shape")).get<Shape>();
+      r.shape = detail::text_shape(get(".shape"), "", "metadata " + name + ".shape");
       r.mode = parse_cast_mode(get(".mode"));
-      r.options.axis = std::stoi(get(".axis"));
+      r.options.axis = static_cast<int>(
+          detail::text_integer(get(".axis"), "", "metadata " + name + ".axis", -64, 64));
       r.options.round = parse_round(get(".round"));
       r.options.scale_mode = parse_scale_mode(get(".scale_mode"));
-      r.options.seed = std::stoull(get(".seed"));
+      r.options.seed = detail::text_unsigned(get(".seed"), "", "metadata " + name + ".seed");
       if (r.mode == CastMode::Virtual) throw Error("mode 'virtual' has no codes");
     } catch (const Error& e) {
       throw Error("'" + path + "': tensor '" + name + "': " + e.what());
@@ -187,9 +189,11 @@ std::vector<PackedTensor> load_packed(const std::string& path) {
       const json& e = header[k];
       try {
         const DType dt = parse_safetensors_dtype(e.at("dtype").get<std::string>());
-        const Shape shape = e.at("shape").get<Shape>();
-        const uint64_t b = e.at("data_offsets").at(0).get<uint64_t>(),
-                       en = e.at("data_offsets").at(1).get<uint64_t>();
+        const Shape shape = detail::json_shape(e.at("shape"), "", "shape");
+        const json& off = e.at("data_offsets");
+        if (!off.is_array() || off.size() != 2) throw Error("data_offsets is not a pair");
+        const uint64_t b = detail::json_unsigned(off[0], "", "data_offsets"),
+                       en = detail::json_unsigned(off[1], "", "data_offsets");
         const uint64_t nbytes = detail::checked_nbytes(shape, dtype_size(dt), path, k);
         if (en < b || en - b != nbytes || en > size - data_start)
           throw Error("data_offsets [" + std::to_string(b) + ", " + std::to_string(en) +

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "io/json_fields.hpp"
 #include "io/reader.hpp"
 
 namespace castscope::io::detail {
@@ -56,21 +57,13 @@ std::vector<Entry> read_safetensors(const std::string& path) {
       if (!e.contains("dtype") || !e["dtype"].is_string()) throw Error("no \"dtype\" string");
       dname = e["dtype"].get<std::string>();
       dt = parse_safetensors_dtype(dname);
-      if (!e.contains("shape") || !e["shape"].is_array()) throw Error("no \"shape\" array");
-      for (const json& d : e["shape"]) {
-        if (!d.is_number_integer())
-          throw Error("shape " + e["shape"].dump() + " is not a list of integers");
-        if (d.is_number_unsigned() ? d.get<uint64_t>() > (uint64_t{1} << 62) : d.get<int64_t>() < 0)
-          throw Error("shape " + e["shape"].dump() + " has a negative or absurd dimension");
-        shape.push_back(d.get<int64_t>());
-      }
-      if (shape.size() > 64) throw Error("absurd rank " + std::to_string(shape.size()));
+      if (!e.contains("shape")) throw Error("no \"shape\" array");
+      shape = json_shape(e["shape"], "", "shape");
       const json& off = e.contains("data_offsets") ? e["data_offsets"] : json();
-      if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() ||
-          !off[1].is_number_unsigned())
+      if (!off.is_array() || off.size() != 2)
         throw Error("\"data_offsets\" is not a pair of non-negative integers");
-      b = off[0].get<uint64_t>();
-      en = off[1].get<uint64_t>();
+      b = json_unsigned(off[0], "", "data_offsets");
+      en = json_unsigned(off[1], "", "data_offsets");
     } catch (const Error& ex) {
       throw Error(where(path, name) + ex.what());
     } catch (const json::exception& ex) {
