@@ -108,7 +108,9 @@ TEST(TensorCastReference, BitForBit) {
       }
       // Tile-level rules: which TensorCast bug, if any, decides this tile's scale.
       int tile_bug = -1;
-      if (exp_scale && zero && a > 0 && floor_log2(a) < -20) tile_bug = kZerosRaiseExponent;
+      // A zero counts as 2^-23 in TensorCast: it moves a tile exponent below -23, and a subtile
+      // offset wherever the tile's exponent is within 3 (the largest offset) of -23.
+      if (exp_scale && zero && a > 0 && floor_log2(a) < -23 + 3) tile_bug = kZerosRaiseExponent;
       if (exp_scale && a > 0 && floor_log2(a) + 1 - n.emax() + sc.scale.bias() <= 0)
         tile_bug = kUnclampedE8m0;
       if (!exp_scale && n.is_float() && a / data_max <= sc.scale.min_subnormal() / 2)
