@@ -132,6 +132,7 @@ void info_cmd(CLI::App& app) {
           tiles.push_back({{"size", t.size},
                            {"channel", t.channel()},
                            {"subtile", t.sub},
+                           {"offset_bits", t.offset},
                            {"n", t.n},
                            {"m", t.m}});
         j["tiles"] = tiles;

@@ -95,7 +95,8 @@ Tensor upcast(const CastResult& result) {
 
 // ---------------------------------------------------------------------------------------------
 // Packed layout (docs/formats.md): sparse values removed along the sparse axis, sub-byte codes
-// packed along the last axis little-end first, masks and microexponent bits 8 per byte.
+// packed along the last axis little-end first, masks 8 per byte, K-bit subtile offsets 8/K per
+// byte.
 
 namespace {
 
@@ -235,7 +236,7 @@ CastResult pack(const CastResult& a) {
   if (bits <= 4) codes = pack_bits(codes, code_width(bits));
   r.codes = codes;
   if (a.mask) r.mask = pack_bits(a.mask, 1);
-  if (a.meta) r.meta = pack_bits(a.meta, 1);
+  if (a.meta) r.meta = pack_bits(a.meta, p.offset_bits);
   return r;
 }
 
@@ -292,7 +293,9 @@ CastResult unpack(const CastResult& c) {
   if (sign_magnitude(p)) codes = convert_sign(codes, bits, false);
   r.codes = codes.reshaped(c.shape);
   if (c.mask) r.mask = r.mask.reshaped(c.shape);
-  if (p.sub) r.meta = unpack_bits(c.meta, 1, p.meta_shape, DType::U8, 1, false, "meta");
+  if (p.sub)
+    r.meta =
+        unpack_bits(c.meta, p.offset_bits, p.meta_shape, DType::U8, p.offset_bits, false, "meta");
   return r;
 }
 

@@ -26,6 +26,7 @@ struct KernelParams {
   scalar::ScaleMode scale_mode = scalar::ScaleMode::Floor;
   uint64_t seed = 0;
   double tensor_scale = 1.0;  // multiscale: decoded tensor scale value
+  int offset_bits = 0;        // K of t<T>s<S>o<K>: subtile exponent offsets in [0, 2^K - 1]
 };
 
 // The scale of one group, as both codes (for storage) and values (for arithmetic).
@@ -105,8 +106,21 @@ CS_HD GroupScale choose_scale(const KernelParams& p, double absmax, double lo, d
   return g;
 }
 
+// Exponent offset of a subtile below its tile's scale g (t<T>s<S>o<K>; MX9 / MX6 / MX4 are o1):
+// how many binades the subtile's own shared exponent (same scale mode, from a, its largest kept
+// finite magnitude) sits below the tile's, at most 2^K - 1. An all-zero subtile takes the largest
+// offset, as an exponent below every other would.
+CS_HD int subtile_offset(const KernelParams& p, const GroupScale& g, double a) {
+  if (g.nan) return 0;
+  const int most = (1 << p.offset_bits) - 1;
+  if (a == 0) return most;
+  const int own = scalar::select_exponent(p.multiscale ? a / g.t : a, p.data, p.scale_mode);
+  const int d = g.shift + p.data.emax - own;
+  return d < 0 ? 0 : (d > most ? most : d);
+}
+
 // The scaled value handed to the quantizer, for input x of a group with scale g; shift_adj
-// lowers an exponent scale by a subtile's microexponent.
+// lowers an exponent scale by a subtile's exponent offset.
 CS_HD double scaled_input(const KernelParams& p, const GroupScale& g, double x, int shift_adj) {
   if (!p.scaled) return x;
   if (p.scale_is_exponent)

@@ -189,6 +189,7 @@ CastPlan make_plan(const Shape& shape, const DataType& dtype, const CastOptions&
     if (ntiles != 1)
       throw Error("datatype " + dtype.str() + ": subtiles are supported with 1-D tiles only");
     p.sub = tcol.sub;
+    p.offset_bits = tcol.offset;
   }
   // Scale shape: the permuted shape with the tile dims replaced by group counts, back in the
   // input's axis order.

@@ -27,6 +27,7 @@ struct CastPlan {
   int sparse_dim = -1;        // -1 dense; 0: sparsity groups run along R; 1: along C
   int sp_n = 0, sp_m = 0;
   int sub = 0;                // subtile length along C (0: none)
+  int offset_bits = 0;        // bits of each subtile's exponent offset (meta)
   scalar::Format data;        // the grid values are rounded onto
   scalar::Format data_codes;  // the format codes are written in (same as data except int grid)
   scalar::Format scale;       // tile (or tensor) scale format

@@ -86,8 +86,10 @@ struct Gen {
     if (pick(6) == 0) return pick(2) ? "t" : "t0";
     const int t = 1 << (1 + pick(8));  // 2 .. 256
     std::string s = "t" + std::to_string(t);
-    if (allow_sub && t >= 4 && pick(3) == 0)
+    if (allow_sub && t >= 4 && pick(3) == 0) {
       s += "s" + std::to_string(1 << pick(std::min(4, log2i(t))));
+      if (pick(2)) s += "o" + std::to_string(1 + pick(2));
+    }
     if (allow_sparse && t >= 4 && pick(3) == 0) {
       const int m = 1 << (1 + pick(std::min(3, log2i(t))));  // 2, 4 or 8, dividing t
       s += "n" + std::to_string(1 + pick(m - 1)) + "m" + std::to_string(m);
@@ -181,6 +183,9 @@ const Malformed kMalformed[] = {
     {"e4m3fn_e8m0_t32m4", "t32m4"},
     {"e4m3fn_e8m0_t32n2m", "t32n2m"},
     {"e4m3fn_e8m0_t32s2s2", "t32s2s2"},
+    {"e4m3fn_e8m0_t32o1", "t32o1"},
+    {"e4m3fn_e8m0_t32s2o3", "t32s2o3"},
+    {"e4m3fn_e8m0_t32s2o1o1", "t32s2o1o1"},
     {"e4m3fn_e8m0_t32n2m4n2m4", "t32n2m4n2m4"},
     {"e4m3fn_e8m0_t32s64", "s64"},
     {"e4m3fn_e8m0_t32n4m2", "n4m2"},

@@ -4,7 +4,9 @@
 
 #include "castscope/format.hpp"
 
+using castscope::CodeValue;
 using castscope::Error;
+using castscope::InfNan;
 using castscope::NumberSpec;
 
 namespace {
@@ -69,8 +71,15 @@ TEST(NumberSpec, IntegerRanges) {
 }
 
 TEST(NumberSpec, MidmaxAndEps) {
-  EXPECT_EQ(NumberSpec::parse("e4m3fn").midmax(), (448.0 + 512.0) / 2);
+  // Decision 3: halfway between max and the next value of the top binade's spacing; where the
+  // top code is NaN that is not (max + 2^(emax+1)) / 2 = 480.
+  EXPECT_EQ(NumberSpec::parse("e4m3fn").midmax(), 464.0);
+  EXPECT_EQ(NumberSpec::parse("e5m2").midmax(), 61440.0);
   EXPECT_EQ(NumberSpec::parse("e2m1fnuz").midmax(), 7.0);
+  EXPECT_EQ(NumberSpec::parse("e3m2fnuz").midmax(), 30.0);
+  EXPECT_EQ(NumberSpec::parse("e2m3fnuz").midmax(), 7.75);
+  EXPECT_EQ(NumberSpec::parse("e4m3b8fnuz").midmax(), 248.0);
+  EXPECT_EQ(NumberSpec::parse("e8m0").eps(), 1.0);
   EXPECT_EQ(NumberSpec::parse("e5m2").eps(), 0.25);
   EXPECT_EQ(NumberSpec::parse("bfloat16").eps(), 1.0 / 128);
 }
@@ -111,14 +120,45 @@ TEST(NumberSpec, EnumerateE4M3FN) {
   EXPECT_EQ(codes[0x01].value, 0x1p-9);
   EXPECT_EQ(codes[0x80].value, 0.0);
   EXPECT_TRUE(std::signbit(codes[0x80].value));
+  // Decision 9: TensorCast's e2m1fnuz is OCP FP4 E2M1: 0x8 is -0, no NaN anywhere.
   auto fnuz = NumberSpec::parse("e2m1fnuz").enumerate();
-  EXPECT_TRUE(std::isnan(fnuz[0x8].value));
+  EXPECT_EQ(fnuz[0x8].value, 0.0);
+  EXPECT_TRUE(std::signbit(fnuz[0x8].value));
+  EXPECT_EQ(fnuz[0x8].note, "-0");
+  for (const CodeValue& c : fnuz) EXPECT_FALSE(std::isnan(c.value)) << c.code;
   auto ocp = NumberSpec::parse("e2m1").enumerate();
   EXPECT_FALSE(std::isnan(ocp[0x8].value));
   EXPECT_EQ(ocp[0x7].value, 6.0);
   auto e5 = NumberSpec::parse("e5m2").enumerate();
   EXPECT_TRUE(std::isinf(e5[0x7C].value));
   EXPECT_TRUE(std::isnan(e5[0x7D].value));
+}
+
+// Decision 9: fnuz of at most 6 bits is the OCP-style format (no NaN, -0 kept); from 7 bits on
+// it keeps the 8-bit meaning (NaN in the -0 code).
+TEST(NumberSpec, SubByteFnuzIsOcp) {
+  for (const char* name : {"e2m1fnuz", "e2m3fnuz", "e3m2fnuz", "e2m2fnuz", "e3m1fnuz"}) {
+    const NumberSpec n = NumberSpec::parse(name);
+    EXPECT_EQ(n.infnan(), InfNan::Finite) << name;
+    EXPECT_EQ(n.nan_encoding(), "none") << name;
+    EXPECT_EQ(n.name(), name);
+    EXPECT_EQ(NumberSpec::parse(n.name()), n);
+  }
+  EXPECT_EQ(NumberSpec::parse("e2m1"), NumberSpec::parse("e2m1fnuz"));
+  EXPECT_EQ(NumberSpec::parse("e3m2"), NumberSpec::parse("e3m2fnuz"));
+  EXPECT_EQ(NumberSpec::parse("float4_e2m1fn_x2").name(), "e2m1fnuz");
+  EXPECT_EQ(NumberSpec::parse("e2m2fnuz").max(), 7.0);
+  const NumberSpec e3m3 = NumberSpec::parse("e3m3fnuz");  // 7 bits: a true fnuz format
+  EXPECT_EQ(e3m3.infnan(), InfNan::FNUZ);
+  EXPECT_TRUE(std::isnan(e3m3.enumerate()[0x40].value));
+}
+
+// TensorCast writes its integers as e1mYb1fnuz: int(Y+2).
+TEST(NumberSpec, TensorCastIntegers) {
+  EXPECT_EQ(NumberSpec::parse("e1m6b1fnuz"), NumberSpec::parse("int8"));
+  EXPECT_EQ(NumberSpec::parse("e1m2b1fnuz"), NumberSpec::parse("int4"));
+  EXPECT_EQ(NumberSpec::parse("e1m3b1fnuz").name(), "int5");
+  EXPECT_NE(NumberSpec::parse("e1m2fnuz"), NumberSpec::parse("int4"));  // bias 0: a float
 }
 
 }  // namespace

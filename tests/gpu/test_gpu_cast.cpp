@@ -80,7 +80,7 @@ TEST(GpuCast, OverflowIeeeAndUnscaledFormats) {
 TEST(GpuCast, InputDtypes) {
   CS_REQUIRE_GPU();
   const uint64_t seed = run_seed();
-  const Tensor x32 = random_input({64, 96}, seed + 2, 448.0, 480.0);
+  const Tensor x32 = random_input({64, 96}, seed + 2, 448.0, 464.0);
   Tensor x64 = Tensor::empty(DType::F64, x32.shape()), x16 = Tensor::empty(DType::F16, x32.shape()),
          xb = Tensor::empty(DType::BF16, x32.shape());
   for (int64_t i = 0; i < x32.numel(); ++i) {
@@ -120,6 +120,8 @@ TEST(GpuCast, AxesTwoDTilesSparsityAndSubtiles) {
       {"e4m3fn_e8m0_t32n2m4", {12, 70}, -1},       // N:M along the tile, partial run at the end
       {"e4m3fn_float32_t8n2m4_t8", {20, 24}, -1},  // N:M along rows of a 2-D tile
       {"int8_e8m0_t16s2", {10, 40}, -1},           // subtiles, partial tile
+      {"e2m1fnuz_e8m0_t32s4o2", {9, 70}, -1},      // 2-bit subtile offsets, -0 codes
+      {"e4m3fn_e8m0_t32s8o2", {5, 40, 6}, 1},      // offsets along the middle axis
       {"mx4", {7, 16, 9}, 1},
       {"uint8_ssc", {6, 50}, 0},    // uint with float zero point, channel along axis 0
       {"uint4_fi32", {9, 64}, -1},  // uint with int8 zero point

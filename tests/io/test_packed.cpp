@@ -167,3 +167,42 @@ TEST(Packed, FuzzFindingShapeOverflow) {
 
 }  // namespace
 }  // namespace castscope::iotest
+
+namespace castscope::iotest {
+namespace {
+
+// A packed MX9 file written before subtile offsets had a spelling: its dtype reads
+// "int8_e8m0_t16s2" and its meta holds one bit per pair, 8 per byte. It must still load as MX9
+// (now int8_e8m0_t16s2o1) and decode as docs/export-formats.md says: q * 2^-6 * 2^(X - 127 - u),
+// with q sign-magnitude and u the pair's bit.
+TEST(Packed, ReadsMx9WrittenBeforeOffsets) {
+  const std::string path =
+      std::string(CASTSCOPE_SOURCE_DIR) + "/fuzz/corpus/packed/mx9.safetensors";
+  const std::vector<io::PackedTensor> back = io::load_packed(path);
+  ASSERT_EQ(back.size(), 1u);
+  const CastResult& r = back[0].result;
+  EXPECT_EQ(r.dtype.str(), "int8_e8m0_t16s2o1");
+  EXPECT_EQ(r.dtype.name(), "mx9");
+  ASSERT_EQ(r.shape, (Shape{2, 32}));
+  const Tensor u = upcast(r);
+  const uint8_t* codes = static_cast<const uint8_t*>(r.codes.data());
+  const uint8_t* scale = r.scale.ptr<uint8_t>();
+  const uint8_t* meta = r.meta.ptr<uint8_t>();
+  int lowered = 0;
+  for (int row = 0; row < 2; ++row)
+    for (int j = 0; j < 32; ++j) {
+      const uint8_t c = codes[row * 32 + j];
+      const int q = (c & 0x80) ? -(c & 0x7F) : (c & 0x7F);
+      const int x = scale[row * 2 + j / 16];
+      const int pair = j / 2;  // 16 pairs per row, 8 per meta byte
+      const int bit = (meta[row * 2 + pair / 8] >> (pair % 8)) & 1;
+      lowered += bit;
+      const float want = static_cast<float>(std::ldexp(q, -6 + x - 127 - bit));
+      EXPECT_EQ(u.ptr<float>()[row * 32 + j], want) << "row " << row << " j " << j;
+    }
+  EXPECT_GT(lowered, 0);  // the file exercises the offset bits
+  EXPECT_LT(lowered, 64);
+}
+
+}  // namespace
+}  // namespace castscope::iotest

@@ -70,7 +70,9 @@ double round_int(double x, ORound r) {
 }
 
 double round_float(double x, const FloatFmt& f, ORound r, OOverflow o) {
-  if (std::isnan(x)) return std::numeric_limits<double>::quiet_NaN();
+  // NaN stays NaN where the format has one (decision 5); OCP FP6/FP4 have none: +0
+  // (docs/formats.md).
+  if (std::isnan(x)) return f.has_nan ? std::numeric_limits<double>::quiet_NaN() : 0.0;
   const double inf = std::numeric_limits<double>::infinity();
   double q;
   if (std::isinf(x)) {
@@ -110,8 +112,11 @@ int select_exponent(double absmax, const NumberSpec& n, OScale m) {
   switch (m) {
     case OScale::Ceil:
       return pow2 ? fl : fl + 1;
-    case OScale::Midmax:
-      return scaled > n.midmax() / std::ldexp(1.0, n.emax()) ? fl + 1 : fl;
+    case OScale::Midmax: {
+      // Decision 3: halfway between max and the next value the top binade's spacing would give.
+      const double midmax = n.max() + std::ldexp(1.0, n.emax() - n.mbits() - 1);
+      return scaled > midmax / std::ldexp(1.0, n.emax()) ? fl + 1 : fl;
+    }
     case OScale::TopBinade:
       return scaled > n.max() / std::ldexp(1.0, n.emax()) ? fl + 1 : fl;
     case OScale::Option3: {
@@ -363,9 +368,10 @@ static std::vector<float> cast_values_impl(const std::vector<float>& x,
       }
       const int e = select_exponent(absmax, n, is_int ? OScale::Floor : o.scale);
       const int s = std::min(sn.emax(), std::max(sn.emin(), e - n.emax()));
-      // Subtiles: a pair lowers its exponent by one when all its values lie below the top binade
-      // of the tile's (clamped) scale (decision 10); the microexponent is a separate bit, so the
-      // lowered exponent may go one below the scale format's range.
+      // Subtiles (decisions 10, 14): a subtile's offset is how far its own shared exponent (same
+      // mode) lies below the tile's (clamped) one, at most 2^K - 1; all-zero subtiles take the
+      // most. The offset is stored apart from the scale, so the lowered exponent may leave the
+      // scale format's range.
       std::map<int64_t, double> submax;
       for (int64_t i : tile)
         if (g.sub_of[i] >= 0) {
@@ -376,7 +382,10 @@ static std::vector<float> cast_values_impl(const std::vector<float>& x,
         int si = s;
         if (g.sub_of[i] >= 0) {
           const double m = submax[g.sub_of[i]];
-          if (m < std::ldexp(1.0, s + n.emax())) si = s - 1;
+          const int most = (1 << d.subtile()->offset) - 1;
+          const int own = m == 0 ? s + n.emax() - most
+                                 : select_exponent(m, n, is_int ? OScale::Floor : o.scale);
+          si = s - std::clamp(s + n.emax() - own, 0, most);
         }
         const double v = elem_exp(x[i], si);
         out[i] = v == 0 ? signed_zero(x[i], negzero) : static_cast<float>(v);

@@ -172,7 +172,12 @@ TEST(ScaledOracle, IeeeOverflowInsideTiles) {
       sat_ok += oracle::same(g, as_sat[i]);
       differ += !oracle::same(as_ieee[i], as_sat[i]);
     }
-    EXPECT_GT(differ, 0) << name << " seed=" << seed << ": inputs never overflow";
+    // OCP FP6 / FP4 have neither Inf nor NaN: ieee has nothing but saturation to give.
+    const NumberSpec& n = d.number();
+    if (n.nan_encoding() == "none" && n.inf_encoding() == "none")
+      EXPECT_EQ(differ, 0) << name << " seed=" << seed;
+    else
+      EXPECT_GT(differ, 0) << name << " seed=" << seed << ": inputs never overflow";
     EXPECT_TRUE(ieee_ok == static_cast<int>(x.size()) || sat_ok == static_cast<int>(x.size()))
         << name << " seed=" << seed << " matches ieee reading at " << ieee_ok
         << ", saturate reading at " << sat_ok << " of " << x.size();
@@ -231,7 +236,8 @@ TEST(ScaledOracle, GrammarDatatypes) {
        {"e4m3fn_e5m0_t16", "e2m1fnuz_e8m0_t8", "e3m2_e8m0_t32", "e2m1_e8m0_t32",
         "e5m2_bfloat16_t64", "e4m3fn_float16_t32", "int6_e8m0_t16", "int2_e8m0_t4",
         "int8_float32_t16_t16", "e2m1fnuz_e4m3fn_float16_t16", "e2m1fnuz_e4m3fn_t16",
-        "e4m3b8fnuz_e8m0_t32", "int5_e8m0_t16s2", "int3_e8m0_t16s4"}) {
+        "e4m3b8fnuz_e8m0_t32", "int5_e8m0_t16s2", "int3_e8m0_t16s4", "e4m3fn_e8m0_t32s4o2",
+        "int4_e8m0_t32s8o2", "e3m2fnuz_e8m0_t64s16o1"}) {
     DataType d;
     try {
       d = DataType::parse(name);

@@ -124,8 +124,13 @@ TEST(OracleSelfCheck, KnownValues) {
   EXPECT_EQ(oracle::round_float(2.5, f4, ORound::Even, OOverflow::Saturate), 2);
   EXPECT_EQ(oracle::round_float(2.5, f4, ORound::Away, OOverflow::Saturate), 3);
   EXPECT_EQ(oracle::round_float(5, f4, ORound::Even, OOverflow::Saturate), 4);
-  EXPECT_FALSE(std::signbit(oracle::round_float(-0.1, f4, ORound::Even, OOverflow::Saturate)));
-  EXPECT_TRUE(std::isnan(oracle::round_float(7, f4, ORound::Even, OOverflow::Ieee)));
+  // Decision 9: e2m1fnuz keeps -0 and has no NaN, so an overflow under ieee saturates.
+  EXPECT_TRUE(std::signbit(oracle::round_float(-0.1, f4, ORound::Even, OOverflow::Saturate)));
+  EXPECT_EQ(oracle::round_float(-0.2, f4, ORound::Even, OOverflow::Saturate), 0.0);
+  EXPECT_TRUE(std::signbit(oracle::round_float(-0.2, f4, ORound::Even, OOverflow::Saturate)));
+  EXPECT_EQ(oracle::round_float(-0.3, f4, ORound::Even, OOverflow::Saturate), -0.5);
+  EXPECT_EQ(oracle::round_float(std::nan(""), f4, ORound::Even, OOverflow::Saturate), 0.0);
+  EXPECT_EQ(oracle::round_float(7, f4, ORound::Even, OOverflow::Ieee), 6);
 }
 
 // Non-finite inputs under saturate are the one place the spec leaves open for formats without the

@@ -92,6 +92,7 @@ void ComposerState::set(const DataType& d) {
     if (s.tiles.size() > 1) tile2 = s.tiles[1].size;
     const TileSpec& last = s.tiles.back();
     sub = last.sub;
+    offset = last.sub ? last.offset : 1;
     sp_n = last.n;
     sp_m = last.m;
   }
@@ -121,7 +122,7 @@ std::string ComposerState::fields_string() const {
   if (second_fmt > 0) s += std::string("_") + kSecond[second_fmt];
   auto seg = [&](int size, bool last) {
     std::string t = "_t" + std::to_string(size);
-    if (last && sub > 0) t += "s" + std::to_string(sub);
+    if (last && sub > 0) t += "s" + std::to_string(sub) + "o" + std::to_string(offset);
     if (last && sp_m > 0) t += "n" + std::to_string(sp_n) + "m" + std::to_string(sp_m);
     return t;
   };
@@ -195,7 +196,11 @@ bool draw_composer(ComposerState& s) {
       fields |= ImGui::InputInt(s.scaling == 4 ? "tile rows" : "tile size", &s.tile, 8, 32);
       if (s.scaling == 4) fields |= ImGui::InputInt("tile cols", &s.tile2, 8, 32);
       fields |= ImGui::InputInt("subtile", &s.sub, 1, 2);
-      help("Subtile size sharing a 1-bit microexponent (0: none).");
+      help("Subtile size (0: none); each subtile has an exponent offset below the tile's scale.");
+      if (s.sub > 0) {
+        fields |= ImGui::SliderInt("offset bits", &s.offset, 1, 2);
+        help("Bits of each subtile's exponent offset: o1 (MX9 / MX6 / MX4) or o2.");
+      }
     }
     if (s.scaling >= 2) {
       ImGui::PushItemWidth(ImGui::GetFontSize() * 4);

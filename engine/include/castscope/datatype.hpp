@@ -11,17 +11,18 @@
 
 namespace castscope {
 
-// One tile segment: t<T>[s<S>][n<N>m<M>]; size 0 is a channel (the whole axis).
+// One tile segment: t<T>[s<S>[o<K>]][n<N>m<M>]; size 0 is a channel (the whole axis).
 struct TileSpec {
   int size = 0;
-  int sub = 0;  // subtile size (0: none); a subtile carries a 1-bit shared microexponent
-  int n = 0;    // N:M sparsity: keep n of every m (0: dense)
+  int sub = 0;     // subtile size (0: none)
+  int offset = 0;  // K: each subtile's K-bit exponent offset below the tile's scale
+  int n = 0;       // N:M sparsity: keep n of every m (0: dense)
   int m = 0;
   bool channel() const { return size == 0; }
   bool sparse() const { return m > 0; }
   std::string str() const;
   bool operator==(const TileSpec& o) const {
-    return size == o.size && sub == o.sub && n == o.n && m == o.m;
+    return size == o.size && sub == o.sub && offset == o.offset && n == o.n && m == o.m;
   }
 };
 

@@ -54,7 +54,7 @@ class NumberSpec {
   double max() const;            // largest finite value
   double min_normal() const;     // smallest positive normal (floats, exponents)
   double min_subnormal() const;  // smallest positive value
-  double midmax() const;         // (max + 2^(emax+1)) / 2
+  double midmax() const;         // max + half a quantum of the top binade (decision 3)
   double eps() const;            // 2^-mbits for floats
   int64_t int_min() const;       // integer range of the codes (ints / uints)
   int64_t int_max() const;

@@ -362,6 +362,13 @@ CS_HD double decode_value(uint32_t code, const Format& f) {
 
 enum class ScaleMode : uint8_t { Floor, Ceil, Midmax, Option3, TopBinade };
 
+// TensorCast's midmax over 2^emax: halfway between max and the next value the grid would have
+// above it, max + half a quantum of the top binade (spec decision 3). Where the top code is NaN
+// (fn formats) that is not 2^(emax+1): e4m3fn gives 464, not 480.
+CS_HD double midmax_scaled(const Format& f) {
+  return ldexp_int(2 * f.maxr + 1, f.maxe - 1 - f.emax);
+}
+
 // Shared exponent (unbiased) of a group whose largest magnitude is a, for data format f.
 CS_HD int select_exponent(double a, const Format& f, ScaleMode mode) {
   int binade;
@@ -374,11 +381,8 @@ CS_HD int select_exponent(double a, const Format& f, ScaleMode mode) {
   switch (mode) {
     case ScaleMode::Ceil:
       return binade + ((m & 0x000FFFFFFFFFFFFFull) ? 1 : 0);
-    case ScaleMode::Midmax: {
-      // midmax = (max + 2^(emax+1)) / 2, compared after scaling both into [1, 2].
-      double mx = ldexp_int(f.maxr, f.maxe - f.emax);
-      return binade + (scaled > (mx + 2.0) * 0.5 ? 1 : 0);
-    }
+    case ScaleMode::Midmax:
+      return binade + (scaled > midmax_scaled(f) ? 1 : 0);
     case ScaleMode::Option3: {
       // Round a to the format's precision (nearest even); a carry into the next binade moves
       // the exponent up.

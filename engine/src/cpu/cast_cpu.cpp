@@ -229,17 +229,13 @@ class Engine {
     }
   }
 
-  // A subtile's microexponent: 1 when its own exponent sits below the tile's, so it can use a
-  // scale one binade lower (spec README, decision 10).
+  // A subtile's exponent offset below its tile's scale (spec README, decisions 10 and 14).
   int microexponent(const GroupScale& gs, int64_t row, int64_t j0, int64_t j1,
                     const std::vector<uint8_t>& keep, int64_t koff) const {
-    if (gs.nan) return 0;
     double a = 0;
     for (int64_t j = j0; j < j1; ++j)
       if (keep[koff + j]) a = std::max(a, std::fabs(static_cast<double>(x_[row + j])));
-    if (a == 0) return 1;
-    const int e_sub = scalar::select_exponent(a, kp_.data, kp_.scale_mode);
-    return e_sub < gs.shift + kp_.data.emax ? 1 : 0;
+    return detail::subtile_offset(kp_, gs, a);
   }
 
   // Elements [b, e) of a tensor-scoped cast (one scale for everything).
@@ -403,6 +399,7 @@ KernelParams kernel_params(const CastPlan& p) {
   kp.overflow = p.opt.overflow;
   kp.scale_mode = p.opt.scale_mode;
   kp.seed = p.opt.seed;
+  kp.offset_bits = p.offset_bits;
   return kp;
 }
 
@@ -482,7 +479,15 @@ void validate_actual(const CastResult& r, const CastPlan& p) {
     need(r.scale, "scale", p.scale_dtype, ss);
     if (p.zero_kind) need(r.zero, "zero", p.second_dtype, ss);
     if (p.multiscale) need(r.tenscale, "tenscale", p.second_dtype, {1});
-    if (p.sub) need(r.meta, "meta", DType::U8, p.meta_shape);
+    if (p.sub) {
+      need(r.meta, "meta", DType::U8, p.meta_shape);
+      const uint8_t* m = r.meta.ptr<uint8_t>();
+      for (int64_t i = 0; i < r.meta.numel(); ++i)
+        if (m[i] >> p.offset_bits)
+          throw Error("meta tensor: subtile exponent offset " + std::to_string(m[i]) + " at " +
+                      std::to_string(i) + " does not fit the datatype's " +
+                      std::to_string(p.offset_bits) + "-bit offsets (" + r.dtype.str() + ")");
+    }
   }
   if (p.sparse_dim >= 0) need(r.mask, "mask", DType::Bool, shape);
 }

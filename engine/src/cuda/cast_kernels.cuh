@@ -263,7 +263,12 @@ template <bool F32>
 __device__ __forceinline__ scalar::Quantized fast_scaled(const KernelParams& kp,
                                                          const GroupScale& gs, float x, double d,
                                                          double inv) {
-  if (!(x - x == 0.0f) || gs.nan || gs.s == 0.0) return scalar::Quantized{};
+  if (!(x - x == 0.0f) || gs.nan) return scalar::Quantized{};
+  if (gs.s == 0.0) {  // a zero scale rounds to zero, keeping the sign as encode_element does
+    scalar::Quantized z;
+    z.neg = (__float_as_uint(x) >> 31) != 0;
+    return castscope::detail::canonical(z, kp.data_codes);
+  }
   if (F32) {
     const int h1 = -gs.shift / 2, h2 = -gs.shift - h1;
     return castscope::detail::canonical(quantize_rne_f32(x * pow2f(h1) * pow2f(h2), kp.data),
@@ -447,11 +452,7 @@ __global__ void __launch_bounds__(256)
               const double m = fabs(Load<T>::get(x, base + i * g.C + j));
               a = m > a ? m : a;
             }
-          if (a == 0)
-            adj = 1;
-          else
-            adj = scalar::select_exponent(a, kp.data, kp.scale_mode) < gs.shift + kp.data.emax ? 1
-                                                                                               : 0;
+          adj = castscope::detail::subtile_offset(kp, gs, a);
         }
         if (o.meta) o.meta[grp * subs + (j0 - c0) / g.sub] = static_cast<uint8_t>(adj);
       }
@@ -650,11 +651,15 @@ __global__ void __launch_bounds__(256, MODE == 3 ? 4 : 1)
           clipped += cl ? 1 : 0;
         } else if (MODE == 3 && nv) {
           bool cl = false;
-          code[k] = fin && !zero_group ? code_e2m1fnuz_thr(xv, thr, cl) : 0u;
+          code[k] = !fin         ? 0u
+                    : zero_group ? code_e2m1_zero_scale(xv, gs.nan)
+                                 : code_e2m1fnuz_thr(xv, thr, cl);
           clipped += (fin && !zero_group && cl) ? 1 : 0;
         } else if (MODE >= 2 && F == kE2M1FNUZ && ladder) {
           bool cl = false;
-          code[k] = fin && !zero_group ? code_e2m1fnuz_div(xv, d, inv_f, kp.data, cl) : 0u;
+          code[k] = !fin         ? 0u
+                    : zero_group ? code_e2m1_zero_scale(xv, gs.nan)
+                                 : code_e2m1fnuz_div(xv, d, inv_f, kp.data, cl);
           clipped += (fin && !zero_group && cl) ? 1 : 0;
         } else {
           const scalar::Quantized q = fast_scaled<MODE == 1>(kp, gs, xv, d, inv);

@@ -130,7 +130,7 @@ __host__ __device__ constexpr scalar::Format static_format(int id) {
                                         true,
                                         true}
          : id == kE2M1FNUZ ? scalar::Format{scalar::Kind::Float,
-                                            scalar::InfNan::FNUZ,
+                                            scalar::InfNan::Finite,
                                             4,
                                             2,
                                             1,
@@ -143,8 +143,8 @@ __host__ __device__ constexpr scalar::Format static_format(int id) {
                                             1,
                                             2,
                                             false,
-                                            true,
                                             false,
+                                            true,
                                             true}
                            : scalar::Format{scalar::Kind::Int,
                                             scalar::InfNan::IEEE,
@@ -166,9 +166,9 @@ __host__ __device__ constexpr scalar::Format static_format(int id) {
 }
 
 // Codes of a finite y for the two hottest grids, round to nearest even with saturation, as the
-// hardware conversion (e4m3fn) and a threshold ladder over the rounding midpoints (e2m1 "fnuz",
-// whose -0 code means NaN, so a zero result carries no sign). Both are checked against the shared
-// quantizer on every float32 input.
+// hardware conversion (e4m3fn) and a threshold ladder over the rounding midpoints (e2m1, whose
+// 0x8 is -0: a zero result keeps the input's sign, spec decision 9). Both are checked against the
+// shared quantizer on every float32 input.
 __device__ __forceinline__ uint32_t code_e4m3fn(float y, bool& clipped) {
   clipped = fabsf(y) > 464.0f;  // the midpoint between 448 and 480 rounds to even, down to 448
   return __nv_cvt_float_to_fp8(y, __NV_SATFINITE, __NV_E4M3);
@@ -183,10 +183,10 @@ __device__ __forceinline__ uint32_t code_e2m1fnuz(float y, bool& clipped) {
   const int k = static_cast<int>(__float_as_uint(fmaf(a, pow2f(1 - q), 0x1.8p23f)) - 0x4B400000u);
   const uint32_t m = static_cast<uint32_t>(min(k + 2 * q, 7));
   clipped = a >= 7.0f;
-  return m ? m | ((__float_as_uint(y) >> 28) & 0x8u) : 0u;
+  return m | ((__float_as_uint(y) >> 28) & 0x8u);
 }
 
-// e2m1 "fnuz" code of RN(x / d) by comparing x with the rounding midpoints times d, thresholds
+// e2m1 code of RN(x / d) by comparing x with the rounding midpoints times d, thresholds
 // rounded toward x's side: for a float x and a real T, x > T exactly when x > RD(T), and x >= T
 // exactly when x >= RU(T). The double quotient the shared path rounds cannot cross or land on a
 // midpoint that the exact quotient does not (x has 24 significant bits, d = s * t at most 28,
@@ -208,13 +208,18 @@ __device__ __forceinline__ E2m1Thresholds e2m1_thresholds(float s, float t) {
   h.t[7] = __fmul_ru(7.0f * s, t);
   return h;
 }
+// Code of a finite x in a group whose scale is zero (NVFP4 tile below the e4m3 range): -0 for
+// negative x, as encode_element keeps the sign; a NaN group's codes are 0.
+__device__ __forceinline__ uint32_t code_e2m1_zero_scale(float x, bool nan_group) {
+  return nan_group ? 0u : ((__float_as_uint(x) >> 28) & 0x8u);
+}
 __device__ __forceinline__ uint32_t code_e2m1fnuz_thr(float x, const E2m1Thresholds& h,
                                                       bool& clipped) {
   const float a = fabsf(x);
   const uint32_t m = (a > h.t[0]) + (a >= h.t[1]) + (a > h.t[2]) + (a >= h.t[3]) + (a > h.t[4]) +
                      (a >= h.t[5]) + (a > h.t[6]);
   clipped = a >= h.t[7];
-  return m ? m | ((__float_as_uint(x) >> 28) & 0x8u) : 0u;
+  return m | ((__float_as_uint(x) >> 28) & 0x8u);
 }
 
 // scalar::select_exponent of a positive finite float a (a double on the host) from the float's
@@ -238,10 +243,8 @@ __device__ __forceinline__ int select_exponent_f32(float a, const scalar::Format
   switch (mode) {
     case scalar::ScaleMode::Ceil:
       return binade + ((m & 0x7FFFFFu) ? 1 : 0);
-    case scalar::ScaleMode::Midmax: {
-      const double mx = scalar::ldexp_int(f.maxr, f.maxe - f.emax);
-      return binade + (static_cast<double>(m) * 0x1p-23 > (mx + 2.0) * 0.5 ? 1 : 0);
-    }
+    case scalar::ScaleMode::Midmax:
+      return binade + (static_cast<double>(m) * 0x1p-23 > scalar::midmax_scaled(f) ? 1 : 0);
     case scalar::ScaleMode::Option3: {
       // The low 29 bits of the double's significand are zero: rounding to mbits >= 23 is exact.
       if (f.mbits >= 23) return binade;
@@ -291,7 +294,7 @@ __device__ __forceinline__ uint32_t code_int8q6(float y, bool& clipped) {
   return (__float_as_uint(t) >> 31) ? (0u - r) & 0xFFu : r;
 }
 
-// e2m1 "fnuz" code of RN(x / d) without a division: y = x * RN(1 / d) in float is within 2^-22 of
+// e2m1 code of RN(x / d) without a division: y = x * RN(1 / d) in float is within 2^-22 of
 // x / d, so the ladder decides exactly unless y lies within 2^-20 of one of its midpoints; those
 // inputs take the exact double quotient.
 __device__ __forceinline__ uint32_t code_e2m1fnuz_div(float x, double d, float inv_f,

@@ -43,7 +43,8 @@ bool is_pow2(int v) {
 }
 
 const std::regex& tile_regex() {
-  static const std::regex re("^t([0-9]{0,6})(s([0-9]{1,6}))?(n([0-9]{1,4})m([0-9]{1,4}))?$");
+  static const std::regex re(
+      "^t([0-9]{0,6})(s([0-9]{1,6}))?(o([0-9]{1,2}))?(n([0-9]{1,4})m([0-9]{1,4}))?$");
   return re;
 }
 
@@ -55,7 +56,7 @@ bool looks_like_tile(const std::string& seg) {
 TileSpec parse_tile(std::string_view text, const std::string& seg) {
   std::smatch mt;
   if (!std::regex_match(seg, mt, tile_regex()))
-    fail(text, seg, "expected a tile t<T>[s<S>][n<N>m<M>] (t or t0 for a channel)");
+    fail(text, seg, "expected a tile t<T>[s<S>[o<K>]][n<N>m<M>] (t or t0 for a channel)");
   TileSpec t;
   auto num = [](const std::string& s) {
     int v = 0;
@@ -64,9 +65,10 @@ TileSpec parse_tile(std::string_view text, const std::string& seg) {
   };
   t.size = mt[1].length() ? num(mt[1]) : 0;
   t.sub = mt[3].matched ? num(mt[3]) : 0;
-  if (mt[4].matched) {
-    t.n = num(mt[5]);
-    t.m = num(mt[6]);
+  t.offset = mt[5].matched ? num(mt[5]) : 0;
+  if (mt[6].matched) {
+    t.n = num(mt[7]);
+    t.m = num(mt[8]);
   }
   if (!t.channel() && (!is_pow2(t.size) || t.size < 2 || t.size > 1024))
     fail(text, seg, "tile size must be a power of two from 2 to 1024 (t or t0 for a channel)");
@@ -76,6 +78,11 @@ TileSpec parse_tile(std::string_view text, const std::string& seg) {
       fail(text, seg, "subtile size must be a power of two smaller than the tile");
   }
   if (mt[4].matched) {
+    if (!mt[3].matched) fail(text, seg, "an exponent offset o<K> needs a subtile s<S> before it");
+    if (t.offset < 1 || t.offset > 2)
+      fail(text, seg, "subtile exponent offsets are 1 or 2 bits (o1 or o2), as in TensorCast");
+  }
+  if (mt[6].matched) {
     if (t.m < 2 || t.m > 256 || !is_pow2(t.m))
       fail(text, seg, "sparsity block M must be a power of two from 2 to 256");
     if (t.n < 1 || t.n >= t.m) fail(text, seg, "sparsity needs 1 <= N < M (keep N of every M)");
@@ -90,6 +97,7 @@ TileSpec parse_tile(std::string_view text, const std::string& seg) {
 std::string TileSpec::str() const {
   std::string s = "t" + std::to_string(size);
   if (sub) s += "s" + std::to_string(sub);
+  if (offset) s += "o" + std::to_string(offset);
   if (m) s += "n" + std::to_string(n) + "m" + std::to_string(m);
   return s;
 }
@@ -189,6 +197,10 @@ DataType DataType::parse_grammar(std::string_view text) {
         sc.second = n;
       ++nspecs;
     }
+    // A subtile written without an offset (t16s2, how MX9 / MX6 / MX4 were spelled before) is a
+    // 1-bit offset: the datatype's meaning and its files stay the same.
+    if (!sc.tiles.empty() && sc.tiles.back().sub && !sc.tiles.back().offset)
+      sc.tiles.back().offset = 1;
     d.scale_ = sc;
   }
   d.validate(text);
@@ -236,7 +248,9 @@ void DataType::validate(std::string_view text) const {
     if (t.sub) {
       if (!sc.scale.is_exponent())
         fail(text, t.str(),
-             "subtiles carry a shared microexponent and need an exponent scale (e.g. e8m0)");
+             "subtiles carry an exponent offset and need an exponent scale (e.g. e8m0)");
+      if (t.offset < 1 || t.offset > 2)
+        fail(text, t.str(), "subtile exponent offsets are 1 or 2 bits (o1 or o2)");
       if (i + 1 != sc.tiles.size())
         fail(text, t.str(), "only the last tile segment may have subtiles");
     }
@@ -312,7 +326,7 @@ double DataType::bits_per_value(int64_t channel_length) const {
   double per_group = sc.scale.bits();
   if (has_zero_point()) per_group += sc.second->bits();
   if (!unknown) bits += per_group / elems;
-  if (const TileSpec* st = subtile()) bits += 1.0 / st->sub;  // one microexponent bit per subtile
+  if (const TileSpec* st = subtile()) bits += static_cast<double>(st->offset) / st->sub;
   return bits;
 }
 
@@ -345,7 +359,9 @@ std::string DataType::describe() const {
   if (sc.tiles.empty()) o << " per tensor";
   auto one = [](const TileSpec& t) {
     std::string s = t.channel() ? std::string("channel") : std::to_string(t.size);
-    if (t.sub) s += " (subtiles of " + std::to_string(t.sub) + " with a shared microexponent)";
+    if (t.sub)
+      s += " (subtiles of " + std::to_string(t.sub) + " with a " + std::to_string(t.offset) +
+           "-bit exponent offset)";
     if (t.m) s += " (" + std::to_string(t.n) + ":" + std::to_string(t.m) + " sparse)";
     return s;
   };

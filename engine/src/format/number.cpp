@@ -58,9 +58,9 @@ constexpr Native kNative[] = {
     {"e4m3b8fnuz", "torch.float8_e4m3fnuz", ""},
     {"e5m2b16fnuz", "torch.float8_e5m2fnuz", ""},
     {"e8m0", "torch.float8_e8m0fnu", "__nv_fp8_e8m0"},
-    {"e2m1", "torch.float4_e2m1fn_x2 (packed pairs)", "__nv_fp4_e2m1"},
-    {"e2m3", "", "__nv_fp6_e2m3"},
-    {"e3m2", "", "__nv_fp6_e3m2"},
+    {"e2m1fnuz", "torch.float4_e2m1fn_x2 (packed pairs)", "__nv_fp4_e2m1"},
+    {"e2m3fnuz", "", "__nv_fp6_e2m3"},
+    {"e3m2fnuz", "", "__nv_fp6_e3m2"},
     {"int8", "torch.int8", "int8_t"},
     {"uint8", "torch.uint8", "uint8_t"},
     {"int16", "torch.int16", "int16_t"},
@@ -110,6 +110,9 @@ const char* to_string(InfNan v) {
 }
 
 NumberSpec NumberSpec::make_float(int ebits, int mbits, int bias, InfNan infnan) {
+  // TensorCast spells the OCP FP6/FP4 element types (and its other formats of at most 6 bits)
+  // fnuz; they have a -0 code and no NaN (spec decision 9).
+  if (infnan == InfNan::FNUZ && 1 + ebits + mbits <= 6) infnan = InfNan::Finite;
   scalar::Format f;
   f.kind = Kind::Float;
   f.infnan = infnan;
@@ -254,6 +257,11 @@ NumberSpec NumberSpec::parse(std::string_view text) {
     bad(text, "unknown suffix '" + std::string(suffix) + "' (expected fn or fnuz)");
   if (e < 1 || e > 8) bad(text, "exponent bits must be between 1 and 8");
   if (m > 23) bad(text, "mantissa bits must be between 0 and 23");
+  // TensorCast writes its integers as one exponent bit with bias 1: e1mYb1fnuz is int(Y+2).
+  if (e == 1 && b == 1 && suffix == "fnuz") {
+    if (m + 2 > 32) bad(text, "integer width must be between 2 and 32 bits");
+    return make_int(m + 2, true);
+  }
   if (m == 0 && mode == InfNan::IEEE) {
     if (b >= 0) bad(text, "an exponent format eXm0 takes no bias");
     return make_exponent(e);
@@ -282,7 +290,8 @@ std::string NumberSpec::name() const {
   std::string s = "e" + std::to_string(f.ebits) + "m" + std::to_string(f.mbits);
   if (f.bias != (1 << (f.ebits - 1)) - 1) s += "b" + std::to_string(f.bias);
   if (f.infnan == InfNan::FN) s += "fn";
-  if (f.infnan == InfNan::FNUZ) s += "fnuz";
+  // Finite formats print in TensorCast's spelling, which means the OCP format up to 6 bits.
+  if (f.infnan == InfNan::FNUZ || (f.infnan == InfNan::Finite && f.bits <= 6)) s += "fnuz";
   if (f.infnan == InfNan::IEEE) {
     for (const Canonical& c : kCanonical)
       if (s == c.spec) return c.name;
@@ -301,7 +310,7 @@ double NumberSpec::min_subnormal() const {
   return std::ldexp(1.0, f_.qmin);
 }
 double NumberSpec::midmax() const {
-  return (max() + std::ldexp(1.0, f_.emax + 1)) / 2;
+  return scalar::midmax_scaled(f_) * std::ldexp(1.0, f_.emax);
 }
 double NumberSpec::eps() const {
   if (is_uint()) return 1.0;

@@ -1,4 +1,5 @@
 #include <cctype>
+#include <utility>
 
 #include "castscope/datatype.hpp"
 
@@ -16,6 +17,7 @@ std::vector<RegistryEntry> build() {
   add("mxfp6e3", "e3m2fnuz_e8m0_t32", mx, "OCP MXFP6 E3M2");
   add("mxfp6e2", "e2m3fnuz_e8m0_t32", mx, "OCP MXFP6 E2M3");
   add("mxfp4e2", "e2m1fnuz_e8m0_t32", mx, "OCP MXFP4 E2M1");
+  add("mxfp5e2", "e2m2fnuz_e8m0_t32", mx, "MXFP5 E2M2 (TensorCast): e8m0 scale per 32 values");
   add("mxint8", "int8_e8m0_t32", mx, "OCP MXINT8: fixed point q/64 with an e8m0 scale per 32");
   add("mxint4", "int4_e8m0_t32", mx, "MXINT4: fixed point q/4 with an e8m0 scale per 32");
   add("bfp16", "int8_e8m0_t8", mx, "block floating point: int8 with an e8m0 scale per 8");
@@ -29,12 +31,17 @@ std::vector<RegistryEntry> build() {
   add("fp8e4_block128", "e4m3fn_float32_t128_t128", nv,
       "FP8 E4M3 with an fp32 scale per 128x128 block");
   const std::string smx = "shared microexponents";
-  add("mx9", "int8_e8m0_t16s2", smx,
+  add("mx9", "int8_e8m0_t16s2o1", smx,
       "MX9: 7-bit magnitudes, 8-bit exponent per 16, 1-bit microexponent per pair");
-  add("mx6", "int5_e8m0_t16s2", smx,
+  add("mx6", "int5_e8m0_t16s2o1", smx,
       "MX6: 4-bit magnitudes, 8-bit exponent per 16, 1-bit microexponent per pair");
-  add("mx4", "int3_e8m0_t16s2", smx,
+  add("mx4", "int3_e8m0_t16s2o1", smx,
       "MX4: 2-bit magnitudes, 8-bit exponent per 16, 1-bit microexponent per pair");
+  const std::string off = "subtile offsets (TensorCast)";
+  for (const char* t : {"s8o1", "s4o1", "s8o2", "s4o2"})
+    add(std::string("e2m1_e32") + t, std::string("e2m1fnuz_e8m0_t32") + t, off,
+        std::string("e2m1, e8m0 scale per 32, subtiles of ") + t[1] + " each " + t[3] +
+            " bit(s) of exponent offset below it");
   const std::string tc = "TCFP";
   add("tcfp8", "tcfp8", tc, "TCFP-8: e4m3fn + e8m0 block scale per 32, chosen at 3 sigma");
   add("tcfp12", "tcfp12", tc, "TCFP-12: e4m3fn + 4-bit residual, two block scales per 32");
@@ -60,6 +67,12 @@ std::vector<RegistryEntry> build() {
       if (std::string(data) == "int16" && std::string(sc.suffix) == "32") continue;
       for (const Letter& s : scales) {
         if (s.c == 'e' && std::string(sc.suffix) == "32") continue;  // that is mxint8 / mxint4
+        // TensorCast's int4_f32 has a 9-bit e5m3 scale (its 'f' for tiles), not float16.
+        if (std::string(data) == "int4" && s.c == 'f' && std::string(sc.suffix) == "32") {
+          add("int4_f32", "int4_e5m3_t32", std::string(sc.group) + " int",
+              "symmetric int4 with an e5m3 scale per 32 (TensorCast's int4_f32)");
+          continue;
+        }
         add(std::string(data) + "_" + s.c + sc.suffix, std::string(data) + "_" + s.spec + sc.tile,
             std::string(sc.group) + " int",
             "symmetric " + std::string(data) + " with a " + s.spec + " scale");
@@ -84,6 +97,22 @@ std::vector<RegistryEntry> build() {
     add(std::string(f) + "_e", std::string(f) + "_e8m0", "tensor-scaled float",
         std::string(f) + " with one e8m0 scale per tensor");
 
+  // TensorCast's own names for the same families, with its meanings (tcast/__init__.py): 'z' is
+  // an fnuz format, 'f' a 9-bit e5m3 scale, 'e32' an e8m0 scale per 32, e1mYb1 the integer
+  // int(Y+2). Its uint8_* names build uint16 there, a slip: here they mean uint8 (above).
+  const std::string tcn = "TensorCast names";
+  const std::pair<const char*, const char*> tensorcast[] = {
+      {"e5m2z_e", "e5m2fnuz_e8m0"},      {"e4m3_e", "e4m3fn_e8m0"},
+      {"e4m3z_e", "e4m3fnuz_e8m0"},      {"e3m2_e", "e3m2fnuz_e8m0"},
+      {"e2m3_e", "e2m3fnuz_e8m0"},       {"uint4_f12i432", "uint4_e5m6_int4_t32"},
+      {"e1m6b1_e32", "int8_e8m0_t32"},   {"e1m2b1_e32", "int4_e8m0_t32"},
+      {"e1m2b1_f32", "int4_e5m3_t32"},   {"e2m1_f32", "e2m1fnuz_e5m3_t32"},
+      {"e3m2_f32", "e3m2fnuz_e5m3_t32"}, {"e2m3_f32", "e2m3fnuz_e5m3_t32"},
+      {"e4m3_f32", "e4m3fn_e5m3_t32"},
+  };
+  for (const auto& [name, spec] : tensorcast)
+    add(name, spec, tcn, std::string("TensorCast's ") + name + ": " + spec);
+
   const std::string un = "unscaled";
   add("float32", "float32", un, "IEEE binary32");
   add("float16", "float16", un, "IEEE binary16");
@@ -92,10 +121,13 @@ std::vector<RegistryEntry> build() {
   add("float8_e5m2", "e5m2", un, "FP8 E5M2 (OCP / NVIDIA), IEEE-like");
   add("float8_e4m3fnuz", "e4m3b8fnuz", un, "FP8 E4M3 FNUZ (Graphcore / AMD), bias 8, max 240");
   add("float8_e5m2fnuz", "e5m2b16fnuz", un, "FP8 E5M2 FNUZ, bias 16");
-  add("e3m2fnuz", "e3m2fnuz", un, "FP6 E3M2 as TensorCast spells it (-0 code is NaN)");
-  add("e2m3fnuz", "e2m3fnuz", un, "FP6 E2M3 as TensorCast spells it (-0 code is NaN)");
-  add("e2m1fnuz", "e2m1fnuz", un, "FP4 E2M1 as TensorCast spells it (-0 code is NaN)");
-  add("e2m1", "e2m1", un, "FP4 E2M1 as OCP defines it: no NaN, no Inf, -0 kept");
+  add("binary8p3", "e5m2b16fnuz", un, "IEEE P3109 binary8p3 (TensorCast): e5m2, bias 16, fnuz");
+  add("binary8p4", "e4m3b8fnuz", un, "IEEE P3109 binary8p4 (TensorCast): e4m3, bias 8, fnuz");
+  add("binary8p5", "e3m4b4fnuz", un, "IEEE P3109 binary8p5 (TensorCast): e3m4, bias 4, fnuz");
+  add("e3m2fnuz", "e3m2fnuz", un, "OCP FP6 E3M2 (TensorCast's spelling): no NaN, no Inf, -0 kept");
+  add("e2m3fnuz", "e2m3fnuz", un, "OCP FP6 E2M3 (TensorCast's spelling): no NaN, no Inf, -0 kept");
+  add("e2m1fnuz", "e2m1fnuz", un, "OCP FP4 E2M1 (TensorCast's spelling): no NaN, no Inf, -0 kept");
+  add("e2m1", "e2m1fnuz", un, "OCP FP4 E2M1: no NaN, no Inf, -0 kept");
   return r;
 }
 

@@ -27,8 +27,8 @@ bool axis_is_last(const CastOptions& o, const Shape& s) {
 }
 
 // Unpacked e2m1 codes (one per byte) to two per byte along the last axis, element 2i low.
-// e2m1fnuz codes never hold 0x8 (its NaN; scaled casts put NaN in the scale), so every nibble
-// written is a valid OCP E2M1 code with the same value.
+// e2m1 codes (TensorCast's e2m1fnuz included, spec decision 9) are OCP E2M1 codes with the
+// same values; only a true fnuz format would have a NaN at 0x8 that E2M1 cannot hold.
 Tensor pack_e2m1(const Tensor& codes, bool fnuz) {
   const Shape& s = codes.shape();
   const int64_t last = s.back();

@@ -19,6 +19,7 @@ struct ComposerState {
   int scale_fmt = 0;   // index into scale_formats()
   int second_fmt = 0;  // 0: none; zero-point format for uint data, tensor scale otherwise
   int tile = 32, tile2 = 32, sub = 0, sp_n = 0, sp_m = 0;
+  int offset = 1;  // bits of each subtile's exponent offset (t<T>s<S>o<K>)
   // Cast options.
   Round round = Round::Even;
   ScaleMode scale_mode = ScaleMode::Floor;
