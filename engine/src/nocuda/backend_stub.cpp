@@ -48,8 +48,14 @@ DeviceTensor DeviceTensor::empty(DType, Shape, bool) {
 DeviceTensor DeviceTensor::upload(const Tensor&) {
   no_cuda("device tensor");
 }
+DeviceTensor DeviceTensor::borrow(DType, Shape, std::shared_ptr<void>, void*) {
+  no_cuda("device tensor");
+}
 Tensor DeviceTensor::download() const {
   no_cuda("device tensor");
+}
+TransferCounters transfer_counters() {
+  return {};
 }
 DeviceTensor DeviceTensor::reshaped(Shape) const {
   no_cuda("device tensor");
