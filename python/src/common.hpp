@@ -7,9 +7,10 @@
 
 #include <chrono>
 #include <exception>
+#include <functional>
+#include <memory>
 #include <future>
 #include <string>
-#include <thread>
 
 #include "castscope/cast.hpp"
 #include "castscope/cuda_stats.hpp"
@@ -39,16 +40,27 @@ gpu::DeviceTensor device_tensor(const Input& in);  // borrows the array's device
 nb::object to_python(const Tensor& t, Framework fw);
 nb::object to_python(const gpu::DeviceTensor& t, Framework fw, int device_id);
 
-// Runs fn on a worker thread while this thread, holding the GIL only briefly, polls for signals
-// every 50 ms. A signal handler that raises (Ctrl+C) sets job.cancel; the engine then stops at
-// its next check and the Python exception propagates. `progress` (a Python callable or None) is
-// called with each new, larger fraction, under the GIL, from the engine thread that reports it;
-// an exception from it cancels the job the same way.
+// The engine thread: one long-lived thread that runs every long call, so that the GIL stays free
+// and the CUDA backend's per-thread stream (and the memory it frees in stream order) outlives
+// each call. post() queues a task; on_engine_thread() tells a nested call (an export's progress
+// callback that casts) to run inline instead of waiting on itself.
+void post(std::function<void()> task);
+bool on_engine_thread();
+
+// Runs fn on the engine thread while this thread, holding the GIL only briefly, polls for
+// signals every 50 ms. A signal handler that raises (Ctrl+C) sets job.cancel; the engine then
+// stops at its next check and the Python exception propagates. `progress` (a Python callable or
+// None) is called with each new, larger fraction, under the GIL, from the engine thread that
+// reports it; an exception from it cancels the job the same way.
 template <class F>
 auto run_job(JobControl& job, nb::handle progress, F&& fn) -> decltype(fn()) {
   using R = decltype(fn());
-  std::packaged_task<R()> task(std::forward<F>(fn));
-  std::future<R> done = task.get_future();
+  if (on_engine_thread()) {
+    nb::gil_scoped_release release;
+    return fn();
+  }
+  auto task = std::make_shared<std::packaged_task<R()>>(std::forward<F>(fn));
+  std::future<R> done = task->get_future();
   std::exception_ptr py_error;  // guarded by the GIL
   double reported = -1;         // guarded by the GIL
   const bool has_progress = progress.is_valid() && !progress.is_none();
@@ -66,7 +78,7 @@ auto run_job(JobControl& job, nb::handle progress, F&& fn) -> decltype(fn()) {
     };
   {
     nb::gil_scoped_release release;
-    std::thread worker(std::move(task));
+    post([task] { (*task)(); });
     while (done.wait_for(std::chrono::milliseconds(50)) != std::future_status::ready) {
       nb::gil_scoped_acquire acquire;
       if (!py_error && PyErr_CheckSignals() != 0) {
@@ -74,7 +86,6 @@ auto run_job(JobControl& job, nb::handle progress, F&& fn) -> decltype(fn()) {
         job.cancel = true;
       }
     }
-    worker.join();
   }
   job.on_progress = nullptr;
   if (py_error) std::rethrow_exception(py_error);

@@ -100,7 +100,9 @@ PyCastResult do_cast(nb::ndarray<nb::c_contig> x, const DataType& dtype, const s
     const gpu::DeviceTensor dx = device_tensor(in);
     // Actual / compressed device results carry their values so that upcast() stays on the GPU.
     r.dev = run_job(job, nb::none(), [&] {
-      return settle(gpu::cast(dx, dtype, o, o.mode != CastMode::Virtual), o);
+      gpu::DeviceCastResult d = settle(gpu::cast(dx, dtype, o, o.mode != CastMode::Virtual), o);
+      gpu::synchronize();
+      return d;
     });
   } else {
     const Tensor hx = host_tensor(in);

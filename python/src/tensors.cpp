@@ -1,6 +1,10 @@
 // Tensors across the language boundary without copies: inputs are borrowed for the duration of
 // a call, results are handed out with a capsule that owns the engine's storage.
+#include <condition_variable>
+#include <deque>
 #include <memory>
+#include <mutex>
+#include <thread>
 
 #include "common.hpp"
 
@@ -134,6 +138,53 @@ Tensor host_tensor(const Input& in) {
 gpu::DeviceTensor device_tensor(const Input& in) {
   return gpu::DeviceTensor::borrow(in.dtype, in.shape, std::make_shared<int>(0),
                                    const_cast<void*>(in.array.data()));
+}
+
+namespace {
+
+struct EngineThread {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<std::function<void()>> tasks;
+  std::thread::id id;
+};
+
+EngineThread& engine_thread() {
+  // Never destroyed: the thread waits for work until the process exits.
+  static EngineThread* t = [] {
+    auto* e = new EngineThread;
+    std::thread worker([e] {
+      for (;;) {
+        std::function<void()> task;
+        {
+          std::unique_lock<std::mutex> lock(e->mu);
+          e->cv.wait(lock, [e] { return !e->tasks.empty(); });
+          task = std::move(e->tasks.front());
+          e->tasks.pop_front();
+        }
+        task();
+      }
+    });
+    e->id = worker.get_id();
+    worker.detach();
+    return e;
+  }();
+  return *t;
+}
+
+}  // namespace
+
+void post(std::function<void()> task) {
+  EngineThread& e = engine_thread();
+  {
+    std::lock_guard<std::mutex> lock(e.mu);
+    e.tasks.push_back(std::move(task));
+  }
+  e.cv.notify_one();
+}
+
+bool on_engine_thread() {
+  return std::this_thread::get_id() == engine_thread().id;
 }
 
 nb::object to_python(const Tensor& t, Framework fw) {

@@ -72,6 +72,9 @@ struct TransferCounters {
   uint64_t upload_bytes = 0, download_bytes = 0;
 };
 TransferCounters transfer_counters();
+// Waits until the engine's device work queued by the calling thread is done: results handed to
+// another library are complete (a cast may still be permuting its outputs when it returns).
+void synchronize();
 
 // Casts a device tensor (F32 / F16 / BF16 / F64). with_values: in Actual / Compress mode also
 // write the float32 values (what upcast would give), for statistics next to the codes.

@@ -152,6 +152,10 @@ TransferCounters transfer_counters() {
   return c;
 }
 
+void synchronize() {
+  CS_CUDA(cudaStreamSynchronize(detail::stream()));
+}
+
 DeviceTensor DeviceTensor::borrow(DType dtype, Shape shape, std::shared_ptr<void> owner,
                                   void* data) {
   for (int64_t d : shape)
