@@ -74,7 +74,16 @@ def _prepare(x: Any, what: str):
             torch.cuda.current_stream(t.device).synchronize()
         return t, "", "torch"
     if hasattr(x, "__dlpack__") and not isinstance(x, np.ndarray):
-        return x, "", "numpy"
+        # Other DLPack producers (CuPy, JAX, ...): host memory through numpy, device memory
+        # through PyTorch, both without a copy; results come back in that framework.
+        if x.__dlpack_device__()[0] == 1:
+            x = np.from_dlpack(x)
+        else:
+            try:
+                import torch
+            except ImportError:
+                raise Error(f"{what} is device memory; PyTorch is needed to hand it over") from None
+            return _prepare(torch.from_dlpack(x), what)
     a = np.asarray(x)
     if a.dtype.name == "bfloat16":  # ml_dtypes: no DLPack / buffer code, so pass the bits
         return np.ascontiguousarray(a).view(np.uint16), "bfloat16", "numpy"

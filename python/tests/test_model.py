@@ -95,3 +95,14 @@ def test_gemm_where_no_gpu():
         assert reason
         with pytest.raises(castscope.Error):
             castscope.gemm("bf16", 64, 64, 64)
+
+
+def test_progress_callback_may_call_the_engine(checkpoint, tmp_path, rng):
+    # The callback runs while the export holds the engine thread: a cast inside it runs inline.
+    path, _ = checkpoint
+    x = rng.standard_normal((4, 64), dtype=np.float32)
+    ref = castscope.cast(x, "mxfp4e2")
+    seen = []
+    castscope.export(path, tmp_path / "out.safetensors", plan="nvfp4",
+                     progress=lambda f: seen.append(castscope.cast(x, "mxfp4e2")))
+    assert seen and all(np.array_equal(s, ref) for s in seen)

@@ -66,3 +66,20 @@ def test_torchao_mx_agrees(rng, name, elem):
     assert same_bits(ours, ref)
     r = castscope.cast(x, name, mode="compress")
     assert torch.equal(r.scale.flatten(), scale.view(torch.uint8).flatten())
+
+
+def test_other_dlpack_producers(rng):
+    # A DLPack object that is neither numpy nor torch: host memory comes back as numpy.
+    class Producer:
+        def __init__(self, t):
+            self.t = t
+
+        def __dlpack__(self, **kw):
+            return self.t.__dlpack__(**kw)
+
+        def __dlpack_device__(self):
+            return self.t.__dlpack_device__()
+
+    x = sample(rng, (8, 64))
+    q = castscope.cast(Producer(x), "mxfp6e3")
+    assert isinstance(q, np.ndarray) and same_bits(torch.from_numpy(q), castscope.cast(x, "mxfp6e3"))
