@@ -66,6 +66,8 @@ def _prepare(x: Any, what: str):
         import torch
 
         t = x.detach()
+        if t.device.type not in ("cpu", "cuda"):
+            raise Error(f"{what} is on device '{t.device}'; cast takes CPU and CUDA tensors")
         if not t.is_contiguous():
             t = t.contiguous()
         if t.is_cuda:

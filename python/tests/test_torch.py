@@ -83,3 +83,8 @@ def test_other_dlpack_producers(rng):
     x = sample(rng, (8, 64))
     q = castscope.cast(Producer(x), "mxfp6e3")
     assert isinstance(q, np.ndarray) and same_bits(torch.from_numpy(q), castscope.cast(x, "mxfp6e3"))
+
+
+def test_unsupported_device_is_an_error():
+    with pytest.raises(castscope.Error, match="meta"):
+        castscope.cast(torch.zeros(4, 32, device="meta"), "mxfp4e2")
