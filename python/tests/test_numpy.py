@@ -235,3 +235,25 @@ def test_python_threads_share_the_engine(rng):
     with ThreadPoolExecutor(4) as pool:
         outs = list(pool.map(lambda x: castscope.cast(x, "nvfp4"), xs))
     assert all(bits(a) == bits(b) for a, b in zip(outs, refs))
+
+
+def test_long_calls_release_the_gil(rng):
+    # A Python thread keeps running while the engine works: the cast does not hold the GIL.
+    x = rng.standard_normal(8 << 20, dtype=np.float32)
+    ticks = 0
+    done = threading.Event()
+
+    def spin():
+        nonlocal ticks
+        while not done.is_set():
+            ticks += 1
+            time.sleep(0.001)
+
+    t = threading.Thread(target=spin)
+    t.start()
+    t0 = time.perf_counter()
+    castscope.cast(x, "mx9", threads=1)
+    elapsed = time.perf_counter() - t0
+    done.set()
+    t.join()
+    assert ticks >= min(20, 100 * elapsed), (ticks, elapsed)
