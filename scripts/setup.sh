@@ -21,6 +21,10 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 # The interop test decodes CastScope's exports with numpy + safetensors, independently of C++.
 python3 -c "import numpy, safetensors" 2>/dev/null || python3 -m pip install -q numpy safetensors
+# The Python package: its build backend and binding library, and its tests (torch and torchao
+# are optional there: their tests run where they are installed).
+python3 -c "import scikit_build_core, nanobind, pytest, ml_dtypes" 2>/dev/null ||
+  PIP_BREAK_SYSTEM_PACKAGES=1 python3 -m pip install -q scikit-build-core nanobind pytest ml_dtypes
 # nvcc ships with the CUDA toolkit under /usr/local/cuda when it is installed.
 if [ -x /usr/local/cuda/bin/nvcc ] && ! command -v nvcc >/dev/null; then
   echo "note: add /usr/local/cuda/bin to PATH to build the CUDA backend"

@@ -2,13 +2,14 @@
 # Configure (GUI off), build, and run the GPU tests, castscope-bench and compute-sanitizer
 # (memcheck + racecheck over a reduced test filter) on a machine with an NVIDIA GPU.
 # Logs go to $OUT (default ./gpu-logs); a short table is printed last.
-#   STEPS="build test bench memcheck racecheck"   which steps to run (default: all)
+#   STEPS="build test bench memcheck racecheck python"   which steps to run (default: all;
+#   python: the Python package's pytest suite with CUDA tensors, where nanobind and torch import)
 #   BUILD_DIR=build-device  JOBS=$(nproc)  BENCH_ARGS=""  SAN_FILTER=...
 set -u -o pipefail
 OUT=${OUT:-$PWD/gpu-logs}
 B=${BUILD_DIR:-build-device}
 JOBS=${JOBS:-$(nproc)}
-STEPS=${STEPS:-"build test bench memcheck racecheck"}
+STEPS=${STEPS:-"build test bench memcheck racecheck python"}
 SAN_FILTER=${SAN_FILTER:-"GpuCast.AxesTwoDTilesSparsityAndSubtiles:GpuCast.InputDtypes:GpuCast.OverflowIeeeAndUnscaledFormats:GpuCast.BadInputsAreErrors:GpuStats.*:GpuGemm.*"}
 mkdir -p "$OUT"
 declare -A RESULT
@@ -17,9 +18,12 @@ now() { date +%s; }
 
 if has build; then
   t0=$(now)
+  PY=()
+  if has python && python3 -c "import nanobind, torch" 2>/dev/null; then PY=(-DCASTSCOPE_PYTHON=ON _core); fi
   cmake -S . -B "$B" -G Ninja -DCASTSCOPE_GUI=OFF -DCASTSCOPE_ONNX=OFF -DCMAKE_BUILD_TYPE=Release \
-    >"$OUT/configure.log" 2>&1 &&
-    ninja -C "$B" -k 0 -j"$JOBS" castscope_test_gpu castscope-bench castscope-cli >"$OUT/build.log" 2>&1
+    ${PY[0]:-} >"$OUT/configure.log" 2>&1 &&
+    ninja -C "$B" -k 0 -j"$JOBS" castscope_test_gpu castscope-bench castscope-cli ${PY[1]:-} \
+      >"$OUT/build.log" 2>&1
   rc=$?
   RESULT[build]="rc=$rc $(( $(now) - t0 ))s"
   if [ $rc -ne 0 ]; then
@@ -55,9 +59,21 @@ for tool in memcheck racecheck; do
   RESULT[$tool]="rc=$rc $(( $(now) - t0 ))s $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/$tool.log" | tail -1)"
 done
 
+if has python; then
+  t0=$(now)
+  if [ -d "$B/python/castscope" ]; then
+    PYTHONPATH="$B/python" CASTSCOPE_CLI="$B/app/castscope-cli" python3 -m pytest -q \
+      -p no:cacheprovider python/tests >"$OUT/python.log" 2>&1
+    rc=$?
+    RESULT[python]="rc=$rc $(( $(now) - t0 ))s $(tail -1 "$OUT/python.log")"
+  else
+    RESULT[python]="skipped: nanobind or torch not importable here"
+  fi
+fi
+
 echo
 echo "step       result"
-for s in build test bench memcheck racecheck; do
+for s in build test bench memcheck racecheck python; do
   [ -n "${RESULT[$s]:-}" ] && printf '%-10s %s\n' "$s" "${RESULT[$s]}"
 done
 exit 0

@@ -31,6 +31,9 @@ class DeviceTensor {
   // Uninitialised storage; zeroed when `zero` is set. Throws Error when out of GPU memory.
   static DeviceTensor empty(DType dtype, Shape shape, bool zero = false);
   static DeviceTensor upload(const Tensor& host);
+  // Device memory owned elsewhere (e.g. a framework's tensor): `owner` keeps it alive while any
+  // copy of the result exists. The memory must be on the current device.
+  static DeviceTensor borrow(DType dtype, Shape shape, std::shared_ptr<void> owner, void* data);
   Tensor download() const;
 
   DType dtype() const { return dtype_; }
@@ -61,6 +64,17 @@ struct DeviceCastResult {
   // The host result, exactly what castscope::cast returns for the same input and options.
   CastResult download() const;
 };
+
+// Tensor-sized copies between host and device made through upload() / download() since the
+// process started: what callers check to see that a device cast made no host round trip.
+struct TransferCounters {
+  uint64_t uploads = 0, downloads = 0;
+  uint64_t upload_bytes = 0, download_bytes = 0;
+};
+TransferCounters transfer_counters();
+// Waits until the engine's device work queued by the calling thread is done: results handed to
+// another library are complete (a cast may still be permuting its outputs when it returns).
+void synchronize();
 
 // Casts a device tensor (F32 / F16 / BF16 / F64). with_values: in Actual / Compress mode also
 // write the float32 values (what upcast would give), for statistics next to the codes.

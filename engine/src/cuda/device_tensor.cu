@@ -1,5 +1,6 @@
 // Device memory: a stream-ordered pool (freed blocks are kept for the next cast of the same size),
 // DeviceTensor, and the axis permutation kernel used to bring tile axes last on the device.
+#include <atomic>
 #include <cstring>
 #include <mutex>
 
@@ -138,8 +139,49 @@ DeviceTensor DeviceTensor::empty(DType dtype, Shape shape, bool zero) {
   return t;
 }
 
+namespace {
+std::atomic<uint64_t> g_uploads{0}, g_downloads{0}, g_upload_bytes{0}, g_download_bytes{0};
+}  // namespace
+
+TransferCounters transfer_counters() {
+  TransferCounters c;
+  c.uploads = g_uploads.load();
+  c.downloads = g_downloads.load();
+  c.upload_bytes = g_upload_bytes.load();
+  c.download_bytes = g_download_bytes.load();
+  return c;
+}
+
+void synchronize() {
+  CS_CUDA(cudaStreamSynchronize(detail::stream()));
+}
+
+DeviceTensor DeviceTensor::borrow(DType dtype, Shape shape, std::shared_ptr<void> owner,
+                                  void* data) {
+  for (int64_t d : shape)
+    if (d < 0) throw Error("negative dimension in shape " + shape_str(shape));
+  if (!data && castscope::numel(shape) > 0) throw Error("cannot borrow a null device pointer");
+  cudaPointerAttributes attr{};
+  if (data &&
+      (cudaPointerGetAttributes(&attr, data) != cudaSuccess || attr.type != cudaMemoryTypeDevice)) {
+    cudaGetLastError();
+    throw Error("cannot borrow memory that is not on a CUDA device");
+  }
+  int dev = 0;
+  if (data && cudaGetDevice(&dev) == cudaSuccess && attr.device != dev)
+    throw Error("the tensor is on CUDA device " + std::to_string(attr.device) +
+                ", the engine runs on device " + std::to_string(dev));
+  DeviceTensor t;
+  t.dtype_ = dtype;
+  t.shape_ = std::move(shape);
+  t.mem_ = std::shared_ptr<void>(std::move(owner), data);
+  return t;
+}
+
 DeviceTensor DeviceTensor::upload(const Tensor& host) {
   if (!host) throw Error("cannot upload an undefined tensor");
+  g_uploads++;
+  g_upload_bytes += host.nbytes();
   DeviceTensor t = empty(host.dtype(), host.shape());
   CS_CUDA(cudaMemcpyAsync(t.mutable_data(), host.data(), host.nbytes(), cudaMemcpyHostToDevice,
                           detail::stream()));
@@ -149,6 +191,8 @@ DeviceTensor DeviceTensor::upload(const Tensor& host) {
 
 Tensor DeviceTensor::download() const {
   if (!mem_) return Tensor();
+  g_downloads++;
+  g_download_bytes += nbytes();
   Tensor h = Tensor::empty(dtype_, shape_);
   CS_CUDA(cudaMemcpyAsync(h.mutable_data(), data(), nbytes(), cudaMemcpyDeviceToHost,
                           detail::stream()));

@@ -48,9 +48,16 @@ DeviceTensor DeviceTensor::empty(DType, Shape, bool) {
 DeviceTensor DeviceTensor::upload(const Tensor&) {
   no_cuda("device tensor");
 }
+DeviceTensor DeviceTensor::borrow(DType, Shape, std::shared_ptr<void>, void*) {
+  no_cuda("device tensor");
+}
 Tensor DeviceTensor::download() const {
   no_cuda("device tensor");
 }
+TransferCounters transfer_counters() {
+  return {};
+}
+void synchronize() {}
 DeviceTensor DeviceTensor::reshaped(Shape) const {
   no_cuda("device tensor");
 }

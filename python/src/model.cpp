@@ -1,0 +1,156 @@
+// Models opened lazily, exports with progress and cancellation, and GEMM timings.
+#include <nanobind/stl/map.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/shared_ptr.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <memory>
+
+#include "castscope/export.hpp"
+#include "castscope/io.hpp"
+#include "castscope/matmul.hpp"
+#include "common.hpp"
+
+namespace castscope::py {
+
+using namespace nb::literals;
+
+namespace {
+
+nb::dict export_dict(const ExportReport& r) {
+  nb::list tensors;
+  for (const ExportedTensor& t : r.tensors) {
+    nb::dict d;
+    d["name"] = t.name;
+    d["dtype"] = t.dtype;
+    d["shape"] = t.shape;
+    d["bytes_in"] = t.bytes_in;
+    d["bytes_out"] = t.bytes_out;
+    tensors.append(d);
+  }
+  nb::dict d;
+  d["tensors"] = tensors;
+  d["bytes_in"] = r.bytes_in;
+  d["bytes_out"] = r.bytes_out;
+  d["files"] = r.files;
+  return d;
+}
+
+GemmKind parse_gemm_kind(const std::string& s) {
+  for (GemmKind k :
+       {GemmKind::BF16, GemmKind::FP8, GemmKind::FP8Block, GemmKind::TCFP12, GemmKind::TCFP16})
+    if (s == to_string(k)) return k;
+  throw Error("unknown GEMM kind '" + s + "' (bf16, fp8, fp8-block, tcfp12, tcfp16)");
+}
+
+}  // namespace
+
+void bind_model(nb::module_& m) {
+  nb::class_<io::TensorInfo>(m, "TensorInfo", "A model tensor's entry, read from headers only.")
+      .def_ro("name", &io::TensorInfo::name)
+      .def_ro("dtype", &io::TensorInfo::dtype, "Stored dtype: BF16, F8_E4M3, Q4_0, float32, ...")
+      .def_ro("shape", &io::TensorInfo::shape)
+      .def_ro("nbytes", &io::TensorInfo::nbytes)
+      .def_ro("file", &io::TensorInfo::file)
+      .def("__repr__", [](const io::TensorInfo& t) {
+        return "TensorInfo('" + t.name + "', " + t.dtype + ", " + shape_str(t.shape) + ")";
+      });
+
+  nb::class_<io::Model>(m, "_Model")
+      .def_prop_ro("path", &io::Model::path)
+      .def_prop_ro("format", &io::Model::format)
+      .def_prop_ro("tensors", &io::Model::tensors)
+      .def(
+          "_load",
+          [](const io::Model& model, const std::string& name, bool raw, const std::string& fw) {
+            if (!model.find(name))
+              throw Error("'" + model.path() + "' has no tensor '" + name + "'");
+            JobControl job;
+            const Tensor t = run_job(job, nb::none(),
+                                     [&] { return raw ? model.load_raw(name) : model.load(name); });
+            return to_python(t, fw == "torch" ? Framework::Torch : Framework::Numpy);
+          },
+          "name"_a, "raw"_a, "framework"_a);
+
+  m.def(
+      "_open_model",
+      [](const std::string& path) {
+        JobControl job;
+        std::shared_ptr<io::Model> model = run_job(
+            job, nb::none(), [&] { return std::shared_ptr<io::Model>(io::open_model(path)); });
+        return model;
+      },
+      "path"_a);
+
+  m.def(
+      "_export",
+      [](const io::Model& model, const std::string& out, const std::string& plan_kind,
+         const std::string& plan, const std::string& layout, const std::string& round,
+         const std::string& scale_mode, uint64_t seed, int axis, const std::string& device,
+         const std::string& config_path, const std::map<std::string, std::string>& metadata,
+         nb::handle progress) {
+        ExportPlan p;
+        if (plan_kind == "json")
+          p = parse_plan(plan, "<plan>");
+        else if (plan_kind == "file")
+          p = load_plan(plan);
+        else
+          p = plan_for_dtype(plan);
+        ExportOptions o;
+        o.layout = parse_layout(layout);
+        o.cast.round = parse_round(round);
+        o.cast.scale_mode = parse_scale_mode(scale_mode);
+        o.cast.seed = seed;
+        o.cast.axis = axis;
+        o.cast.device = parse_device(device);
+        o.config_path = config_path;
+        // As castscope-cli export records it, so both write the same file.
+        o.metadata["castscope.plan"] = plan_to_json(p);
+        for (const auto& [k, v] : metadata) o.metadata[k] = v;
+        JobControl job;
+        const ExportReport r =
+            run_job(job, progress, [&] { return export_model(model, out, p, o, &job); });
+        return export_dict(r);
+      },
+      "model"_a, "out"_a, "plan_kind"_a, "plan"_a, "layout"_a, "round"_a, "scale_mode"_a, "seed"_a,
+      "axis"_a, "device"_a, "config_path"_a, "metadata"_a, "progress"_a.none());
+
+  m.def(
+      "gemm_available",
+      [] {
+        std::string reason;
+        const bool ok = gemm_available(&reason);
+        return std::make_pair(ok, reason);
+      },
+      "(available, reason): whether GEMMs can run here.");
+  m.def(
+      "_gemm",
+      [](const std::string& kind, int mm, int n, int k, uint64_t seed, int warmup, int iters,
+         bool check) {
+        GemmOptions o;
+        o.m = mm;
+        o.n = n;
+        o.k = k;
+        o.seed = seed;
+        o.warmup = warmup;
+        o.iters = iters;
+        o.check = check;
+        const GemmKind gk = parse_gemm_kind(kind);
+        JobControl job;
+        const GemmResult r = run_job(job, nb::none(), [&] { return run_gemm(gk, o, &job); });
+        nb::dict d;
+        d["kind"] = to_string(r.kind);
+        d["m"] = r.m;
+        d["n"] = r.n;
+        d["k"] = r.k;
+        d["ms"] = r.ms;
+        d["tflops"] = r.tflops;
+        d["rel_error"] = r.rel_error;
+        d["note"] = r.note;
+        return d;
+      },
+      "kind"_a, "m"_a, "n"_a, "k"_a, "seed"_a, "warmup"_a, "iters"_a, "check"_a);
+}
+
+}  // namespace castscope::py

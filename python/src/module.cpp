@@ -1,0 +1,377 @@
+// castscope._core: the engine's datatypes, casts and statistics for Python. The public API, with
+// its argument handling for numpy and PyTorch, lives in castscope/__init__.py.
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <optional>
+
+#include "castscope/datatype.hpp"
+#include "castscope/io.hpp"
+#include "castscope/metrics.hpp"
+#include "common.hpp"
+
+namespace castscope::py {
+
+void bind_model(nb::module_& m);  // model.cpp
+
+namespace {
+
+using namespace nb::literals;
+
+const char* family_name(Family f) {
+  switch (f) {
+    case Family::TCFP8:
+      return "tcfp8";
+    case Family::TCFP12:
+      return "tcfp12";
+    case Family::TCFP16:
+      return "tcfp16";
+    default:
+      return "standard";
+  }
+}
+
+// A cast's outputs, on the host or (for a CUDA input) on the device they were computed on.
+struct PyCastResult {
+  std::optional<CastResult> host;
+  std::optional<gpu::DeviceCastResult> dev;
+  Framework fw = Framework::Numpy;
+  int device_id = 0;
+
+  const DataType& dtype() const { return host ? host->dtype : dev->dtype; }
+  CastMode mode() const { return host ? host->mode : dev->mode; }
+  const Shape& shape() const { return host ? host->shape : dev->shape; }
+  const CastCounts& counts() const { return host ? host->counts : dev->counts; }
+  nb::object part(Tensor CastResult::*hm, gpu::DeviceTensor gpu::DeviceCastResult::*dm) const {
+    if (host) return to_python((*host).*hm, fw);
+    return to_python((*dev).*dm, fw, device_id);
+  }
+  CastResult on_host() const { return host ? *host : dev->download(); }
+};
+
+// Device results in the layout that was asked for: the kernels pack 3- and 4-bit codes with an
+// even last axis on the device; other compressed layouts are packed by the host packer and moved
+// back, so that every backend hands out the same bits.
+gpu::DeviceCastResult settle(gpu::DeviceCastResult r, const CastOptions& o) {
+  if (o.mode != CastMode::Compress || r.mode == CastMode::Compress) return r;
+  gpu::DeviceTensor values = r.values;
+  CastResult h = r.download();
+  gpu::DeviceCastResult p = r;
+  p.mode = CastMode::Compress;
+  p.options.mode = CastMode::Compress;
+  auto up = [](const Tensor& t) { return t ? gpu::DeviceTensor::upload(t) : gpu::DeviceTensor(); };
+  p.codes = up(h.codes);
+  p.scale = up(h.scale);
+  p.zero = up(h.zero);
+  p.tenscale = up(h.tenscale);
+  p.meta = up(h.meta);
+  p.mask = up(h.mask);
+  p.residual = up(h.residual);
+  p.residual_scale = up(h.residual_scale);
+  p.values = values;
+  return p;
+}
+
+PyCastResult do_cast(nb::ndarray<nb::c_contig> x, const DataType& dtype, const std::string& round,
+                     const std::string& scale_mode, const std::string& overflow, uint64_t seed,
+                     int axis, const std::string& mode, const std::string& device, bool tcfp_absmax,
+                     int threads, const std::string& as_dtype, const std::string& framework) {
+  CastOptions o;
+  o.round = parse_round(round);
+  o.scale_mode = parse_scale_mode(scale_mode);
+  o.overflow = parse_overflow(overflow);
+  o.seed = seed;
+  o.axis = axis;
+  o.mode = parse_cast_mode(mode);
+  o.device = parse_device(device);
+  o.tcfp_nf_aware = !tcfp_absmax;
+  o.threads = threads;
+  const Input in = read_input(std::move(x), as_dtype, "the input tensor");
+  PyCastResult r;
+  r.fw = framework == "torch" ? Framework::Torch : Framework::Numpy;
+  r.device_id = in.device_id;
+  JobControl job;
+  o.job = &job;
+  if (in.cuda) {
+    if (o.device == Device::CPU)
+      throw Error("device='cpu' was asked for a CUDA tensor; move it to the host first");
+    const gpu::DeviceTensor dx = device_tensor(in);
+    // Actual / compressed device results carry their values so that upcast() stays on the GPU.
+    r.dev = run_job(job, nb::none(), [&] {
+      gpu::DeviceCastResult d = settle(gpu::cast(dx, dtype, o, o.mode != CastMode::Virtual), o);
+      gpu::synchronize();
+      return d;
+    });
+  } else {
+    const Tensor hx = host_tensor(in);
+    r.host = run_job(job, nb::none(), [&] { return cast(hx, dtype, o); });
+  }
+  return r;
+}
+
+nb::dict stats_dict(const Stats& s) {
+  nb::dict d;
+  d["count"] = s.count;
+  d["nonfinite_in"] = s.nonfinite_in;
+  d["nonfinite_out"] = s.nonfinite_out;
+  d["clipped"] = s.clipped;
+  d["clipped_pct"] = s.clipped_pct();
+  d["zeros_out"] = s.zeros_out;
+  d["mse"] = s.mse;
+  d["snr_db"] = s.snr_db;
+  d["max_abs_err"] = s.max_abs_err;
+  d["mean_err"] = s.mean_err;
+  d["signal_power"] = s.signal_power;
+  return d;
+}
+
+nb::dict do_metrics(nb::ndarray<nb::c_contig> x, nb::ndarray<nb::c_contig> y,
+                    const std::string& x_as, int64_t clipped) {
+  const Input a = read_input(std::move(x), x_as, "x");
+  const Input b = read_input(std::move(y), "", "y");
+  if (a.shape != b.shape)
+    throw Error("metrics: x has shape " + shape_str(a.shape) + ", y has shape " +
+                shape_str(b.shape));
+  if (b.dtype != DType::F32) throw Error("metrics: y must be float32");
+  if (a.cuda != b.cuda) throw Error("metrics: x and y must be on the same device");
+  Stats s;
+  JobControl job;
+  if (a.cuda) {
+    const gpu::DeviceTensor da = device_tensor(a), db = device_tensor(b);
+    s = run_job(job, nb::none(), [&] { return gpu::compute_stats(da, db, clipped); });
+  } else {
+    const Tensor ha = host_tensor(a), hb = host_tensor(b);
+    s = run_job(job, nb::none(), [&] { return compute_stats(ha, hb, clipped); });
+  }
+  return stats_dict(s);
+}
+
+nb::list tiles_of(const DataType& d) {
+  nb::list out;
+  if (!d.scale()) return out;
+  for (const TileSpec& t : d.scale()->tiles) {
+    nb::dict e;
+    e["size"] = t.size;
+    e["sub"] = t.sub;
+    e["n"] = t.n;
+    e["m"] = t.m;
+    out.append(e);
+  }
+  return out;
+}
+
+const RegistryEntry* entry_of(const DataType& d) {
+  return d.name().empty() ? nullptr : find_registry(d.name());
+}
+
+void bind_datatype(nb::module_& m) {
+  nb::class_<DataType>(m, "DataType",
+                       "A datatype: a registry name (``mxfp4e2``, ``nvfp4``, ``tcfp12``) or a "
+                       "string of the grammar ``NSPEC[_SSPEC]`` (``e2m1fnuz_e8m0_t32``).")
+      .def(
+          "__init__",
+          [](DataType* t, const std::string& s) { new (t) DataType(DataType::parse(s)); }, "spec"_a)
+      .def_prop_ro("name", &DataType::name, "Registry name, or '' for a grammar string.")
+      .def_prop_ro("spec", &DataType::str, "Canonical datatype string.")
+      .def_prop_ro("label", &DataType::label)
+      .def_prop_ro("family", [](const DataType& d) { return family_name(d.family()); })
+      .def_prop_ro("group",
+                   [](const DataType& d) {
+                     const RegistryEntry* e = entry_of(d);
+                     return e ? e->group : std::string();
+                   })
+      .def_prop_ro("description",
+                   [](const DataType& d) {
+                     const RegistryEntry* e = entry_of(d);
+                     return e ? e->description : std::string();
+                   })
+      .def_prop_ro(
+          "number", [](const DataType& d) { return d.number().name(); },
+          "Element format (e2m1fnuz, int8, e4m3fn, ...).")
+      .def_prop_ro("bits", [](const DataType& d) { return d.number().bits(); })
+      .def_prop_ro("ebits", [](const DataType& d) { return d.number().ebits(); })
+      .def_prop_ro("mbits", [](const DataType& d) { return d.number().mbits(); })
+      .def_prop_ro("bias", [](const DataType& d) { return d.number().bias(); })
+      .def_prop_ro("emax", [](const DataType& d) { return d.number().emax(); })
+      .def_prop_ro("emin", [](const DataType& d) { return d.number().emin(); })
+      .def_prop_ro(
+          "max", [](const DataType& d) { return d.number().max(); },
+          "Largest finite element value.")
+      .def_prop_ro("min_normal", [](const DataType& d) { return d.number().min_normal(); })
+      .def_prop_ro("min_subnormal", [](const DataType& d) { return d.number().min_subnormal(); })
+      .def_prop_ro(
+          "torch_dtype", [](const DataType& d) { return d.number().torch_name(); },
+          "Name of the matching torch dtype of the element format, or ''.")
+      .def_prop_ro("scale",
+                   [](const DataType& d) -> std::optional<std::string> {
+                     if (!d.scale()) return std::nullopt;
+                     return d.scale()->scale.name();
+                   })
+      .def_prop_ro(
+          "second",
+          [](const DataType& d) -> std::optional<std::string> {
+            if (!d.scale() || !d.scale()->second) return std::nullopt;
+            return d.scale()->second->name();
+          },
+          "Zero-point format (uint data) or tensor-scale format, if any.")
+      .def_prop_ro("tiles", &tiles_of, "Tile segments: dicts of size, sub, n, m.")
+      .def_prop_ro("scaled", &DataType::scaled)
+      .def_prop_ro("multiscale", &DataType::multiscale)
+      .def_prop_ro("has_zero_point", &DataType::has_zero_point)
+      .def_prop_ro("tensor_scaled", &DataType::tensor_scaled)
+      .def("bits_per_value", &DataType::bits_per_value, "channel_length"_a = 0,
+           "Storage bits per value including scale, zero, microexponent and mask overhead.")
+      .def("describe", &DataType::describe)
+      .def(
+          "codes",
+          [](const DataType& d) {
+            std::vector<std::pair<uint32_t, double>> out;
+            for (const CodeValue& c : d.number().enumerate()) out.emplace_back(c.code, c.value);
+            return out;
+          },
+          "Every (code, value) of an element format of at most 8 bits.")
+      .def("__eq__", [](const DataType& a, const DataType& b) { return a == b; })
+      .def("__hash__", [](const DataType& d) { return nb::hash(nb::str(d.str().c_str())); })
+      .def("__str__", &DataType::str)
+      .def("__repr__", [](const DataType& d) {
+        return "DataType('" + (d.name().empty() ? d.str() : d.name()) + "')";
+      });
+
+  m.def(
+      "datatypes",
+      [] {
+        std::vector<DataType> out;
+        for (const RegistryEntry& e : registry()) out.push_back(DataType::parse(e.name));
+        return out;
+      },
+      "Every predefined datatype, in display order.");
+}
+
+void bind_cast(nb::module_& m) {
+  nb::class_<PyCastResult>(m, "CastResult")
+      .def_prop_ro("dtype", &PyCastResult::dtype)
+      .def_prop_ro("mode", [](const PyCastResult& r) { return to_string(r.mode()); })
+      .def_prop_ro("shape", [](const PyCastResult& r) { return r.shape(); })
+      .def_prop_ro("backend",
+                   [](const PyCastResult& r) { return r.host ? r.host->backend : "cuda"; })
+      .def_prop_ro("device", [](const PyCastResult& r) { return r.host ? "cpu" : "cuda"; })
+      .def_prop_ro("values",
+                   [](const PyCastResult& r) {
+                     return r.part(&CastResult::values, &gpu::DeviceCastResult::values);
+                   })
+      .def_prop_ro("data",
+                   [](const PyCastResult& r) {
+                     return r.part(&CastResult::codes, &gpu::DeviceCastResult::codes);
+                   })
+      .def_prop_ro("scale",
+                   [](const PyCastResult& r) {
+                     return r.part(&CastResult::scale, &gpu::DeviceCastResult::scale);
+                   })
+      .def_prop_ro("zero",
+                   [](const PyCastResult& r) {
+                     return r.part(&CastResult::zero, &gpu::DeviceCastResult::zero);
+                   })
+      .def_prop_ro("tenscale",
+                   [](const PyCastResult& r) {
+                     return r.part(&CastResult::tenscale, &gpu::DeviceCastResult::tenscale);
+                   })
+      .def_prop_ro("meta",
+                   [](const PyCastResult& r) {
+                     return r.part(&CastResult::meta, &gpu::DeviceCastResult::meta);
+                   })
+      .def_prop_ro("mask",
+                   [](const PyCastResult& r) {
+                     return r.part(&CastResult::mask, &gpu::DeviceCastResult::mask);
+                   })
+      .def_prop_ro("residual",
+                   [](const PyCastResult& r) {
+                     return r.part(&CastResult::residual, &gpu::DeviceCastResult::residual);
+                   })
+      .def_prop_ro("residual_scale",
+                   [](const PyCastResult& r) {
+                     return r.part(&CastResult::residual_scale,
+                                   &gpu::DeviceCastResult::residual_scale);
+                   })
+      .def_prop_ro("counts",
+                   [](const PyCastResult& r) {
+                     nb::dict d;
+                     d["clipped"] = r.counts().clipped;
+                     d["nonfinite"] = r.counts().nonfinite;
+                     d["pruned"] = r.counts().pruned;
+                     return d;
+                   })
+      .def("upcast",
+           [](const PyCastResult& r) -> nb::object {
+             if (r.mode() == CastMode::Virtual)
+               return r.part(&CastResult::values, &gpu::DeviceCastResult::values);
+             if (r.dev) return to_python(r.dev->values, r.fw, r.device_id);
+             JobControl job;
+             const CastResult& h = *r.host;
+             return to_python(run_job(job, nb::none(), [&] { return upcast(h); }), r.fw);
+           })
+      .def(
+          "save",
+          [](const PyCastResult& r, const std::string& path, const std::string& name) {
+            if (r.mode() == CastMode::Virtual) {
+              io::save_npy(path, r.host ? r.host->values : r.dev->values.download());
+            } else {
+              io::save_packed(path, {{name, r.on_host()}});
+            }
+          },
+          "path"_a, "name"_a = "tensor");
+
+  m.def("_cast", &do_cast, "x"_a, "dtype"_a, "round"_a, "scale_mode"_a, "overflow"_a, "seed"_a,
+        "axis"_a, "mode"_a, "device"_a, "tcfp_absmax"_a, "threads"_a, "as_dtype"_a, "framework"_a);
+  m.def("_metrics", &do_metrics, "x"_a, "y"_a, "x_as"_a, "clipped"_a);
+  m.def("backend_info", [] {
+    const BackendInfo b = backend_info();
+    nb::dict d;
+    d["cuda_built"] = b.cuda_built;
+    d["cuda_available"] = b.cuda_available;
+    d["device_name"] = b.device_name;
+    d["reason"] = b.reason;
+    return d;
+  });
+  m.def("transfer_counters", [] {
+    const gpu::TransferCounters c = gpu::transfer_counters();
+    nb::dict d;
+    d["uploads"] = c.uploads;
+    d["downloads"] = c.downloads;
+    d["upload_bytes"] = c.upload_bytes;
+    d["download_bytes"] = c.download_bytes;
+    return d;
+  });
+}
+
+}  // namespace
+
+}  // namespace castscope::py
+
+NB_MODULE(_core, m) {
+  using namespace castscope;
+  namespace nb = nanobind;
+  // Kept for the life of the process: the translator may run until the interpreter is gone.
+  static PyObject* error_type = PyErr_NewException("castscope.Error", PyExc_RuntimeError, nullptr);
+  static PyObject* cancelled_type = PyErr_NewException("castscope.Cancelled", error_type, nullptr);
+  m.attr("Error") = nb::borrow(error_type);
+  m.attr("Cancelled") = nb::borrow(cancelled_type);
+  nb::register_exception_translator([](const std::exception_ptr& p, void*) {
+    try {
+      std::rethrow_exception(p);
+    } catch (const Cancelled& e) {
+      PyErr_SetString(cancelled_type, e.what());
+    } catch (const Error& e) {
+      PyErr_SetString(error_type, e.what());
+    }
+  });
+  // Notices ("no usable GPU; using the CPU backend") go to Python's warnings at the call site.
+  set_notice_handler([](const std::string& msg) {
+    nb::gil_scoped_acquire g;
+    if (PyErr_WarnEx(PyExc_RuntimeWarning, msg.c_str(), 1) != 0) PyErr_Clear();
+  });
+  py::bind_datatype(m);
+  py::bind_cast(m);
+  py::bind_model(m);
+}
