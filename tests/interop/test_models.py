@@ -222,6 +222,18 @@ def run(work):
     check(same_bits(dec["head.proj.weight"], virtual(work, w1.numpy(), "e4m3fn_float32_t128_t128")),
           "[1, 128] block weight")
 
+    # A conv weight [O, I, 3, 3] from torch (the ONNX CNN case): the default MX tiles are
+    # longer than the kernel axis and cast as one partial tile per row.
+    conv = os.path.join(work, "conv")
+    os.mkdir(conv)
+    cw = torch.nn.Conv2d(8, 16, 3).weight.detach()
+    save_torch({"features.0.weight": cw, "features.0.bias": torch.randn(16)}, os.path.join(conv, "model.safetensors"))
+    rep = json.loads(cli("report", conv, "--dtype", "mxfp8e4", "--dtype", "nvfp4", "--json", "--device", "cpu"))
+    results = [r for t in rep["tensors"] for r in t["results"]]
+    check(len(results) == 4 and not [r for r in results if "error" in r], f"conv report: {results}")
+    got = virtual(work, cw.numpy(), "mxfp8e4")
+    check(got.shape == tuple(cw.shape) and np.isfinite(got).all(), "conv virtual cast")
+
     # gpt-oss: 3-D expert weights [E, out, in], decoded by transformers' MXFP4 helper.
     moe = os.path.join(work, "moe")
     os.mkdir(moe)

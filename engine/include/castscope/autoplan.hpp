@@ -30,7 +30,7 @@ bool auto_considers(const io::TensorInfo& info, const AutoPlanOptions& o);
 
 struct AutoPlanPick {
   std::string tensor;
-  std::string dtype;  // empty: no candidate casts this tensor
+  std::string dtype;  // the candidate as given; empty: no candidate casts this tensor
   double bits = 0;
   double snr_db = 0;
   bool met = false;  // false: no candidate reached the target; dtype is the best SNR found

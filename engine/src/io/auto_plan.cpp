@@ -35,8 +35,14 @@ bool auto_considers(const io::TensorInfo& info, const AutoPlanOptions& o) {
 
 namespace {
 
-std::vector<std::pair<DataType, double>> ranked(const AutoPlanOptions& o, int64_t channel) {
-  std::vector<std::pair<DataType, double>> c;
+struct Ranked {
+  std::string text;  // as the user gave it (a registry name stays a name in the plan)
+  DataType dtype;
+  double bits;
+};
+
+std::vector<Ranked> ranked(const AutoPlanOptions& o, int64_t channel) {
+  std::vector<Ranked> c;
   for (const std::string& s : o.candidates) {
     DataType d;
     try {
@@ -44,10 +50,10 @@ std::vector<std::pair<DataType, double>> ranked(const AutoPlanOptions& o, int64_
     } catch (const Error& e) {
       throw Error("auto-assign candidate '" + s + "': " + e.what());
     }
-    c.emplace_back(d, d.bits_per_value(channel));
+    c.push_back({s, d, d.bits_per_value(channel)});
   }
   std::stable_sort(c.begin(), c.end(),
-                   [](const auto& a, const auto& b) { return a.second < b.second; });
+                   [](const Ranked& a, const Ranked& b) { return a.bits < b.bits; });
   return c;
 }
 
@@ -57,7 +63,7 @@ AutoPlanPick auto_pick(const std::string& name, const Tensor& x, const AutoPlanO
                        JobControl* job) {
   AutoPlanPick best{name, "", 0, -std::numeric_limits<double>::infinity(), false};
   const Tensor xf = x.dtype() == DType::F32 ? x : x.to_f32();
-  for (const auto& [d, bits] : ranked(o, x.shape().empty() ? 1 : x.shape().back())) {
+  for (const auto& [text, d, bits] : ranked(o, x.shape().empty() ? 1 : x.shape().back())) {
     if (job) job->check();
     CastOptions co = o.cast;
     co.mode = CastMode::Virtual;
@@ -71,8 +77,8 @@ AutoPlanPick auto_pick(const std::string& name, const Tensor& x, const AutoPlanO
       continue;  // e.g. a 2-D tile on a tensor of rank 1
     }
     const Stats s = compute_stats(xf, r.values, r.counts.clipped);
-    if (s.snr_db >= o.snr_target_db) return {name, d.str(), bits, s.snr_db, true};
-    if (s.snr_db > best.snr_db) best = {name, d.str(), bits, s.snr_db, false};
+    if (s.snr_db >= o.snr_target_db) return {name, text, bits, s.snr_db, true};
+    if (s.snr_db > best.snr_db) best = {name, text, bits, s.snr_db, false};
   }
   return best;
 }
