@@ -111,7 +111,9 @@ TEST(ModelDirectory, KeepsFilesShardsIndexAndConfig) {
        {src.dir.string(), (src.dir / "model.safetensors.index.json").string()}) {
     fs::remove_all(out);
     const auto model = io::open_model(from);
-    const ExportReport rep = export_model(*model, out, plan_for_dtype("nvfp4"), ct_options());
+    // "OUT/" names the same new directory.
+    const std::string target = from == src.dir.string() ? out : out + "/";
+    const ExportReport rep = export_model(*model, target, plan_for_dtype("nvfp4"), ct_options());
     EXPECT_EQ(rep.directory, out);
     EXPECT_FALSE(tmp.has_staged());
     for (const char* f : {"tokenizer.json", "tokenizer_config.json", "extra/chat_template.jinja"})

@@ -6,7 +6,8 @@ Builds a tiny random Llama with transformers (save_pretrained, sharded, with tok
   * the directory: non-weight files byte-identical, config.json keys kept and merged with
     quantization_config, shard names and an index like the source's, nothing staged left behind;
   * every compressed-tensors scheme CastScope writes, decompressed by compressed-tensors' own
-    compressors, equals `castscope-cli cast --mode virtual` bit for bit;
+    compressors, equals `castscope-cli cast --mode virtual` bit for bit, and transformers loads
+    the directory, runs it and holds the same weights;
   * the gpt-oss layout, decoded by transformers' MXFP4 helper, likewise;
   * every shard loads with safetensors under numpy and PyTorch; kept tensors are the source's bits;
   * an export that fails leaves no output and no staged directory.
@@ -27,7 +28,7 @@ try:
     from safetensors import safe_open
     from safetensors.torch import save_file as save_torch
     from tokenizers import Tokenizer, models, pre_tokenizers
-    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+    from transformers import AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
     from transformers.integrations.mxfp4 import convert_moe_packed_tensors
     from compressed_tensors.compressors import BaseCompressor
     from compressed_tensors.quantization import QuantizationArgs, QuantizationScheme
@@ -166,6 +167,15 @@ def nvfp4_agrees(dec, want, raw, module, group):
     return bool(np.all(exact | aside)), int(aside.sum())
 
 
+def fp8_as_transformers(raw, n, shape, block):
+    """bf16(code * bf16(scale)) with each element's scale: [1] per tensor, [out, 1] per channel,
+    [ceil(out/128), ceil(in/128)] per 128x128 block."""
+    codes, scale = raw[n], raw[n + "_scale"].to(torch.bfloat16)
+    if block:
+        scale = scale.repeat_interleave(128, 0)[:shape[0]].repeat_interleave(128, 1)[:, :shape[1]]
+    return codes.to(torch.bfloat16) * scale
+
+
 def run(work):
     src = os.path.join(work, "src")
     sd = make_source(src)
@@ -203,6 +213,28 @@ def run(work):
                 check(same_bits(dec[n], want), f"{name}: {n} differs from the virtual cast")
         if set_aside:
             print(f"{name}: {set_aside} elements set aside (reciprocal global scale, one float32 ulp)")
+        # The stack itself: transformers loads the directory through compressed-tensors, runs
+        # it, and holds the same weights.
+        model = AutoModelForCausalLM.from_pretrained(dst)
+        with torch.no_grad():
+            logits = model(torch.arange(8).reshape(1, 8)).logits
+        check(bool(torch.isfinite(logits).all()), f"{name}: transformers forward pass")
+        params = dict(model.named_parameters())
+        for n in linear:
+            # transformers holds the weights in the model's dtype (bfloat16, from config.json).
+            got = params[n].detach()
+            if name.startswith("float-quantized"):
+                # Set aside by name: transformers loads the float32 weight_scale as a bfloat16
+                # parameter before it dequantizes, so it holds bf16(code * bf16(scale)), not the
+                # float32 scale's values that compressed-tensors' own decompression and vLLM
+                # give (docs/export-formats.md). Checked against that, from the file's codes
+                # and scales laid out as the scheme says.
+                want = fp8_as_transformers(raw, n, got.shape, name.endswith("block"))
+            else:
+                want = torch.from_numpy(dec[n]).to(got.dtype)
+            check(got.dtype == torch.bfloat16 and torch.equal(got, want),
+                  f"{name}: {n} as transformers loads it differs")
+        print(f"{name}: transformers loads the directory, runs it, holds the weights (bfloat16)")
         for n, v in sd.items():
             if v.ndim == 1 or "embed" in n:
                 check(raw[n].dtype == torch.bfloat16 and same_bits(raw[n].float().numpy(), v), f"{name}: kept {n}")

@@ -180,8 +180,11 @@ ExportReport export_model(const io::Model& model, const std::string& out, const 
   const bool dir_source =
       fs::is_directory(model.path(), ec) || ends_with(model.path(), ".index.json");
   if (dir_source && options.layout != Layout::GGUF && options.shards.empty() &&
-      !fs::exists(out, ec))
-    return export_directory(model, out, plan, options, job);
+      !fs::exists(out, ec)) {
+    std::string dir = out;  // "OUT/" names the same new directory
+    while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+    return export_directory(model, dir, plan, options, job);
+  }
   return exportdetail::export_layout(model, out, plan, options, job);
 }
 
