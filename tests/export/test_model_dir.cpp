@@ -141,6 +141,31 @@ TEST(ModelDirectory, KeepsFilesShardsIndexAndConfig) {
   }
 }
 
+// A Hugging Face cache snapshot: every file a symbolic link into a blob store. The output holds
+// real files.
+TEST(ModelDirectory, SnapshotOfSymbolicLinks) {
+  std::mt19937_64 rng(fresh_seed());
+  TempDir tmp;
+  Source src(tmp.dir, rng);
+  const fs::path snap = tmp.dir / "snapshot";
+  fs::create_directories(snap);
+  for (const auto& e : fs::directory_iterator(src.dir))
+    if (e.is_regular_file()) fs::create_symlink(e.path(), snap / e.path().filename());
+  const auto model = io::open_model(snap.string());
+  const std::string out = (tmp.dir / "out").string();
+  export_model(*model, out, plan_for_dtype("mxfp8e4"), ct_options());
+  for (const auto& e : fs::directory_iterator(out)) {
+    EXPECT_FALSE(fs::is_symlink(e.path())) << e.path();
+    EXPECT_TRUE(fs::is_regular_file(e.path())) << e.path();
+  }
+  EXPECT_EQ(slurp_file(fs::path(out) / "tokenizer.json"), slurp_file(src.dir / "tokenizer.json"));
+  EXPECT_TRUE(fs::exists(fs::path(out) / "model-00002-of-00002.safetensors"));
+  EXPECT_EQ(
+      json::parse(slurp_file(fs::path(out) / "config.json")).at("quantization_config").at("format"),
+      "mxfp8-quantized");
+  EXPECT_TRUE(fs::is_symlink(snap / "config.json")) << "the source is never modified";
+}
+
 TEST(ModelDirectory, FailureAndCancelLeaveNothing) {
   std::mt19937_64 rng(fresh_seed());
   TempDir tmp;

@@ -135,7 +135,10 @@ ExportReport export_directory(const io::Model& model, const std::string& out,
     // Hugging Face cache snapshot.
     for (auto it = fs::recursive_directory_iterator(src_dir);
          it != fs::recursive_directory_iterator(); ++it) {
-      const fs::path rel = fs::relative(it->path(), src_dir);
+      // Lexically: fs::relative would resolve a snapshot's links into the blob store.
+      const fs::path rel = it->path().lexically_relative(src_dir);
+      if (rel.empty() || *rel.begin() == "..")
+        throw Error("'" + it->path().string() + "' is not inside '" + src_dir.string() + "'");
       if (it->is_directory()) {
         if (it->path().filename().string().rfind(".", 0) == 0) {
           it.disable_recursion_pending();  // .git, .cache: not part of the model
