@@ -42,8 +42,9 @@ void export_cmd(CLI::App& app) {
       ->required();
   sub->add_option("output", a.out,
                   "Output file (an existing directory: model.safetensors / model.gguf inside "
-                  "it). From a model directory or *.index.json, a new path becomes a model "
-                  "directory: other files copied, config.json merged, shards and index kept")
+                  "it). From a model directory or *.index.json, a new path (not *.safetensors) "
+                  "becomes a model directory: other files copied, config.json merged, shards and "
+                  "index kept")
       ->required();
   auto* plan = sub->add_option("--plan", a.plan, "Plan JSON: tensor-name patterns to datatypes");
   auto* dtype = sub->add_option("--dtype,-d", a.dtype,

@@ -180,7 +180,9 @@ TEST(ModelDirectory, FailureAndCancelLeaveNothing) {
   EXPECT_THROW(export_model(*model, out, plan_for_dtype("nvfp4"), ct_options(), &job), Cancelled);
   EXPECT_FALSE(fs::exists(out));
   EXPECT_FALSE(tmp.has_staged());
-  // An existing directory as OUT keeps the single-file behaviour.
+  // OUT named *.safetensors, or an existing directory, keeps the single-file behaviour.
+  export_model(*model, out + ".safetensors", plan_for_dtype("nvfp4"), ct_options());
+  EXPECT_TRUE(fs::is_regular_file(out + ".safetensors"));
   fs::create_directory(out);
   export_model(*model, out + "/model.safetensors", plan_for_dtype("nvfp4"), ct_options());
   EXPECT_TRUE(fs::exists(out + "/model.safetensors"));

@@ -182,8 +182,9 @@ ExportReport export_model(const io::Model& model, const std::string& out, const 
   std::error_code ec;
   const bool dir_source =
       fs::is_directory(model.path(), ec) || ends_with(model.path(), ".index.json");
+  // OUT named *.safetensors still asks for one file, as before model directories existed.
   if (dir_source && options.layout != Layout::GGUF && options.shards.empty() &&
-      !fs::exists(out, ec)) {
+      !fs::exists(out, ec) && !ends_with(out, ".safetensors")) {
     std::string dir = out;  // "OUT/" names the same new directory
     while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
     return export_directory(model, dir, plan, options, job);
