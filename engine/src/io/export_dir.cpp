@@ -100,7 +100,8 @@ ExportReport export_directory(const io::Model& model, const std::string& out,
                               JobControl* job) {
   const fs::path src(model.path());
   const bool from_index = !fs::is_directory(src);
-  const fs::path src_dir = from_index ? src.parent_path() : src;
+  const fs::path src_dir =
+      !from_index ? src : (src.parent_path().empty() ? fs::path(".") : src.parent_path());
   ExportOptions o = options;
   // Source weight files -> shard names, in the order the model lists them.
   std::set<fs::path> weight_files;
