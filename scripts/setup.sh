@@ -25,6 +25,10 @@ python3 -c "import numpy, safetensors" 2>/dev/null || python3 -m pip install -q 
 # are optional there: their tests run where they are installed).
 python3 -c "import scikit_build_core, nanobind, pytest, ml_dtypes" 2>/dev/null ||
   PIP_BREAK_SYSTEM_PACKAGES=1 python3 -m pip install -q scikit-build-core nanobind pytest ml_dtypes
+# The model-directory test builds its inputs with transformers and decodes the exports with
+# compressed-tensors' and transformers' own code (both need PyTorch; its CPU build suffices).
+python3 -c "import torch, transformers, compressed_tensors" 2>/dev/null ||
+  python3 -m pip install -q torch transformers compressed-tensors
 # nvcc ships with the CUDA toolkit under /usr/local/cuda when it is installed.
 if [ -x /usr/local/cuda/bin/nvcc ] && ! command -v nvcc >/dev/null; then
   echo "note: add /usr/local/cuda/bin to PATH to build the CUDA backend"

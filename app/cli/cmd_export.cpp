@@ -41,7 +41,10 @@ void export_cmd(CLI::App& app) {
   sub->add_option("model", a.model, "Model: a file, a directory or a *.safetensors.index.json")
       ->required();
   sub->add_option("output", a.out,
-                  "Output file (a directory: model.safetensors / model.gguf inside it)")
+                  "Output file (an existing directory: model.safetensors / model.gguf inside "
+                  "it). From a model directory or *.index.json, a new path (not *.safetensors) "
+                  "becomes a model directory: other files copied, config.json merged, shards and "
+                  "index kept")
       ->required();
   auto* plan = sub->add_option("--plan", a.plan, "Plan JSON: tensor-name patterns to datatypes");
   auto* dtype = sub->add_option("--dtype,-d", a.dtype,
@@ -113,6 +116,7 @@ void export_cmd(CLI::App& app) {
                 rep.tensors.size(), cast_count, rep.tensors.size() - cast_count,
                 to_string(o.layout), s, rep.bytes_in / 1e6, rep.bytes_out / 1e6);
     for (const std::string& f : rep.files) std::printf("wrote %s\n", f.c_str());
+    if (!rep.directory.empty()) std::printf("model directory %s\n", rep.directory.c_str());
   });
 }
 

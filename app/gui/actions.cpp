@@ -116,6 +116,7 @@ void update_jobs(AppState& app) {
     o.round = app.composer.round;
     o.scale_mode = app.composer.scale_mode;
     o.overflow = app.composer.overflow;
+    o.axis = app.composer.axis;
     o.device = Device::Auto;
     app.analyzer.start("cast " + input->tensor + " to " + d.str(), [input, d, o](JobControl& job) {
       return widgets::analyze(input->data, d, o, input->tensor, {}, &job);

@@ -8,13 +8,15 @@
 #include <filesystem>
 
 #include "app_state.hpp"
+#include "castscope/autoplan.hpp"
 
 namespace castscope::gui {
 
 namespace {
 
 std::string options_key(const AppState& app) {
-  return std::string(to_string(app.composer.round)) + "/" + to_string(app.composer.overflow);
+  return std::string(to_string(app.composer.round)) + "/" + to_string(app.composer.overflow) + "/" +
+         std::to_string(app.composer.axis);
 }
 
 CastOptions cast_options(const AppState& app) {
@@ -22,6 +24,7 @@ CastOptions cast_options(const AppState& app) {
   o.round = app.composer.round;
   o.scale_mode = app.composer.scale_mode;
   o.overflow = app.composer.overflow;
+  o.axis = app.composer.axis;
   return o;
 }
 
@@ -209,19 +212,32 @@ void start_auto_assign(AppState& app) {
     return;
   }
   auto model = app.model;
-  const double target = app.snr_target;
-  const CastOptions o = cast_options(app);
-  app.auto_job.start("auto-assign datatypes", [model, target, o](JobControl& job) {
+  AutoPlanOptions ao;
+  ao.snr_target_db = app.snr_target;
+  ao.cast = cast_options(app);
+  ao.include_1d = app.auto_include_1d;
+  ao.include_embeddings = app.auto_include_embeddings;
+  std::vector<std::string> cands;
+  std::string cur;
+  for (const char* c = app.auto_candidates;; ++c) {
+    if (*c == ',' || *c == 0) {
+      if (!cur.empty()) cands.push_back(cur);
+      cur.clear();
+      if (!*c) break;
+    } else if (*c != ' ') {
+      cur += *c;
+    }
+  }
+  if (!cands.empty()) ao.candidates = cands;
+  app.auto_job.start("auto-assign datatypes", [model, ao](JobControl& job) {
     auto r = std::make_shared<AutoAssignResult>();
     const auto& ts = model->tensors();
     for (size_t i = 0; i < ts.size(); ++i) {
       const io::TensorInfo& t = ts[i];
       job.check();
-      if (t.shape.empty()) continue;
-      const Tensor x = model->load(t.name);
-      if (!dtype_is_float(x.dtype())) continue;
-      const auto cands = widgets::registry_candidates(t.shape.back());
-      r->picks.emplace_back(t.name, widgets::cheapest_meeting(x, target, cands, o, &job));
+      if (!auto_considers(t, ao)) continue;
+      const AutoPlanPick p = auto_pick(t.name, model->load(t.name), ao, &job);
+      r->picks.emplace_back(t.name, widgets::AutoPick{p.dtype, p.bits, p.snr_db, p.met});
       job.report(static_cast<double>(i + 1) / ts.size());
     }
     return std::shared_ptr<const AutoAssignResult>(r);

@@ -134,6 +134,10 @@ struct AppState {
   char plan_pattern[256] = "*";
   char plan_dtype[128] = "mxfp4e2";
   float snr_target = 20.0f;
+  // Auto-assign: candidate datatypes, comma-separated ("" = the engine's default set), and
+  // whether it may change 1-D tensors and embeddings.
+  char auto_candidates[512] = "";
+  bool auto_include_1d = false, auto_include_embeddings = false;
   char plan_path[512] = "plan.json";
   Job<PlanResult> plan_job;
   std::shared_ptr<const PlanResult> plan_eval;

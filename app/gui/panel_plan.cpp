@@ -64,9 +64,21 @@ void draw_plan_panel(AppState& app) {
   ImGui::EndDisabled();
   if (ImGui::IsItemHovered())
     ImGui::SetTooltip(
-        "For every tensor, the registry datatype with the fewest bits per value whose SNR reaches "
-        "the "
-        "target");
+        "For every tensor, the candidate datatype with the fewest bits per value whose SNR "
+        "reaches the target");
+  ImGui::SetNextItemWidth(ImGui::GetFontSize() * 28);
+  ImGui::InputTextWithHint("candidates", "mxfp8e4,mxfp6e2,mxfp4e2,nvfp4,e4m3fn_float32_t0,...",
+                           app.auto_candidates, sizeof app.auto_candidates);
+  if (ImGui::IsItemHovered())
+    ImGui::SetTooltip(
+        "Datatypes auto-assign may pick, comma-separated; empty: MXFP8, MXFP6, "
+        "MXFP4, NVFP4, FP8 per channel and 128x128 block, BF16");
+  ImGui::Checkbox("1-D tensors", &app.auto_include_1d);
+  ImGui::SameLine();
+  ImGui::Checkbox("embeddings", &app.auto_include_embeddings);
+  ImGui::SameLine();
+  ImGui::TextDisabled("tile axis %d (composer; -1: a linear weight's in-features)",
+                      app.composer.axis);
   job_line(app.auto_job);
   job_line(app.plan_job);
 

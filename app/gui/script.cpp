@@ -13,12 +13,12 @@ namespace castscope::gui {
 namespace {
 
 const char* const kCommands[] = {
-    "open",         "tensor",     "dtype",        "round",     "scale-mode", "overflow",
-    "theme",        "panel",      "hide",         "log-y",     "log-x",      "wait",
-    "frames",       "screenshot", "state",        "quit",      "heat-field", "timeout",
-    "bad-dtype",    "save-view",  "save-metrics", "pin",       "unpin-all",  "plan-rule",
-    "plan-default", "plan-auto",  "plan-save",    "plan-load", "plan-reset", "export",
-    "teach-tile",   "matmul-run", "scale-select", "snr-target"};
+    "open",         "tensor",     "dtype",        "round",      "scale-mode", "overflow",
+    "theme",        "panel",      "hide",         "log-y",      "log-x",      "wait",
+    "frames",       "screenshot", "state",        "quit",       "heat-field", "timeout",
+    "bad-dtype",    "save-view",  "save-metrics", "pin",        "unpin-all",  "plan-rule",
+    "plan-default", "plan-auto",  "plan-save",    "plan-load",  "plan-reset", "export",
+    "teach-tile",   "matmul-run", "scale-select", "snr-target", "axis",       "plan-candidates"};
 
 bool known(const std::string& c) {
   for (const char* k : kCommands)
@@ -157,6 +157,11 @@ void Script::step(AppState& app) {
         start_auto_assign(app);
       } else if (l.cmd == "snr-target") {
         app.snr_target = std::stof(l.arg);
+      } else if (l.cmd == "plan-candidates") {
+        std::snprintf(app.auto_candidates, sizeof app.auto_candidates, "%s", l.arg.c_str());
+      } else if (l.cmd == "axis") {
+        app.composer.axis = std::stoi(l.arg);
+        app.recompute = true;
       } else if (l.cmd == "plan-save") {
         save_plan(l.arg, app.plan);
       } else if (l.cmd == "plan-load") {
@@ -265,6 +270,7 @@ std::string state_json(const AppState& app, const std::vector<std::string>& scri
   j["dtype_name"] = app.composer.dtype.name();
   j["composer_error"] = app.composer.error;
   j["round"] = to_string(app.composer.round);
+  j["axis"] = app.composer.axis;
   j["scale_mode"] = to_string(app.composer.scale_mode);
   j["overflow"] = to_string(app.composer.overflow);
   j["theme"] = app.dark ? "dark" : "light";

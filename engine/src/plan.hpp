@@ -42,7 +42,8 @@ struct CastPlan {
   Shape scale_shape, meta_shape;  // in the input's axis order
 };
 
-// Throws Error for bad input: empty tensor, axis out of range, tile larger than its axis, etc.
+// Throws Error for bad input: empty tensor, axis out of range, etc. A tile longer than its axis
+// is one partial tile.
 CastPlan make_plan(const Shape& shape, const DataType& dtype, const CastOptions& opt);
 
 // Storage dtype for codes of a format: the native dtype where there is one (F8E4M3, BF16, ...),

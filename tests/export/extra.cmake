@@ -10,3 +10,8 @@ add_dependencies(${_t} castscope-cli)
 add_test(NAME castscope_interop_python
   COMMAND ${_castscope_python} ${PROJECT_SOURCE_DIR}/tests/interop/test_interop.py $<TARGET_FILE:castscope-cli>)
 set_tests_properties(castscope_interop_python PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300 LABELS "export;interop")
+# Model directories through the real client libraries (tests/interop/test_models.py): a tiny
+# transformers model in, compressed-tensors' and transformers' own decoders on what comes out.
+add_test(NAME castscope_models_python
+  COMMAND ${_castscope_python} ${PROJECT_SOURCE_DIR}/tests/interop/test_models.py $<TARGET_FILE:castscope-cli>)
+set_tests_properties(castscope_models_python PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600 LABELS "export;interop")

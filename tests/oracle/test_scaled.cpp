@@ -142,6 +142,31 @@ TEST(ScaledOracle, EveryRegistryDatatype) {
   EXPECT_GE(modeled, 30);
 }
 
+// A tile longer than its axis is one partial tile: conv kernels ([O, I, 3, 3] along kw), a
+// [1, 128] weight under 128x128 blocks, a short row under 2-D tiles.
+TEST(ScaledOracle, TileLongerThanItsAxis) {
+  const uint64_t seed = seed_from_clock();
+  std::mt19937_64 rng(seed);
+  int checked = 0;
+  for (const RegistryEntry& e : registry()) {
+    const DataType d = DataType::parse(e.name);
+    if (!oracle::supports(d) || !d.scaled() || d.scale()->tiles.empty()) continue;
+    const bool two_d = d.scale()->tiles.size() == 2;
+    const std::vector<Shape> shapes =
+        two_d ? std::vector<Shape>{{1, 128}, {3, 5}} : std::vector<Shape>{{4, 2, 3, 3}, {1, 5}};
+    for (const Shape& shape : shapes) {
+      std::vector<float> x =
+          oracle::adversarial(d.number(), numel(shape), static_cast<int>(shape.back()), false, rng);
+      CastOptions opt;
+      opt.device = Device::CPU;
+      const std::string what = e.name + " (" + d.str() + ") shape " + shape_str(shape);
+      EXPECT_EQ(compare(what, x, shape, d, opt, oracle::Options{}, seed), 0) << what;
+      ++checked;
+    }
+  }
+  EXPECT_GE(checked, 40);
+}
+
 // ieee overflow with scaled data. The spec defines ieee by what an unscaled cast does; whether
 // it also applies to the element cast inside a scaled tile is open. Checked here: each cast
 // follows one of the two readings for every element (element-format overflow after scaling, or

@@ -239,6 +239,11 @@ bool draw_composer(ComposerState& s) {
   s.round = static_cast<Round>(r);
   s.scale_mode = static_cast<ScaleMode>(m);
   s.overflow = static_cast<Overflow>(o);
+  if (ImGui::InputInt("tile axis", &s.axis)) changed = true;
+  if (ImGui::IsItemHovered())
+    ImGui::SetTooltip(
+        "The axis tiles run along (negative counts from the end). -1, the default, is the "
+        "in-features of a linear weight [out, in], the axis inference stacks reduce over.");
   ImGui::EndDisabled();
 
   ImGui::Separator();

@@ -109,6 +109,10 @@ struct ExportOptions {
   // config.json is kept and gains / replaces its "quantization_config".
   std::string config_path;
   std::map<std::string, std::string> metadata;  // extra __metadata__ / GGUF string keys
+  // Model-directory exports (filled by export_model): `out` is then a directory, each source
+  // file maps to the shard of that name in it, and `index_name` ("" = none) lists the shards.
+  std::map<std::string, std::string> shards;
+  std::string index_name;
 };
 
 struct ExportedTensor {
@@ -123,11 +127,16 @@ struct ExportReport {
   std::vector<ExportedTensor> tensors;
   uint64_t bytes_in = 0, bytes_out = 0;
   std::vector<std::string> files;  // files written (output, config.json)
+  std::string directory;           // the model directory written ("" for a single file)
 };
 
 // Streams `model` tensor by tensor into `out` with the plan's datatypes: at most one source
-// tensor and its cast are in memory at a time. Throws Error (naming tensor and file) for a plan
-// the layout cannot express, Cancelled when job->cancel is set.
+// tensor and its cast are in memory at a time. A model read from a directory or a sharded
+// *.index.json, exported to a safetensors layout at a path that does not exist yet, becomes a
+// model directory (docs/export-formats.md, "Model directories"): the source's other files
+// copied, config.json merged, one shard per source shard and an index like the source's. It is
+// built under a staged name and renamed into place when complete. Throws Error (naming tensor and
+// file) for a plan the layout cannot express, Cancelled when job->cancel is set.
 ExportReport export_model(const io::Model& model, const std::string& out, const ExportPlan& plan,
                           const ExportOptions& options, JobControl* job = nullptr);
 
@@ -158,8 +167,25 @@ DType stored_dtype(const io::TensorInfo& info);  // F32 when the stored type has
 Tensor to_storage(const Tensor& f32, DType d);
 uint32_t crc32_of(const void* data, size_t n, uint32_t crc = 0);
 // A tensor the plan keeps: written in its stored dtype; fills et.dtype and et.bytes_out.
-void keep_tensor(SafetensorsStreamWriter& w, const io::TensorInfo& info, const Tensor& x,
-                 ExportedTensor& et);
+// The files one export writes: a single safetensors file, or the shards of a model directory
+// (ExportOptions::shards), each tensor's parts going to the shard of its source file.
+class OutputFiles {
+ public:
+  OutputFiles(std::string out, const ExportOptions& o);
+  void route(const io::TensorInfo& info);  // the shard that the following add() calls fill
+  void add(const std::string& name, const Tensor& t);
+  // Finishes every shard and the index (verified, renamed) and lists them in rep.files.
+  void finish(const std::map<std::string, std::string>& metadata, JobControl* job,
+              ExportReport& rep);
+
+ private:
+  std::string out_;
+  const ExportOptions& opt_;
+  std::vector<std::pair<std::string, std::unique_ptr<SafetensorsStreamWriter>>> shards_;
+  std::map<std::string, std::string> weight_map_;
+  size_t cur_ = 0;
+};
+void keep_tensor(OutputFiles& w, const io::TensorInfo& info, const Tensor& x, ExportedTensor& et);
 // Positional reads of a file being verified; a short read is an Error naming the file.
 class VerifyReader {
  public:
@@ -203,6 +229,10 @@ ExportReport export_compressed_tensors(const io::Model&, const std::string&, con
                                        const ExportOptions&, JobControl*);
 ExportReport export_gguf(const io::Model&, const std::string&, const ExportPlan&,
                          const ExportOptions&, JobControl*);
+// One layout's exporter into `out` as ExportOptions says (export_model without the directory
+// handling).
+ExportReport export_layout(const io::Model&, const std::string&, const ExportPlan&,
+                           const ExportOptions&, JobControl*);
 }  // namespace exportdetail
 
 }  // namespace castscope

@@ -1,6 +1,6 @@
 // compressed-tensors checkpoints (the format of llm-compressor, loaded by vLLM): float-quantized
-// FP8, nvfp4-pack-quantized and mxfp4-pack-quantized weights, plus the quantization_config that
-// the library reads from config.json.
+// FP8, nvfp4-pack-quantized, mxfp4-pack-quantized, mxfp8-quantized and mxfp6-pack-quantized
+// weights, plus the quantization_config that the library reads from config.json.
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -16,7 +16,7 @@ namespace {
 
 using nlohmann::json;
 
-enum class CtKind { FP8, NVFP4, MXFP4 };
+enum class CtKind { FP8, NVFP4, MXFP4, MXFP8, MXFP6 };
 
 struct CtScheme {
   CtKind kind;
@@ -26,6 +26,16 @@ struct CtScheme {
 
 bool is_e2m1(const NumberSpec& n) {
   return n.is_float() && n.ebits() == 2 && n.mbits() == 1 && n.bias() == 1;
+}
+
+bool is_e2m3(const NumberSpec& n) {
+  return n.is_float() && n.ebits() == 2 && n.mbits() == 3 && n.bias() == 1;
+}
+
+// One e8m0 scale per 32 values along the axis, nothing else: the MX block shape.
+bool is_mx_block(const ScaleSpec& s) {
+  return s.scale.is_exponent() && s.scale.bits() == 8 && !s.second && s.tiles.size() == 1 &&
+         s.tiles[0].size == 32;
 }
 
 std::optional<CtScheme> scheme_of(const DataType& d) {
@@ -42,6 +52,17 @@ std::optional<CtScheme> scheme_of(const DataType& d) {
             {"observer_kwargs", json::object()},
             {"group_size", nullptr},
             {"block_structure", nullptr}};
+  if ((d.number().name() == "e4m3fn" || is_e2m3(d.number())) && is_mx_block(s)) {
+    // MXFP8 / MXFP6: the scale stored as its e8m0 byte (2^(code - 127)), as compressed-tensors'
+    // mx_utils reads it.
+    const bool fp8 = d.number().name() == "e4m3fn";
+    w["num_bits"] = fp8 ? 8 : 6;
+    w["strategy"] = "group";
+    w["group_size"] = 32;
+    w["scale_dtype"] = "torch.uint8";
+    return fp8 ? CtScheme{CtKind::MXFP8, "mxfp8-quantized", w}
+               : CtScheme{CtKind::MXFP6, "mxfp6-pack-quantized", w};
+  }
   if (d.number().name() == "e4m3fn" && s.scale.name() == "float32" && !s.second) {
     if (s.tiles.empty())
       w["strategy"] = "tensor";
@@ -74,6 +95,26 @@ std::optional<CtScheme> scheme_of(const DataType& d) {
     return CtScheme{CtKind::MXFP4, "mxfp4-pack-quantized", w};
   }
   return std::nullopt;
+}
+
+// Four 6-bit codes in three bytes, little-endian: code k of a group of four at bits 6k (the
+// packing of compressed-tensors' mxfp6 helpers). e2m3fnuz never yields 0x20 (its NaN, which
+// scaled casts put in the scale), so every field is an OCP E2M3 code of the same value.
+Tensor pack_e2m3(const Tensor& codes) {
+  const Shape& s = codes.shape();
+  if (s.back() % 4) throw Error("mxfp6-pack-quantized needs the last axis to be a multiple of 4");
+  Shape o = s;
+  o.back() = s.back() / 4 * 3;
+  Tensor out = Tensor::empty(DType::U8, o);
+  const uint8_t* in = codes.ptr<uint8_t>();
+  uint8_t* dst = out.mutable_ptr<uint8_t>();
+  const int64_t words = codes.numel() / 4;
+  for (int64_t i = 0; i < words; ++i) {
+    uint32_t word = 0;
+    for (int k = 0; k < 4; ++k) word |= static_cast<uint32_t>(in[4 * i + k] & 0x3F) << (6 * k);
+    for (int k = 0; k < 3; ++k) dst[3 * i + k] = static_cast<uint8_t>(word >> (8 * k));
+  }
+  return out;
 }
 
 std::string hex_f32(float f) {
@@ -114,7 +155,7 @@ ExportReport export_compressed_tensors(const io::Model& model, const std::string
         throw Error("'" + config_path + "': existing config.json is not a JSON object");
     }
   }
-  SafetensorsStreamWriter w(out);
+  OutputFiles w(out, opt);
   std::map<std::string, std::string> meta = opt.metadata;
   meta["format"] = "pt";
   meta["castscope.layout"] = "compressed-tensors";
@@ -125,6 +166,7 @@ ExportReport export_compressed_tensors(const io::Model& model, const std::string
       [&](const io::TensorInfo& info, const std::optional<DataType>& d, const Tensor& x,
           JobControl* sub) {
         ExportedTensor et{info.name, "", info.shape, info.nbytes, 0};
+        w.route(info);
         if (!d) {
           keep_tensor(w, info, x, et);
           rep.tensors.push_back(et);
@@ -134,8 +176,8 @@ ExportReport export_compressed_tensors(const io::Model& model, const std::string
         if (!sc)
           throw Error(
               "the compressed-tensors layout holds FP8 (e4m3fn_float32 per tensor / channel / "
-              "group / block), "
-              "nvfp4 and mxfp4e2; the plan maps it to " +
+              "group / block), nvfp4, mxfp4e2, MXFP8 (e4m3fn_e8m0_t32) and MXFP6 "
+              "(e2m3[fnuz]_e8m0_t32); the plan maps it to " +
               d->str());
         if (x.rank() < 1 || !axis_is_last(opt.cast, x.shape()))
           throw Error("compressed-tensors scales run along the last axis; cast axis " +
@@ -148,8 +190,18 @@ ExportReport export_compressed_tensors(const io::Model& model, const std::string
         const std::string base = dot_weight ? info.name : info.name + ".weight";
         const CastResult r = cast(x, *d, cast_options(opt, CastMode::Actual, sub));
         std::vector<std::pair<std::string, Tensor>> parts;
-        if (sc->kind == CtKind::FP8) {
+        if (sc->kind == CtKind::MXFP8 && x.shape().back() % 32 != 0)
+          throw Error(sc->format + " needs the last axis to be a multiple of 32 (shape " +
+                      shape_str(x.shape()) + ")");
+        if (sc->kind == CtKind::FP8 || sc->kind == CtKind::MXFP8) {
           parts = {{base, r.codes}, {base + "_scale", r.scale}};
+        } else if (sc->kind == CtKind::MXFP6) {
+          // The library unpacks with the packed tensor's [rows, cols] and groups of 32.
+          if (x.rank() != 2 || x.shape().back() % 32 != 0)
+            throw Error(sc->format +
+                        " needs a 2-D weight whose last axis is a multiple of 32 (shape " +
+                        shape_str(x.shape()) + ")");
+          parts = {{base + "_packed", pack_e2m3(r.codes)}, {base + "_scale", r.scale}};
         } else {
           const int64_t g = sc->kind == CtKind::NVFP4 ? 16 : 32;
           if (x.shape().back() % g != 0)
@@ -205,8 +257,7 @@ ExportReport export_compressed_tensors(const io::Model& model, const std::string
   config["quantization_config"] = qc;
   const std::string text = config.dump(2) + "\n";
   if (job) job->check();
-  w.finish(meta, job);
-  rep.files.push_back(out);
+  w.finish(meta, job, rep);
   commit_verified(
       config_path, [&](const auto& put) { put(text.data(), text.size()); },
       [&](const std::string& staged) {

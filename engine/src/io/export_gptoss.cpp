@@ -53,7 +53,7 @@ Tensor pack_e2m1(const Tensor& codes, bool fnuz) {
 ExportReport export_gpt_oss(const io::Model& model, const std::string& out, const ExportPlan& plan,
                             const ExportOptions& opt, JobControl* job) {
   ExportReport rep;
-  SafetensorsStreamWriter w(out);
+  OutputFiles w(out, opt);
   std::map<std::string, std::string> meta = opt.metadata;
   meta["format"] = "pt";
   meta["castscope.layout"] = "gpt-oss";
@@ -62,6 +62,7 @@ ExportReport export_gpt_oss(const io::Model& model, const std::string& out, cons
       [&](const io::TensorInfo& info, const std::optional<DataType>& d, const Tensor& x,
           JobControl* sub) {
         ExportedTensor et{info.name, "", info.shape, info.nbytes, 0};
+        w.route(info);
         if (!d) {
           keep_tensor(w, info, x, et);
           rep.tensors.push_back(et);
@@ -88,8 +89,7 @@ ExportReport export_gpt_oss(const io::Model& model, const std::string& out, cons
         et.bytes_out = blocks.nbytes() + r.scale.nbytes();
         rep.tensors.push_back(et);
       });
-  w.finish(meta, job);
-  rep.files.push_back(out);
+  w.finish(meta, job, rep);
   return rep;
 }
 

@@ -31,8 +31,8 @@ const char* keep_spec(DType d) {
   }
 }
 
-void add_packed(SafetensorsStreamWriter& w, std::map<std::string, std::string>& meta,
-                const std::string& name, const CastResult& r, ExportedTensor& rep) {
+void add_packed(OutputFiles& w, std::map<std::string, std::string>& meta, const std::string& name,
+                const CastResult& r, ExportedTensor& rep) {
   meta[name + ".dtype"] = r.dtype.str();
   meta[name + ".shape"] = nlohmann::json(r.shape).dump();
   meta[name + ".mode"] = to_string(r.mode);
@@ -53,7 +53,7 @@ void add_packed(SafetensorsStreamWriter& w, std::map<std::string, std::string>& 
 ExportReport export_native(const io::Model& model, const std::string& out, const ExportPlan& plan,
                            const ExportOptions& opt, JobControl* job) {
   ExportReport rep;
-  SafetensorsStreamWriter w(out);
+  OutputFiles w(out, opt);
   std::map<std::string, std::string> meta = opt.metadata;
   meta["format"] = "castscope-packed";
   meta["castscope.version"] = "1";
@@ -62,6 +62,7 @@ ExportReport export_native(const io::Model& model, const std::string& out, const
       [&](const io::TensorInfo& info, const std::optional<DataType>& d, const Tensor& x,
           JobControl* sub) {
         ExportedTensor et{info.name, "", info.shape, info.nbytes, 0};
+        w.route(info);
         const DType sd = stored_dtype(info);
         if (d) {
           et.dtype = d->str();
@@ -90,8 +91,7 @@ ExportReport export_native(const io::Model& model, const std::string& out, const
         }
         rep.tensors.push_back(et);
       });
-  w.finish(meta, job);
-  rep.files.push_back(out);
+  w.finish(meta, job, rep);
   return rep;
 }
 

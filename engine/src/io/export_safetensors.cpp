@@ -46,8 +46,7 @@ DType stored_dtype(const io::TensorInfo& info) {
   return DType::F32;  // quantized GGUF blocks, ONNX-only types: float32 is what load() gives
 }
 
-void keep_tensor(SafetensorsStreamWriter& w, const io::TensorInfo& info, const Tensor& x,
-                 ExportedTensor& et) {
+void keep_tensor(OutputFiles& w, const io::TensorInfo& info, const Tensor& x, ExportedTensor& et) {
   const DType sd = stored_dtype(info);
   et.dtype = std::string("keep:") + dtype_name(sd);
   Tensor t = to_storage(x, sd);
@@ -404,8 +403,10 @@ const char* to_string(Layout l) {
   return "?";
 }
 
-ExportReport export_model(const io::Model& model, const std::string& out, const ExportPlan& plan,
-                          const ExportOptions& options, JobControl* job) {
+namespace exportdetail {
+
+ExportReport export_layout(const io::Model& model, const std::string& out, const ExportPlan& plan,
+                           const ExportOptions& options, JobControl* job) {
   ExportReport r;
   switch (options.layout) {
     case Layout::Native:
@@ -429,6 +430,7 @@ ExportReport export_model(const io::Model& model, const std::string& out, const 
   return r;
 }
 
+}  // namespace exportdetail
 }  // namespace castscope
 
 namespace castscope::exportdetail {

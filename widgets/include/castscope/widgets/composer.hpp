@@ -24,6 +24,7 @@ struct ComposerState {
   Round round = Round::Even;
   ScaleMode scale_mode = ScaleMode::Floor;
   Overflow overflow = Overflow::Saturate;
+  int axis = -1;  // tile axis (negative counts from the end)
 
   char text[160] = "mxfp4e2";
   std::string error;  // why the current fields / text do not form a datatype

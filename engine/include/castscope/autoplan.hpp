@@ -1,0 +1,47 @@
+// Per-layer auto-assignment: for every tensor worth casting, the cheapest datatype of a candidate
+// set (the formats the user's hardware runs) whose SNR reaches a target, as a plan.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "castscope/cast.hpp"
+#include "castscope/export.hpp"
+#include "castscope/io.hpp"
+
+namespace castscope {
+
+// MXFP8, MXFP6, MXFP4, NVFP4, FP8 per channel and in 128x128 blocks, BF16.
+const std::vector<std::string>& default_auto_candidates();
+
+struct AutoPlanOptions {
+  double snr_target_db = 30.0;
+  std::vector<std::string> candidates = default_auto_candidates();  // datatype strings
+  bool include_1d = false;          // norms and biases are kept unless asked
+  bool include_embeddings = false;  // token / position embeddings are kept unless asked
+  CastOptions cast;                 // round, scale mode, axis, device
+};
+
+// Token and position embedding tables, by the names the common stacks give them.
+bool is_embedding_name(const std::string& name);
+// Whether auto-assignment picks a datatype for this tensor (float storage, rank >= 2 unless
+// include_1d, not an embedding unless include_embeddings).
+bool auto_considers(const io::TensorInfo& info, const AutoPlanOptions& o);
+
+struct AutoPlanPick {
+  std::string tensor;
+  std::string dtype;  // the candidate as given; empty: no candidate casts this tensor
+  double bits = 0;
+  double snr_db = 0;
+  bool met = false;  // false: no candidate reached the target; dtype is the best SNR found
+};
+// The candidates tried cheapest first (bits per value at the tensor's last-axis length).
+AutoPlanPick auto_pick(const std::string& name, const Tensor& x, const AutoPlanOptions& o,
+                       JobControl* job = nullptr);
+// auto_pick over every tensor auto_considers; throws Error naming a bad candidate string.
+std::vector<AutoPlanPick> auto_assign(const io::Model& model, const AutoPlanOptions& o,
+                                      JobControl* job = nullptr);
+// A plan that keeps everything except the picked tensors (one exact-name rule each).
+ExportPlan plan_from_picks(const std::vector<AutoPlanPick>& picks);
+
+}  // namespace castscope
