@@ -223,8 +223,10 @@ void Script::step(AppState& app) {
           app.heat.field = widgets::HeatField::Absmax;
         else if (l.arg == "snr")
           app.heat.field = widgets::HeatField::Snr;
+        else if (l.arg == "mapping")
+          app.heat.field = widgets::HeatField::Mapping;
         else
-          fail("heat-field is scale, absmax or snr");
+          fail("heat-field is scale, absmax, snr or mapping");
       } else if (l.cmd == "timeout") {
         wait_limit_s_ = std::stod(l.arg);
       } else if (l.cmd == "wait") {
