@@ -7,7 +7,12 @@ namespace castscope::cli {
 namespace {
 
 void codebook_opt(CLI::App& app) {
+  // Subcommands registered before this one did not inherit fallthrough; set it on all of them
+  // once every registrar has run, so the option may follow the subcommand too.
   app.fallthrough();
+  app.preparse_callback([&app](size_t) {
+    for (CLI::App* sub : app.get_subcommands({})) sub->fallthrough();
+  });
   app.add_option_function<std::vector<std::string>>(
          "--codebook",
          [](const std::vector<std::string>& files) {

@@ -2,6 +2,7 @@
 
 #include <GLFW/glfw3.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -302,6 +303,11 @@ std::string state_json(const AppState& app, const std::vector<std::string>& scri
     r["representable_log2"] = {a->rep_lo, a->rep_hi};
     r["tiles"] = a->tiles ? nlohmann::json{a->tiles->rows, a->tiles->cols} : nlohmann::json();
     r["tiles_note"] = a->tiles_note;
+    if (a->tiles && !a->tiles->mapping.empty()) {
+      std::vector<int16_t> used = a->tiles->mapping;
+      std::sort(used.begin(), used.end());
+      r["tile_mappings"] = std::unique(used.begin(), used.end()) - used.begin();
+    }
     r["mask_set"] = a->mask.set;
     r["mask_what"] = a->mask.what;
     j["analysis"] = r;

@@ -3,6 +3,7 @@
 // are bright and labelled with the subtiles that chose them.
 #include <imgui.h>
 
+#include <algorithm>
 #include <string>
 
 #include "castscope/widgets/heatmap.hpp"
@@ -43,8 +44,15 @@ void draw_codebook_mappings(const widgets::Analysis& a, int64_t tile,
       const float x = X(v);
       dl->AddLine(ImVec2(x, y - row_h * 0.35f), ImVec2(x, y + row_h * 0.35f), c, on ? 2.5f : 1.0f);
     }
-    const std::string label = cb.names[mi] + (on ? "  <- " + chosen[mi] : "");
-    dl->AddText(ImVec2(x1 + fs * 0.6f, y - fs * 0.5f), c, label.c_str());
+    // The name after the row; moved left over a backing box when the window is too narrow.
+    const std::string label = cb.names[mi] + (on ? " <- " + chosen[mi] : "");
+    const float lw = ImGui::CalcTextSize(label.c_str()).x;
+    const float right = ImGui::GetWindowPos().x + ImGui::GetWindowContentRegionMax().x;
+    const float lx = std::min(x1 + fs * 0.6f, right - lw - fs * 0.2f);
+    if (lx < x1 + fs * 0.6f)
+      dl->AddRectFilled(ImVec2(lx - 2, y - fs * 0.5f), ImVec2(lx + lw + 2, y + fs * 0.5f),
+                        ImGui::GetColorU32(ImGuiCol_WindowBg));
+    dl->AddText(ImVec2(lx, y - fs * 0.5f), c, label.c_str());
   }
 }
 
