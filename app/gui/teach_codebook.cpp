@@ -24,11 +24,13 @@ void draw_codebook_mappings(const widgets::Analysis& a, int64_t tile,
         chosen[mi] += (chosen[mi].empty() ? "" : ",") + std::to_string(j);
     }
   ImGui::Spacing();
+  ImGui::PushTextWrapPos(0.0f);
   ImGui::TextDisabled(
       "%s: %d mappings of %d entries on the %s line; bright rows are the ones tile "
       "%lld chose (subtile numbers on the right)",
       cb.str().c_str(), cb.num_maps(), cb.num_values(), cb.compute.name().c_str(),
       static_cast<long long>(tile));
+  ImGui::PopTextWrapPos();
   const float fs = ImGui::GetFontSize(), row_h = fs * 0.9f;
   const ImVec2 p0 = ImGui::GetCursorScreenPos();
   const float h = row_h * static_cast<float>(cb.maps.size()) + fs * 0.5f;
