@@ -159,9 +159,11 @@ TEST(CodebookModes, ActualAndCompressedUpcastToTheVirtualValues) {
   for (const char* n : {"icb44fi4_e32", "icb44fi4_e32s8", "icb44fi3_f32s4", "icb44fi2_f32",
                         "icb42p1s2_e4m3fn_e8m0_t16s4", "icb41f_e2m3fnuz_e8m0_t32s2"}) {
     const DataType d = DataType::parse(n);
-    for (int axis : {-1, 0}) {
-      const Shape s = axis == -1 ? Shape{6, 96} : Shape{64, 5};
-      Tensor x = gaussian(s, seed + axis);
+    // Whole tiles along the last axis, along axis 0, and a short last tile (80 = 2.5 tiles).
+    for (int variant = 0; variant < 3; ++variant) {
+      const int axis = variant == 1 ? 0 : -1;
+      const Shape s = variant == 0 ? Shape{6, 96} : variant == 1 ? Shape{64, 5} : Shape{5, 80};
+      Tensor x = gaussian(s, seed + variant);
       CastOptions o;
       o.device = Device::CPU;
       o.axis = axis;
@@ -170,8 +172,10 @@ TEST(CodebookModes, ActualAndCompressedUpcastToTheVirtualValues) {
       const CastResult act = cast(x, d, o);
       o.mode = CastMode::Compress;
       const CastResult cmp = cast(x, d, o);
-      EXPECT_EQ(first_diff(upcast(act), virt), -1) << n << " axis " << axis << " seed " << seed;
-      EXPECT_EQ(first_diff(upcast(cmp), virt), -1) << n << " axis " << axis << " seed " << seed;
+      EXPECT_EQ(first_diff(upcast(act), virt), -1)
+          << n << " variant " << variant << " seed " << seed;
+      EXPECT_EQ(first_diff(upcast(cmp), virt), -1)
+          << n << " variant " << variant << " seed " << seed;
       const CastResult back = unpack(cmp);
       ASSERT_EQ(back.codes.nbytes(), act.codes.nbytes());
       EXPECT_EQ(std::memcmp(back.codes.data(), act.codes.data(), act.codes.nbytes()), 0) << n;
