@@ -122,6 +122,16 @@ void info_cmd(CLI::App& app) {
       j["description"] = d.describe();
       j["bits_per_value"] = d.bits_per_value();
       j["number"] = number_json(d.number(), true);
+      if (const auto& cb = d.codebook()) {
+        json maps = json::array();
+        for (size_t m = 0; m < cb->maps.size(); ++m)
+          maps.push_back({{"name", cb->names[m]}, {"values", cb->maps[m]}});
+        j["codebook"] = {{"spec", cb->str()},
+                         {"implicit", cb->implicit},
+                         {"index_bits", cb->index_bits},
+                         {"meta_bits", cb->meta_bits},
+                         {"mappings", maps}};
+      }
       if (d.scaled()) {
         const ScaleSpec& sc = *d.scale();
         j["scale"] = number_json(sc.scale, true);
@@ -145,7 +155,18 @@ void info_cmd(CLI::App& app) {
                 d.tensor_scaled() ? " (plus one tensor scale)"
                 : d.multiscale()  ? " (plus the tensor scale)"
                                   : "");
-    print_number(d.number(), "element", true);
+    if (const auto& cb = d.codebook()) {
+      std::printf("codebook %s: %d mappings of %d %s values (index = entry, ascending)\n",
+                  cb->str().c_str(), cb->num_maps(), cb->num_values(), d.number().name().c_str());
+      for (size_t m = 0; m < cb->maps.size(); ++m) {
+        std::printf("  %2zu %-8s", m, cb->names[m].c_str());
+        for (int j = cb->num_values() / 2; j < cb->num_values(); ++j)
+          std::printf(" %g", cb->maps[m][j]);
+        std::printf("  (and negatives)\n");
+      }
+      std::printf("\n");
+    }
+    print_number(d.number(), d.codebook() ? "compute" : "element", true);
     if (d.scaled()) {
       const ScaleSpec& sc = *d.scale();
       std::printf("\n");

@@ -42,11 +42,12 @@ void draw_teach_panel(AppState& app) {
     return;
   }
   const DataType& d = a->dtype;
-  if (d.family() != Family::Standard || d.number().bits() > 8 || d.number().is_exponent()) {
+  const bool plain = d.family() == Family::Standard || d.family() == Family::Codebook;
+  if (!plain || d.number().bits() > 8 || d.number().is_exponent()) {
     ImGui::TextWrapped(
         "The teaching view shows formats of at most 8 bits; %s has %d-bit elements%s. Pick e.g. "
         "mxfp4e2, nvfp4, mxfp8e4 or int4_sc in the composer.",
-        d.label().c_str(), d.number().bits(), d.family() != Family::Standard ? " (TCFP)" : "");
+        d.label().c_str(), d.number().bits(), !plain ? " (TCFP)" : "");
     ImGui::End();
     return;
   }
@@ -164,6 +165,7 @@ void draw_teach_panel(AppState& app) {
   ImGui::TextColored(ImVec4(0.92f, 0.31f, 0.27f, 1), "clipped (saturated)");
   ImGui::SameLine();
   ImGui::TextColored(ImVec4(0.6f, 0.6f, 0.63f, 1), "flushed to zero");
+  if (d.codebook()) draw_codebook_mappings(*a, k, X, x0, x1);
   if (ImGui::BeginTable(
           "##teach", 5,
           ImGuiTableFlags_RowBg | ImGuiTableFlags_ScrollY | ImGuiTableFlags_BordersInnerV)) {

@@ -2,6 +2,8 @@
 // own window.
 #pragma once
 
+#include <functional>
+
 #include <imgui.h>
 
 #include <cstdio>
@@ -15,6 +17,10 @@ void draw_status_bar(AppState& app);
 void draw_files_panel(AppState& app);
 void draw_tensors_panel(AppState& app);
 void draw_composer_panel(AppState& app);
+// Part of the teaching view for codebooks (teach_codebook.cpp): every mapping as a row of ticks on
+// the compute format's axis (X maps a value to a screen x), the current tile's choices marked.
+void draw_codebook_mappings(const widgets::Analysis& a, int64_t tile,
+                            const std::function<float(double)>& X, float x0, float x1);
 void draw_views_panel(AppState& app);
 void draw_scale_modes_panel(AppState& app);
 void draw_compare_panel(AppState& app);

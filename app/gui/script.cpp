@@ -2,6 +2,7 @@
 
 #include <GLFW/glfw3.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -228,8 +229,10 @@ void Script::step(AppState& app) {
           app.heat.field = widgets::HeatField::Absmax;
         else if (l.arg == "snr")
           app.heat.field = widgets::HeatField::Snr;
+        else if (l.arg == "mapping")
+          app.heat.field = widgets::HeatField::Mapping;
         else
-          fail("heat-field is scale, absmax or snr");
+          fail("heat-field is scale, absmax, snr or mapping");
       } else if (l.cmd == "timeout") {
         wait_limit_s_ = std::stod(l.arg);
       } else if (l.cmd == "wait") {
@@ -306,6 +309,11 @@ std::string state_json(const AppState& app, const std::vector<std::string>& scri
     r["representable_log2"] = {a->rep_lo, a->rep_hi};
     r["tiles"] = a->tiles ? nlohmann::json{a->tiles->rows, a->tiles->cols} : nlohmann::json();
     r["tiles_note"] = a->tiles_note;
+    if (a->tiles && !a->tiles->mapping.empty()) {
+      std::vector<int16_t> used = a->tiles->mapping;
+      std::sort(used.begin(), used.end());
+      r["tile_mappings"] = std::unique(used.begin(), used.end()) - used.begin();
+    }
     r["mask_set"] = a->mask.set;
     r["mask_what"] = a->mask.what;
     j["analysis"] = r;

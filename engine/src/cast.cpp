@@ -6,6 +6,7 @@
 #include "backend.hpp"
 #include "castscope/cast.hpp"
 #include "castscope/tcfp.hpp"
+#include "codebook/cb_cast.hpp"
 #include "cpu/cast_cpu.hpp"
 #include "plan.hpp"
 
@@ -37,8 +38,9 @@ void notice_once(const std::string& msg) {
 CastResult cast_cpu(const Tensor& x, const DataType& d, const CastOptions& o) {
   CastOptions actual_opt = o;
   if (o.mode == CastMode::Compress) actual_opt.mode = CastMode::Actual;
-  CastResult r = d.family() == Family::Standard ? cpu::cast_standard(x, d, actual_opt)
-                                                : tcfp::cast(x, d, actual_opt);
+  CastResult r = d.family() == Family::Standard   ? cpu::cast_standard(x, d, actual_opt)
+                 : d.family() == Family::Codebook ? codebook::cast(x, d, actual_opt)
+                                                  : tcfp::cast(x, d, actual_opt);
   r.backend = "cpu";
   if (o.mode == CastMode::Compress) {
     r = pack(r);
@@ -89,6 +91,7 @@ Tensor upcast(const CastResult& result) {
     return result.values;
   }
   CastResult a = result.mode == CastMode::Compress ? unpack(result) : result;
+  if (a.dtype.family() == Family::Codebook) return codebook::upcast(a);
   if (a.dtype.family() != Family::Standard) return tcfp::upcast(a);
   return cpu::upcast_standard(a);
 }
@@ -200,6 +203,7 @@ int sparse_axis(const detail::CastPlan& p) {
 CastResult pack(const CastResult& a) {
   if (a.mode == CastMode::Compress) return a;
   if (a.mode != CastMode::Actual) throw Error("pack needs an actual-mode cast result");
+  if (a.dtype.family() == Family::Codebook) return codebook::pack(a);
   if (a.dtype.family() != Family::Standard) return tcfp::pack(a);
   detail::CastPlan p = detail::make_plan(a.shape, a.dtype, a.options);
   cpu::validate_actual(a, p);
@@ -243,6 +247,7 @@ CastResult pack(const CastResult& a) {
 CastResult unpack(const CastResult& c) {
   if (c.mode == CastMode::Actual) return c;
   if (c.mode != CastMode::Compress) throw Error("unpack needs a compressed cast result");
+  if (c.dtype.family() == Family::Codebook) return codebook::unpack(c);
   if (c.dtype.family() != Family::Standard) return tcfp::unpack(c);
   detail::CastPlan p = detail::make_plan(c.shape, c.dtype, c.options);
   CastResult r = c;

@@ -84,7 +84,8 @@ std::shared_ptr<const Analysis> analyze(const Tensor& x_in, const DataType& dtyp
   a->dtype = dtype;
   const Tensor x = x_in.dtype() == DType::F32 ? x_in : x_in.to_f32();
   const int64_t n = x.numel();
-  const bool tiled = dtype.family() == Family::Standard && dtype.scaled() && !dtype.tensor_scaled();
+  const bool tiled = (dtype.family() == Family::Standard || dtype.family() == Family::Codebook) &&
+                     dtype.scaled() && !dtype.tensor_scaled();
   options.mode = tiled ? CastMode::Actual : CastMode::Virtual;
   options.job = job;
   CastResult r = cast(x, dtype, options);
@@ -125,7 +126,8 @@ std::shared_ptr<const Analysis> analyze(const Tensor& x_in, const DataType& dtyp
   a->log_cast = histogram(qp, n, lo, hi + 1.0, bins, true);
 
   NumberSpec target = dtype.number();
-  if (dtype.family() != Family::Standard) target = NumberSpec::parse("e4m3fn");
+  if (dtype.family() != Family::Standard && dtype.family() != Family::Codebook)
+    target = NumberSpec::parse("e4m3fn");
   auto [rlo, rhi] = representable_log2(target);
   if (dtype.scaled() || dtype.family() != Family::Standard) {
     const double span = rhi - rlo;

@@ -10,7 +10,9 @@ namespace castscope::widgets {
 
 namespace {
 
-const char* const kScale[] = {"e8m0", "e4m3fn", "e5m2", "float32", "float16", "bfloat16", "e5m3"};
+const char* const kScale[] = {"e8m0",    "e4m3fn",   "e5m2", "float32",
+                              "float16", "bfloat16", "e5m3", "e5m0"};
+const char* const kElement[] = {"number format", "codebook"};
 const char* const kSecond[] = {"(none)", "float32", "float16", "bfloat16", "int8", "e8m0"};
 const char* const kKinds[] = {"float", "int", "uint"};
 const char* const kInfNan[] = {"ieee (Inf and NaN)", "fn (NaN only)", "fnuz (NaN at -0)",
@@ -59,6 +61,23 @@ void ComposerState::set(const DataType& d) {
   dtype = d;
   error.clear();
   std::snprintf(text, sizeof text, "%s", (d.name().empty() ? d.str() : d.name()).c_str());
+  codebook = d.family() == Family::Codebook;
+  if (codebook) {
+    const Codebook& cb = *d.codebook();
+    cb_implicit = cb.implicit;
+    cb_index = cb.index_bits;
+    cb_meta = cb.meta_bits;
+    std::snprintf(cb_clauses, sizeof cb_clauses, "%s", cb.clauses.c_str());
+    std::snprintf(cb_compute, sizeof cb_compute, "%s", cb.compute.name().c_str());
+    std::snprintf(cb_label, sizeof cb_label, "%s", cb.label.c_str());
+    const ScaleSpec& sc = *d.scale();
+    scale_fmt = std::max(0, index_of(kScale, IM_ARRAYSIZE(kScale), sc.scale.name()));
+    scaling = 3;
+    tile = sc.tiles[0].size;
+    sub = sc.tiles[0].sub;
+    second_fmt = sp_n = sp_m = 0;
+    return;
+  }
   if (d.family() != Family::Standard) return;  // TCFP has no field form
   const NumberSpec& n = d.number();
   if (n.is_float()) {
@@ -111,6 +130,14 @@ bool ComposerState::set_text(const std::string& str) {
 
 std::string ComposerState::fields_string() const {
   std::string s;
+  if (codebook) {
+    s = std::string(cb_implicit ? "icb" : "cb") + std::to_string(cb_index) +
+        std::to_string(cb_meta) + (cb_implicit ? cb_clauses : "") + "_" + cb_compute;
+    if (cb_label[0]) s += std::string("_") + cb_label;
+    s += std::string("_") + kScale[scale_fmt] + "_t" + std::to_string(tile);
+    if (sub > 0) s += "s" + std::to_string(sub);
+    return s;
+  }
   if (kind == 0) {
     const int b = custom_bias ? bias : (1 << (ebits - 1)) - 1;
     s = NumberSpec::make_float(ebits, mbits, b, static_cast<InfNan>(infnan)).name();
@@ -166,9 +193,35 @@ bool draw_composer(ComposerState& s) {
       "Type a registry name (mxfp4e2, nvfp4, ...) or NSPEC[_SSPEC], e.g. e4m3fn_e8m0_t32 or "
       "int4_float16_t0; press Enter to apply.");
 
-  if (s.dtype.family() != Family::Standard) {
+  int element = s.codebook ? 1 : 0;
+  const bool tcfp = s.dtype.family() != Family::Standard && s.dtype.family() != Family::Codebook;
+  if (tcfp) {
     ImGui::TextWrapped("%s is a TCFP datatype: it has its own kernels and no field form.",
                        s.dtype.label().c_str());
+  } else if (ImGui::Combo("element", &element, kElement, IM_ARRAYSIZE(kElement))) {
+    s.codebook = element == 1;
+    if (s.codebook) s.scaling = 3, s.second_fmt = s.sp_n = s.sp_m = 0;
+    fields = true;
+  }
+  if (tcfp) {
+  } else if (s.codebook) {
+    section("Codebook");
+    fields |= ImGui::Checkbox("implicit (pattern clauses)", &s.cb_implicit);
+    help(
+        "Implicit codebooks generate their mappings from clauses: f (fp pattern), i (int "
+        "pattern), p / s (progressive / static steps), digits for offsets, e for binades lower "
+        "(docs/formats.md). Generic codebooks take their tables from a JSON file loaded with "
+        "--codebook.");
+    fields |= ImGui::SliderInt("index bits", &s.cb_index, 2, 8);
+    fields |= ImGui::SliderInt("meta bits", &s.cb_meta, 1, 8);
+    if (s.cb_implicit) fields |= ImGui::InputText("clauses", s.cb_clauses, sizeof s.cb_clauses);
+    fields |= ImGui::InputText("compute format", s.cb_compute, sizeof s.cb_compute);
+    fields |= ImGui::InputText("label", s.cb_label, sizeof s.cb_label);
+    section("Scaling");
+    fields |= ImGui::Combo("scale format", &s.scale_fmt, kScale, IM_ARRAYSIZE(kScale));
+    fields |= ImGui::InputInt("tile size", &s.tile, 8, 32);
+    fields |= ImGui::InputInt("subtile", &s.sub, 1, 2);
+    help("Elements that choose a mapping together (0: the whole tile).");
   } else {
     section("Number format");
     fields |= ImGui::Combo("kind", &s.kind, kKinds, IM_ARRAYSIZE(kKinds));

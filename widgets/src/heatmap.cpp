@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <string>
 
 namespace castscope::widgets {
 
@@ -17,8 +18,19 @@ float heat_value(const TileMap& m, HeatField field, size_t k) {
       return m.absmax[k];
     case HeatField::Snr:
       return m.snr_db[k];
+    case HeatField::Mapping:
+      return k < m.mapping.size() ? static_cast<float>(m.mapping[k])
+                                  : std::numeric_limits<float>::quiet_NaN();
   }
   return 0;
+}
+
+uint32_t mapping_colour(int index) {
+  // Hues 0.618 apart (golden ratio) stay distinguishable for the 2 to 16 mappings of a codebook.
+  float r, g, b;
+  ImGui::ColorConvertHSVtoRGB(std::fmod(0.07f + 0.618034f * static_cast<float>(index), 1.0f), 0.65f,
+                              0.95f, r, g, b);
+  return ImGui::ColorConvertFloat4ToU32(ImVec4(r, g, b, 1.0f));
 }
 
 void heat_range(const TileMap& m, HeatField field, float* lo, float* hi) {
@@ -44,7 +56,8 @@ void rebuild(HeatmapState& s, const TileMap& m, const std::vector<uint8_t>* mark
     float v = heat_value(m, s.field, k);
     if (s.field == HeatField::Snr && std::isinf(v) && v > 0) v = s.vmax;  // exact tiles
     const float t = (v - s.vmin) / span;
-    uint32_t c = colormap(s.vmax > s.vmin ? t : 0.5f);
+    uint32_t c = s.field == HeatField::Mapping ? mapping_colour(static_cast<int>(v))
+                                               : colormap(s.vmax > s.vmin ? t : 0.5f);
     if (!std::isfinite(v)) c = IM_COL32(128, 128, 128, 255);
     if (marks && k < marks->size()) {
       const ImVec4 f = ImGui::ColorConvertU32ToFloat4(c);
@@ -76,7 +89,7 @@ void draw_heatmap(const char* id, HeatmapState& s, const TileMap* m, const std::
   if (s.source != m || s.built_field != s.field || s.marks_source != marks) rebuild(s, *m, marks);
   int f = static_cast<int>(s.field);
   ImGui::SetNextItemWidth(ImGui::GetFontSize() * 9);
-  if (ImGui::Combo("##field", &f, "log2 scale\0tile absmax\0tile SNR (dB)\0"))
+  if (ImGui::Combo("##field", &f, "log2 scale\0tile absmax\0tile SNR (dB)\0codebook mapping\0"))
     s.field = static_cast<HeatField>(f);
   ImGui::SameLine();
   if (ImGui::SmallButton("reset view")) s.zoom = 1, s.u0 = s.v0 = 0;
@@ -144,11 +157,28 @@ void draw_heatmap(const char* id, HeatmapState& s, const TileMap* m, const std::
       ImGui::Text("tile SNR exact (no error)");
     else
       ImGui::Text("tile SNR %.4f dB", m->snr_db[k]);
+    if (k < m->mapping.size()) {
+      ImGui::Text("codebook mapping %d (most of its subtiles)", m->mapping[k]);
+      if (m->subs_per_tile > 1) {
+        std::string subs;
+        for (int j = 0; j < m->subs_per_tile; ++j)
+          subs += (j ? " " : "") + std::to_string(m->sub_mapping[k * m->subs_per_tile + j]);
+        ImGui::Text("subtile mappings %s", subs.c_str());
+      }
+    }
     if (marks && k < marks->size()) ImGui::Text("%s", (*marks)[k] ? "scale differs" : "same scale");
     ImGui::EndTooltip();
   }
-  // Colour bar.
-  if (!marks) {
+  // Colour bar (a legend of mapping colours for the codebook field).
+  if (!marks && s.field == HeatField::Mapping && !m->mapping.empty()) {
+    const ImVec2 c0(p0.x, p0.y + h + 4);
+    const float cw = ImGui::GetFontSize() * 1.2f;
+    const int n = 1 + *std::max_element(m->mapping.begin(), m->mapping.end());
+    for (int i = 0; i < n; ++i)
+      dl->AddRectFilled(ImVec2(c0.x + cw * i, c0.y), ImVec2(c0.x + cw * (i + 1) - 1, c0.y + 8),
+                        mapping_colour(i));
+    ImGui::Dummy(ImVec2(w, 10));
+  } else if (!marks) {
     const ImVec2 c0(p0.x, p0.y + h + 4);
     const float cw = std::min(w, ImGui::GetFontSize() * 16);
     for (int i = 0; i < 64; ++i)

@@ -2,11 +2,13 @@
 // predefined datatypes.
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "castscope/codebook.hpp"
 #include "castscope/format.hpp"
 
 namespace castscope {
@@ -37,7 +39,7 @@ struct ScaleSpec {
 };
 
 // Datatypes outside the TensorCast grammar, with their own cast kernels.
-enum class Family { Standard, TCFP8, TCFP12, TCFP16 };
+enum class Family { Standard, TCFP8, TCFP12, TCFP16, Codebook };
 
 class DataType {
  public:
@@ -47,7 +49,9 @@ class DataType {
   static DataType make(NumberSpec number, std::optional<ScaleSpec> scale, std::string name = "");
 
   Family family() const { return family_; }
-  const NumberSpec& number() const { return number_; }
+  const NumberSpec& number() const { return number_; }  // the compute format of a codebook
+  // Codebook datatypes (Family::Codebook): the mappings; null otherwise.
+  const std::shared_ptr<const Codebook>& codebook() const { return codebook_; }
   const std::optional<ScaleSpec>& scale() const { return scale_; }
   bool scaled() const { return scale_.has_value(); }
   // Registry name if the datatype has one, "" otherwise.
@@ -72,7 +76,8 @@ class DataType {
 
   // Semantic equality: the name does not take part.
   bool operator==(const DataType& o) const {
-    return family_ == o.family_ && number_ == o.number_ && scale_ == o.scale_;
+    return family_ == o.family_ && number_ == o.number_ && scale_ == o.scale_ &&
+           (codebook_ == o.codebook_ || (codebook_ && o.codebook_ && *codebook_ == *o.codebook_));
   }
 
  private:
@@ -81,6 +86,7 @@ class DataType {
   Family family_ = Family::Standard;
   NumberSpec number_;
   std::optional<ScaleSpec> scale_;
+  std::shared_ptr<const Codebook> codebook_;
   std::string name_;
 };
 

@@ -60,6 +60,11 @@ struct TileMap {
   std::vector<float> scale_value;        // decoded scale (NaN for a NaN scale)
   std::vector<float> absmax;             // tile absmax over finite inputs
   std::vector<float> snr_db;             // tile SNR (+inf when exact)
+  // Codebooks: the mapping chosen by each subtile (subs_per_tile per tile, tile order), and per
+  // tile the one most of its subtiles chose (the lowest on a tie). Empty for other datatypes.
+  int subs_per_tile = 0;
+  std::vector<uint8_t> sub_mapping;
+  std::vector<int16_t> mapping;
 };
 // Needs an Actual or Compress result of a tile- or channel-scaled datatype with a 2-D view of
 // the input (x as float32, same shape as result.shape). Throws Error otherwise.

@@ -4,6 +4,7 @@
 
 #include "backend.hpp"
 #include "castscope/tcfp.hpp"
+#include "codebook/cb_cast.hpp"
 #include "cpu/cast_cpu.hpp"
 #include "cuda/cast_kernels.cuh"
 #include "cuda/cuda_internal.hpp"
@@ -61,6 +62,8 @@ struct CastRunner::Impl {
   Scratch* sc() { return static_cast<Scratch*>(scratch.mutable_data()); }
 
   void setup() {
+    if (dtype.family() == Family::Codebook)
+      throw Error("datatype " + dtype.str() + ": device-resident casts do not take codebooks");
     is_tcfp = dtype.family() != Family::Standard;
     const bool actual = opt.mode != CastMode::Virtual;
     if (is_tcfp) {
@@ -346,6 +349,17 @@ DeviceCastResult cast(const DeviceTensor& x, const DataType& dtype, const CastOp
 namespace castscope::cuda {
 
 CastResult cast(const Tensor& x, const DataType& dtype, const CastOptions& opt) {
+  if (dtype.family() == Family::Codebook) {
+    CastOptions a = opt;
+    if (opt.mode == CastMode::Compress) a.mode = CastMode::Actual;
+    CastResult r = codebook::cast_cuda(x, dtype, a);
+    if (opt.mode == CastMode::Compress) {
+      r = codebook::pack(r);
+      r.options.mode = CastMode::Compress;
+    }
+    r.options.device = opt.device;
+    return r;
+  }
   Tensor in = x;
   if (x.dtype() == DType::F8E4M3 || x.dtype() == DType::F8E5M2) in = x.to_f32();
   gpu::DeviceTensor dx = gpu::DeviceTensor::upload(in);

@@ -156,7 +156,20 @@ DataType DataType::parse_grammar(std::string_view text) {
   DataType d;
   size_t used = 0;
   std::string first_error;
-  for (size_t k = 1; k <= segs.size() && k <= 3; ++k) {
+  if (is_codebook_head(segs[0])) {
+    if (segs.size() < 2)
+      fail(text, segs[0], "a codebook needs its compute format after it (e.g. icb44fi_e4m3fn)");
+    const bool labelled = segs.size() > 2 && is_codebook_label(segs[2]);
+    try {
+      d.codebook_ = make_codebook(segs[0], segs[1], labelled ? segs[2] : "");
+    } catch (const Error& e) {
+      fail(text, segs[0], e.what());
+    }
+    d.family_ = Family::Codebook;
+    d.number_ = d.codebook_->compute;
+    used = labelled ? 3 : 2;
+  }
+  for (size_t k = 1; used == 0 && k <= segs.size() && k <= 3; ++k) {
     std::string cand = segs[0];
     for (size_t i = 1; i < k; ++i) cand += "_" + segs[i];
     try {
@@ -208,6 +221,19 @@ DataType DataType::parse_grammar(std::string_view text) {
 }
 
 void DataType::validate(std::string_view text) const {
+  if (family_ == Family::Codebook) {
+    const std::string cb = codebook_->str();
+    if (!scale_ || scale_->tiles.size() != 1 || scale_->tiles[0].channel())
+      fail(text, cb, "a codebook needs one 1-D tile scale (e.g. " + cb + "_e8m0_t32)");
+    const ScaleSpec& sc = *scale_;
+    if (!(sc.scale.is_exponent() || sc.scale.is_float()))
+      fail(text, sc.scale.name(), "a codebook's scale must be an exponent or float format");
+    if (sc.second) fail(text, sc.second->name(), "codebooks take one scale (no second scale)");
+    if (sc.tiles[0].sparse()) fail(text, sc.tiles[0].str(), "codebooks do not take N:M sparsity");
+    if (!(sc.tiles[0] == TileSpec{sc.tiles[0].size, sc.tiles[0].sub}))
+      fail(text, sc.tiles[0].str(), "codebook tiles take a size and an s<N> subtile only");
+    return;
+  }
   if (family_ != Family::Standard) return;
   const NumberSpec& n = number_;
   if (!scale_) {
@@ -269,6 +295,8 @@ std::string DataType::str() const {
       return "tcfp12";
     case Family::TCFP16:
       return "tcfp16";
+    case Family::Codebook:
+      return codebook_->str() + (scale_ ? "_" + scale_->str() : "");
     case Family::Standard:
       break;
   }
@@ -302,6 +330,11 @@ double DataType::bits_per_value(int64_t channel_length) const {
       return 8 + 4 + 2 * 8.0 / 32;
     case Family::TCFP16:
       return 16 + 2 * 8.0 / 32;
+    case Family::Codebook: {
+      const TileSpec& t = scale_->tiles[0];
+      return codebook_->index_bits + static_cast<double>(scale_->scale.bits()) / t.size +
+             static_cast<double>(codebook_->meta_bits) / (t.sub ? t.sub : t.size);
+    }
     case Family::Standard:
       break;
   }
@@ -342,6 +375,14 @@ std::string DataType::describe() const {
     case Family::TCFP16:
       return "TCFP-16: two e4m3fn terms (high + low residual), each with an e8m0 scale per block "
              "of 32";
+    case Family::Codebook: {
+      const TileSpec& t = scale_->tiles[0];
+      o << "codebook " << codebook_->str() << ": " << codebook_->index_bits << "-bit indices into "
+        << codebook_->num_maps() << " mappings of " << number_.name() << " values, "
+        << scale_->scale.name() << " scale per tile of " << t.size << ", mapping chosen per "
+        << (t.sub ? "subtile of " + std::to_string(t.sub) : std::string("tile"));
+      return o.str();
+    }
     case Family::Standard:
       break;
   }

@@ -47,6 +47,21 @@ std::vector<RegistryEntry> build() {
   add("tcfp12", "tcfp12", tc, "TCFP-12: e4m3fn + 4-bit residual, two block scales per 32");
   add("tcfp16", "tcfp16", tc, "TCFP-16: two e4m3fn terms, two block scales per 32");
 
+  // TensorCast's implicit codebooks: f (fp4) and i (int4) patterns, eight shifts each, over an
+  // FP8 / FP6 compute format; e32 = e8m0 scale per 32, f32 = e5m0 per tile or e5m3 with subtiles.
+  const std::string cbg = "codebooks (TensorCast)";
+  const std::pair<const char*, const char*> computes[] = {
+      {"4", "e4m3fn"}, {"3", "e3m2fnuz"}, {"2", "e2m3fnuz"}};
+  for (const auto& [digit, compute] : computes)
+    for (const char* sub : {"", "s16", "s8", "s4"})
+      for (bool e : {true, false}) {
+        const std::string scale = e ? "e8m0" : (*sub ? "e5m3" : "e5m0");
+        add(std::string("icb44fi") + digit + (e ? "_e32" : "_f32") + sub,
+            std::string("icb44fi_") + compute + "_" + scale + "_t32" + sub, cbg,
+            std::string("4-bit indices into 16 fp4/int4 mappings of ") + compute + ", " + scale +
+                " scale per 32" + (*sub ? std::string(", mapping per ") + (sub + 1) : ""));
+      }
+
   // Integer families, named as TensorCast does: letters for the scale (and zero point) types,
   // then the scope: nothing for a tensor scale, 'c' for a channel, the tile size for tiles.
   struct Letter {

@@ -106,6 +106,9 @@ void save_packed(const std::string& path, const std::vector<PackedTensor>& tenso
     meta[pt.name + ".round"] = to_string(r.options.round);
     meta[pt.name + ".scale_mode"] = to_string(r.options.scale_mode);
     meta[pt.name + ".seed"] = std::to_string(r.options.seed);
+    if (const auto& cb = r.dtype.codebook(); cb && !cb->implicit)
+      meta[pt.name + ".codebook"] =
+          json{{"codebook", cb->str()}, {"mappings", cb->maps}, {"names", cb->names}}.dump();
     for (const PackedPart& part : packed_parts()) {
       const Tensor& t = r.*(part.member);
       if (!t) continue;
@@ -168,6 +171,13 @@ std::vector<PackedTensor> load_packed(const std::string& path) {
     pt.name = name;
     CastResult& r = pt.result;
     try {
+      // A generic codebook's tables travel with the file; implicit ones follow from the string.
+      if (meta.contains(name + ".codebook")) {
+        const json t = json::parse(get(".codebook"));
+        register_codebook(t.at("codebook").get<std::string>(),
+                          t.at("mappings").get<std::vector<std::vector<double>>>(),
+                          t.at("names").get<std::vector<std::string>>(), "codebook tables");
+      }
       r.dtype = DataType::parse(it.value().get<std::string>());
       r.shape = detail::text_shape(get(".shape"), "", "metadata " + name + ".shape");
       r.mode = parse_cast_mode(get(".mode"));

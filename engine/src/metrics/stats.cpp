@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -7,6 +8,7 @@
 #include "parallel.hpp"
 #include "plan.hpp"
 #include "group.hpp"
+#include "codebook/cb_cast.hpp"
 #include "cpu/cast_cpu.hpp"
 
 namespace castscope {
@@ -168,6 +170,31 @@ ExponentHistogram exponent_histogram(const float* v, int64_t n) {
 
 TileMap tile_map(const Tensor& x_f32, const Tensor& values, const CastResult& result) {
   CastResult a = result.mode == CastMode::Compress ? unpack(result) : result;
+  if (a.mode == CastMode::Actual && a.dtype.family() == Family::Codebook) {
+    // Scales as those of the compute format with the same tile; then the mapping choices.
+    const codebook::Layout l = codebook::make_layout(a.shape, a.dtype, a.options);
+    codebook::validate_actual(a, l);
+    CastResult s = a;
+    s.dtype = l.plan.dtype;
+    s.meta = Tensor();
+    TileMap m = tile_map(x_f32, values, s);
+    Tensor meta = a.meta;
+    if (l.plan.permuted) {
+      meta = Tensor::empty(DType::U8, l.meta_perm_shape);
+      detail::permute(a.meta.data(), meta.mutable_data(), 1, a.meta.shape(), l.plan.perm);
+    }
+    m.subs_per_tile = l.tile / l.sub;
+    m.sub_mapping.assign(meta.ptr<uint8_t>(), meta.ptr<uint8_t>() + meta.numel());
+    m.mapping.resize(m.scale_value.size());
+    std::vector<int> count(static_cast<size_t>(a.dtype.codebook()->num_maps()));
+    for (size_t k = 0; k < m.mapping.size(); ++k) {
+      std::fill(count.begin(), count.end(), 0);
+      for (int j = 0; j < m.subs_per_tile; ++j) ++count[m.sub_mapping[k * m.subs_per_tile + j]];
+      m.mapping[k] =
+          static_cast<int16_t>(std::max_element(count.begin(), count.end()) - count.begin());
+    }
+    return m;
+  }
   if (a.mode != CastMode::Actual || a.dtype.family() != Family::Standard || !a.dtype.scaled() ||
       a.dtype.tensor_scaled())
     throw Error(

@@ -14,6 +14,14 @@ struct ComposerState {
   bool custom_bias = false;
   int infnan = 2;  // InfNan: 0 ieee, 1 fn, 2 fnuz, 3 finite
   int ibits = 8;
+  // Codebook element (instead of a number format): implicit icb<I><M><clauses> or generic
+  // cb<I><M> over a compute format, with an optional label.
+  bool codebook = false;
+  bool cb_implicit = true;
+  int cb_index = 4, cb_meta = 4;
+  char cb_clauses[32] = "fi";
+  char cb_compute[24] = "e4m3fn";
+  char cb_label[24] = "";
   // Scaling.
   int scaling = 3;     // 0 none, 1 tensor, 2 channel, 3 1-D tile, 4 2-D tile
   int scale_fmt = 0;   // index into scale_formats()

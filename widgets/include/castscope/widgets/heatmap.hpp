@@ -10,7 +10,8 @@
 
 namespace castscope::widgets {
 
-enum class HeatField { ScaleLog2, Absmax, Snr };
+// Mapping: a codebook's chosen mapping per tile (categorical colours; grey for other datatypes).
+enum class HeatField { ScaleLog2, Absmax, Snr, Mapping };
 
 struct HeatmapState {
   HeatField field = HeatField::ScaleLog2;
@@ -27,6 +28,8 @@ struct HeatmapState {
 
 // The value of a tile shown for `field` (log2 of the scale, absmax, or SNR in dB).
 float heat_value(const TileMap& m, HeatField field, size_t k);
+// A distinct colour per codebook mapping index (heatmap and teaching view agree).
+uint32_t mapping_colour(int index);
 // The colour value range over finite tiles.
 void heat_range(const TileMap& m, HeatField field, float* lo, float* hi);
 
