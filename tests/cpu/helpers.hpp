@@ -10,13 +10,14 @@
 #include <vector>
 
 #include "castscope/cast.hpp"
+#include "test_seed.hpp"
 
 namespace cputest {
 
 using namespace castscope;
 
 inline uint64_t fresh_seed() {
-  return static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+  return castscope::test::test_seed();
 }
 
 inline Tensor f32(const std::vector<float>& v, const Shape& shape) {

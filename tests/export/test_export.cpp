@@ -8,6 +8,7 @@
 
 #include "castscope/export.hpp"
 #include "st_reader.hpp"
+#include "test_seed.hpp"
 
 using namespace castscope;
 namespace fs = std::filesystem;
@@ -15,7 +16,7 @@ namespace fs = std::filesystem;
 namespace {
 
 uint64_t fresh_seed() {
-  return std::random_device{}() ^ (static_cast<uint64_t>(std::random_device{}()) << 32);
+  return castscope::test::test_seed();
 }
 
 // Values with a spread of magnitudes so that tiles get different scales; a few exact zeros.

@@ -15,6 +15,7 @@
 #include "castscope/export.hpp"
 #include "castscope/metrics.hpp"
 #include "st_reader.hpp"
+#include "test_seed.hpp"
 
 using namespace castscope;
 namespace fs = std::filesystem;
@@ -23,7 +24,7 @@ using nlohmann::json;
 namespace {
 
 uint64_t fresh_seed() {
-  return std::random_device{}() ^ (static_cast<uint64_t>(std::random_device{}()) << 32);
+  return castscope::test::test_seed();
 }
 
 Tensor random_tensor(Shape shape, std::mt19937_64& rng) {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "castscope/datatype.hpp"
+#include "test_seed.hpp"
 
 using castscope::DataType;
 using castscope::Error;
@@ -126,8 +127,7 @@ struct Gen {
 };
 
 TEST(DatatypeStrings, RandomRoundTrip) {
-  const uint64_t seed =
-      static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+  const uint64_t seed = castscope::test::test_seed();
   Gen g{std::mt19937_64(seed)};
   int parsed = 0, rejected = 0;
   std::vector<std::string> rejections;
@@ -249,8 +249,7 @@ TEST(DatatypeStrings, MalformedStringsNameTheSegment) {
 
 // Bytes that are not part of any datatype string never crash the parser.
 TEST(DatatypeStrings, RandomBytesNeverCrash) {
-  const uint64_t seed =
-      static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+  const uint64_t seed = castscope::test::test_seed();
   std::mt19937_64 rng(seed);
   const std::string alphabet = "efmbnstuiz0123456789_x.-";
   int accepted = 0;

@@ -14,6 +14,7 @@
 
 #include "backend.hpp"
 #include "castscope/cast.hpp"
+#include "test_seed.hpp"
 
 namespace castscope::gputest {
 
@@ -30,10 +31,7 @@ inline bool gpu_or_skip_reason(std::string& reason) {
 
 // A fresh seed per process, printed by every failure that uses it.
 inline uint64_t run_seed() {
-  static const uint64_t s = []() -> uint64_t {
-    if (const char* e = std::getenv("CASTSCOPE_TEST_SEED")) return std::strtoull(e, nullptr, 10);
-    return static_cast<uint64_t>(std::random_device{}()) << 32 | std::random_device{}();
-  }();
+  static const uint64_t s = castscope::test::test_seed();
   return s;
 }
 

@@ -9,6 +9,7 @@
 #include "castscope/widgets/analysis.hpp"
 #include "castscope/widgets/composer.hpp"
 #include "castscope/widgets/heatmap.hpp"
+#include "test_seed.hpp"
 
 using namespace castscope;
 using namespace castscope::widgets;
@@ -16,7 +17,7 @@ using namespace castscope::widgets;
 namespace {
 
 uint64_t fresh_seed() {
-  return std::random_device{}() ^ (static_cast<uint64_t>(std::random_device{}()) << 32);
+  return castscope::test::test_seed();
 }
 
 Tensor random_tensor(uint64_t seed, Shape shape, double outlier_rate = 0.01) {

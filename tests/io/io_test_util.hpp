@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "castscope/io.hpp"
+#include "test_seed.hpp"
 
 namespace castscope::iotest {
 
@@ -22,12 +23,7 @@ using Bytes = std::vector<uint8_t>;
 
 // The seed of this run: CASTSCOPE_TEST_SEED if set, else fresh; tests print it on failure.
 inline uint64_t seed() {
-  static const uint64_t s = [] {
-    if (const char* e = std::getenv("CASTSCOPE_TEST_SEED"))
-      return static_cast<uint64_t>(std::stoull(e));
-    return (static_cast<uint64_t>(std::random_device{}()) << 32) |
-           static_cast<uint64_t>(std::random_device{}());
-  }();
+  static const uint64_t s = castscope::test::test_seed();
   return s;
 }
 #define IO_SEED_TRACE()                                                \

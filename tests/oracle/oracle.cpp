@@ -8,6 +8,7 @@
 #include <limits>
 #include <map>
 #include <stdexcept>
+#include "test_seed.hpp"
 
 using castscope::DataType;
 using castscope::NumberSpec;
@@ -15,8 +16,7 @@ using castscope::NumberSpec;
 namespace oracle {
 
 uint64_t test_seed() {
-  if (const char* s = std::getenv("CASTSCOPE_TEST_SEED")) return std::strtoull(s, nullptr, 10);
-  return static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+  return castscope::test::test_seed();
 }
 
 uint32_t bits_of(float f) {

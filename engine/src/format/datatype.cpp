@@ -211,8 +211,10 @@ DataType DataType::parse_grammar(std::string_view text) {
       ++nspecs;
     }
     // A subtile written without an offset (t16s2, how MX9 / MX6 / MX4 were spelled before) is a
-    // 1-bit offset: the datatype's meaning and its files stay the same.
-    if (!sc.tiles.empty() && sc.tiles.back().sub && !sc.tiles.back().offset)
+    // 1-bit offset: the datatype's meaning and its files stay the same. A codebook's subtiles
+    // choose mappings and carry no offset.
+    if (d.family_ != Family::Codebook && !sc.tiles.empty() && sc.tiles.back().sub &&
+        !sc.tiles.back().offset)
       sc.tiles.back().offset = 1;
     d.scale_ = sc;
   }
