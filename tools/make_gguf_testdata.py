@@ -1,0 +1,107 @@
+#!/usr/bin/env python3
+"""Writes tests/data/ggml_types.gguf: reference data for CastScope's GGUF reader.
+
+For every ggml type that ggml's own Python package (gguf-py, `pip install gguf`) can dequantize,
+the file holds random valid blocks as tensor `q.<TYPE>` (written by gguf-py's GGUFWriter) and
+gguf-py's `gguf.quants.dequantize` of those bytes as float32 tensor `ref.<TYPE>`. Block bytes
+are uniformly random except the float16 scale fields, which are random finite halves (any sign,
+subnormals and the largest values included), so every code, grid row, sign pattern and
+sub-block scale is exercised. Plain types (F16, BF16, I8 ... F64) get random values. Q8_K, which
+gguf-py does not dequantize, is stored so that the test can check its error.
+
+    python3 tools/make_gguf_testdata.py [--seed N]
+"""
+import argparse
+import os
+
+import numpy as np
+import gguf
+from gguf import quants
+
+T = gguf.GGMLQuantizationType
+
+# Byte offsets of the float16 scale fields within one block (ggml-common.h layouts).
+F16_FIELDS = {
+    T.Q4_0: [0], T.Q4_1: [0, 2], T.Q5_0: [0], T.Q5_1: [0, 2], T.Q8_0: [0],
+    T.Q2_K: [80, 82], T.Q3_K: [108], T.Q4_K: [0, 2], T.Q5_K: [0, 2], T.Q6_K: [208],
+    T.TQ1_0: [52], T.TQ2_0: [64], T.IQ2_XXS: [0], T.IQ2_XS: [0], T.IQ2_S: [0],
+    T.IQ3_XXS: [0], T.IQ3_S: [0], T.IQ1_S: [0], T.IQ4_NL: [0], T.IQ4_XS: [0],
+    T.IQ1_M: [], T.MXFP4: [], T.NVFP4: [],
+}
+PLAIN = {T.F32: np.float32, T.F16: np.float16, T.I8: np.int8, T.I16: np.int16,
+         T.I32: np.int32, T.I64: np.int64, T.F64: np.float64}
+
+
+def finite_halves(rng, n):
+    h = rng.integers(0, 1 << 16, size=n, dtype=np.uint32)
+    h = np.where((h & 0x7C00) == 0x7C00, h & ~np.uint32(0x4000), h)  # exponent 31 -> 15
+    return h.astype(np.uint16)
+
+
+def blocks_for(rng, qtype, rows, per_row):
+    _, size = gguf.GGML_QUANT_SIZES[qtype]
+    b = rng.integers(0, 256, size=(rows * per_row, size), dtype=np.uint8)
+    for off in F16_FIELDS.get(qtype, []):
+        b[:, off:off + 2] = finite_halves(rng, len(b)).view(np.uint8).reshape(-1, 2)
+    if qtype == T.IQ1_M:  # its float16 scale is spread over the top nibbles of 4 u16 words
+        sc = b[:, 48:56].copy().view(np.uint16)
+        d = finite_halves(rng, len(b))
+        for i, sh in enumerate((12, 8, 4, 0)):
+            sc[:, i] = (sc[:, i] & 0x0FFF) | (((d >> sh) & 0xF) << 12)
+        b[:, 48:56] = sc.view(np.uint8)
+    if qtype == T.MXFP4:  # the extreme E8M0 scales: 2^-127 (ggml's subnormal half) and 2^128
+        b[0, 0], b[1, 0] = 0, 255
+    if qtype == T.NVFP4:  # scale bytes that are NaN (0x7F) and negative (0xFF) in E4M3
+        b[0, 0], b[0, 1], b[1, 2] = 0x7F, 0xFF, 0x80
+    return b.reshape(rows, per_row * size)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--seed", type=int, default=20251123)
+    args = ap.parse_args()
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    out = os.path.join(root, "tests", "data", "ggml_types.gguf")
+    rng = np.random.default_rng(args.seed)
+    w = gguf.GGUFWriter(out + ".tmp", "castscope-test")
+    w.add_string("castscope.testdata.generator", "tools/make_gguf_testdata.py")
+    w.add_uint64("castscope.testdata.seed", args.seed)
+    w.add_string("castscope.testdata.gguf_py", getattr(gguf, "__version__", "") or "0.19")
+    names = []
+    for qtype in sorted(quants._type_traits, key=int):
+        block, _ = gguf.GGML_QUANT_SIZES[qtype]
+        if qtype == T.BF16:
+            continue  # written below as a plain type
+        per_row = max(1, 512 // block) if block < 256 else 2
+        data = blocks_for(rng, qtype, 2, per_row)
+        ref = quants.dequantize(data, qtype)
+        assert ref.dtype == np.float32 and ref.shape == (2, per_row * block)
+        w.add_tensor("q." + qtype.name, data, raw_dtype=qtype)
+        w.add_tensor("ref." + qtype.name, ref)
+        names.append(qtype.name)
+    for qtype, dt in PLAIN.items():
+        if np.issubdtype(dt, np.floating):
+            v = (rng.standard_normal((3, 32)) * 4).astype(dt)
+        else:
+            info = np.iinfo(dt)
+            lo, hi = max(info.min, -(1 << 24)), min(info.max, 1 << 24)
+            v = rng.integers(lo, hi, size=(3, 32)).astype(dt)
+        w.add_tensor("q." + qtype.name, v, raw_dtype=qtype)
+        w.add_tensor("ref." + qtype.name, v.astype(np.float32))
+        names.append(qtype.name)
+    bf = finite_halves(rng, 96).astype(np.uint16)  # random bfloat16 bit patterns
+    bf = np.where((bf & 0x7F80) == 0x7F80, bf & ~np.uint16(0x4000), bf).astype(np.uint16)
+    w.add_tensor("q.BF16", bf.reshape(3, 32).view(np.uint8).reshape(3, 64), raw_dtype=T.BF16)
+    w.add_tensor("ref.BF16", quants.dequantize(bf.reshape(3, 32).view(np.uint8), T.BF16))
+    names.append("BF16")
+    w.add_tensor("q.Q8_K", blocks_for(rng, T.Q8_K, 1, 1), raw_dtype=T.Q8_K)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    os.replace(out + ".tmp", out)
+    print(out, os.path.getsize(out), "bytes:", " ".join(names))
+
+
+if __name__ == "__main__":
+    main()
