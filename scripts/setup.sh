@@ -21,6 +21,8 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 # The interop test decodes CastScope's exports with numpy + safetensors, independently of C++.
 python3 -c "import numpy, safetensors" 2>/dev/null || python3 -m pip install -q numpy safetensors
+# The GGUF tests read and write GGUF with ggml's own Python package.
+python3 -c "import gguf" 2>/dev/null || python3 -m pip install -q gguf
 # nvcc ships with the CUDA toolkit under /usr/local/cuda when it is installed.
 if [ -x /usr/local/cuda/bin/nvcc ] && ! command -v nvcc >/dev/null; then
   echo "note: add /usr/local/cuda/bin to PATH to build the CUDA backend"
