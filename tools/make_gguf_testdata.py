@@ -9,6 +9,11 @@ subnormals and the largest values included), so every code, grid row, sign patte
 sub-block scale is exercised. Plain types (F16, BF16, I8 ... F64) get random values. Q8_K, which
 gguf-py does not dequantize, is stored so that the test can check its error.
 
+For the types gguf-py can also quantize (ggml's reference quantizers), float32 tensor `src`
+holds random rows (normal values across binades, exact zeros, all-zero blocks, small integers
+that put products on rounding ties, blocks whose largest magnitudes tie with opposite signs)
+and `quant.<TYPE>` gguf-py's `gguf.quants.quantize` of it.
+
     python3 tools/make_gguf_testdata.py [--seed N]
 """
 import argparse
@@ -95,6 +100,18 @@ def main():
     w.add_tensor("ref.BF16", quants.dequantize(bf.reshape(3, 32).view(np.uint8), T.BF16))
     names.append("BF16")
     w.add_tensor("q.Q8_K", blocks_for(rng, T.Q8_K, 1, 1), raw_dtype=T.Q8_K)
+
+    src = (rng.standard_normal((8, 512)) * np.ldexp(1.0, rng.integers(-20, 12, size=(8, 16, 1)))
+           .repeat(32, axis=2).reshape(8, 512)).astype(np.float32)
+    src[rng.random(src.shape) < 0.03] = 0.0
+    src[1, 64:96] = 0.0  # an all-zero block
+    src[2] = rng.integers(-16, 17, size=512).astype(np.float32)  # ties after scaling
+    src[3, 0:32] = rng.integers(-3, 4, size=32) / 3.0
+    src[3, 32:64] = src[3, 32:64] / np.abs(src[3, 32:64]).max()
+    src[3, 40], src[3, 50] = -1.0, 1.0  # the largest magnitude twice, opposite signs
+    w.add_tensor("src", src)
+    for qtype in (T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1, T.Q8_0, T.TQ1_0, T.TQ2_0):
+        w.add_tensor("quant." + qtype.name, quants.quantize(src, qtype), raw_dtype=qtype)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()

@@ -4,11 +4,17 @@
 // key-values; float16 scales random finite, E8M0 / UE4M3 scale extremes included).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <set>
 #include <string>
+#include <vector>
 
+#include "castscope/cast.hpp"
 #include "castscope/error.hpp"
 #include "castscope/io.hpp"
 
@@ -82,4 +88,72 @@ TEST(GgmlTypes, PlainTypesLoadRawInTheirStoredDtype) {
   EXPECT_EQ(m->load_raw("q.I16").dtype(), DType::I16);
   EXPECT_EQ(m->load_raw("q.BF16").dtype(), DType::BF16);
   EXPECT_EQ(m->load_raw("q.F64").dtype(), DType::F64);
+}
+
+// The ggml datatypes cast with ggml's reference quantizer: actual-mode codes are exactly the
+// blocks gguf-py's quantize writes, and virtual values exactly gguf-py's dequantize of them.
+TEST(GgmlTypes, CastsMatchGgufPyQuantizeBitForBit) {
+  auto m = io::open_model(data_file());
+  const Tensor src = m->load("src");
+  int checked = 0;
+  for (const char* name : {"q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "tq1_0", "tq2_0"}) {
+    SCOPED_TRACE(name);
+    const DataType d = DataType::parse(name);
+    ASSERT_EQ(d.family(), Family::GGML);
+    std::string upper;
+    for (const char* c = name; *c; ++c) upper += static_cast<char>(std::toupper(*c));
+    const io::TensorInfo* info = nullptr;
+    for (const io::TensorInfo& i : m->tensors())
+      if (i.name == "quant." + upper) info = &i;
+    ASSERT_NE(info, nullptr);
+    EXPECT_EQ(info->dtype, upper);
+    CastOptions o;
+    o.device = Device::CPU;
+    o.mode = CastMode::Actual;
+    const CastResult act = cast(src, d, o);
+    ASSERT_EQ(act.codes.nbytes(), info->nbytes);
+    // The stored blocks, read straight from the file (the reader gives values, not bytes).
+    std::ifstream f(info->file, std::ios::binary);
+    const std::vector<char> bytes((std::istreambuf_iterator<char>(f)),
+                                  std::istreambuf_iterator<char>());
+    const std::vector<uint8_t> file(bytes.begin(), bytes.end());
+    const std::vector<uint8_t> got(act.codes.ptr<uint8_t>(),
+                                   act.codes.ptr<uint8_t>() + act.codes.nbytes());
+    const auto at = std::search(file.begin(), file.end(), got.begin(), got.end());
+    EXPECT_TRUE(at != file.end()) << "the codes are not gguf-py's blocks";
+    o.mode = CastMode::Virtual;
+    const Tensor virt = cast(src, d, o).values, want = m->load("quant." + upper);
+    ASSERT_EQ(virt.shape(), want.shape());
+    EXPECT_EQ(std::memcmp(virt.data(), want.data(), want.nbytes()), 0);
+    EXPECT_EQ(std::memcmp(upcast(act).data(), want.data(), want.nbytes()), 0);
+    ++checked;
+  }
+  EXPECT_EQ(checked, 7);
+}
+
+// Rows that do not fill whole blocks are padded; non-finite values make their block NaN.
+TEST(GgmlTypes, PartialBlocksAndNonFiniteValues) {
+  std::vector<float> v(2 * 40);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = std::sin(0.37f * static_cast<float>(i)) * 3.0f;
+  v[5] = INFINITY;
+  Tensor x = Tensor::empty(DType::F32, {2, 40});
+  std::memcpy(x.mutable_data(), v.data(), v.size() * 4);
+  CastOptions o;
+  o.mode = CastMode::Actual;
+  const CastResult act = cast(x, DataType::parse("q4_0"), o);
+  EXPECT_EQ(act.codes.shape(), (Shape{2, 2 * 18}));
+  const Tensor up = upcast(act);
+  const float* u = up.ptr<float>();
+  for (int j = 0; j < 32; ++j) EXPECT_TRUE(std::isnan(u[j])) << j;
+  for (int j = 32; j < 80; ++j) {
+    EXPECT_TRUE(std::isfinite(u[j])) << j;
+    EXPECT_LE(std::fabs(u[j] - v[j]), 3.0f / 8) << j;  // within one step of d = max / 8
+  }
+  EXPECT_EQ(act.counts.nonfinite, 1);
+  EXPECT_THROW(cast(x, DataType::parse("q4_0"), [] {
+                 CastOptions a;
+                 a.axis = 0;
+                 return a;
+               }()),
+               Error);
 }

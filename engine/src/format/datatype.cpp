@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "castscope/datatype.hpp"
+#include "format/ggml_types.hpp"
 
 namespace castscope {
 namespace {
@@ -122,6 +123,23 @@ DataType DataType::parse(std::string_view text) {
                                         : Family::TCFP16;
       d.number_ = NumberSpec::parse("e4m3fn");
       d.scale_ = ScaleSpec{NumberSpec::parse("e8m0"), std::nullopt, {TileSpec{32}}};
+    } else if (e->group == kGgmlGroup) {
+      // The element and scale specs describe the block for display (a float16 scale, and a
+      // float16 minimum for the _1 types, per block); the cast is ggml's own.
+      std::string up;
+      for (char ch : e->name) up += static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+      const ggml::TypeInfo* g = ggml::type_by_name(up);
+      d.family_ = Family::GGML;
+      d.ggml_type_ = g->id;
+      // q<bits>_0 are signed codes around zero, q<bits>_1 unsigned codes above a minimum, tq*
+      // ternary.
+      const bool affine = e->name.back() == '1' && e->name[0] == 'q';
+      const std::string bits = e->name[0] == 't' ? "2" : std::string(1, e->name[1]);
+      d.number_ = NumberSpec::parse((affine ? "uint" : "int") + bits);
+      d.scale_ =
+          ScaleSpec{NumberSpec::parse("float16"),
+                    affine ? std::optional<NumberSpec>(NumberSpec::parse("float16")) : std::nullopt,
+                    {TileSpec{static_cast<int>(g->block)}}};
     } else {
       d = parse_grammar(e->spec);
     }
@@ -255,6 +273,8 @@ std::string DataType::str() const {
       return "tcfp12";
     case Family::TCFP16:
       return "tcfp16";
+    case Family::GGML:
+      return name_;
     case Family::Standard:
       break;
   }
@@ -288,6 +308,10 @@ double DataType::bits_per_value(int64_t channel_length) const {
       return 8 + 4 + 2 * 8.0 / 32;
     case Family::TCFP16:
       return 16 + 2 * 8.0 / 32;
+    case Family::GGML: {
+      const ggml::TypeInfo* g = ggml::type_info(ggml_type_);
+      return 8.0 * g->block_bytes / g->block;
+    }
     case Family::Standard:
       break;
   }
@@ -328,6 +352,9 @@ std::string DataType::describe() const {
     case Family::TCFP16:
       return "TCFP-16: two e4m3fn terms (high + low residual), each with an e8m0 scale per block "
              "of 32";
+    case Family::GGML:
+      if (const RegistryEntry* e = find_registry(name_)) return e->description;
+      return name_;
     case Family::Standard:
       break;
   }

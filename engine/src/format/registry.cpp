@@ -39,6 +39,15 @@ std::vector<RegistryEntry> build() {
   add("tcfp8", "tcfp8", tc, "TCFP-8: e4m3fn + e8m0 block scale per 32, chosen at 3 sigma");
   add("tcfp12", "tcfp12", tc, "TCFP-12: e4m3fn + 4-bit residual, two block scales per 32");
   add("tcfp16", "tcfp16", tc, "TCFP-16: two e4m3fn terms, two block scales per 32");
+  // ggml's block formats (GGUF types of the same names), cast by ggml's reference quantizer.
+  const std::string gg = kGgmlGroup;
+  add("q4_0", "q4_0", gg, "ggml Q4_0: 4-bit codes, fp16 scale per 32 (signed max / -8)");
+  add("q4_1", "q4_1", gg, "ggml Q4_1: 4-bit codes, fp16 scale and fp16 minimum per 32");
+  add("q5_0", "q5_0", gg, "ggml Q5_0: 5-bit codes, fp16 scale per 32 (signed max / -16)");
+  add("q5_1", "q5_1", gg, "ggml Q5_1: 5-bit codes, fp16 scale and fp16 minimum per 32");
+  add("q8_0", "q8_0", gg, "ggml Q8_0: int8 codes, fp16 scale per 32 (max / 127, unrounded)");
+  add("tq1_0", "tq1_0", gg, "ggml TQ1_0: ternary, 5 trits a byte, fp16 scale per 256");
+  add("tq2_0", "tq2_0", gg, "ggml TQ2_0: ternary, 2 bits each, fp16 scale per 256");
 
   // Integer families, named as TensorCast does: letters for the scale (and zero point) types,
   // then the scope: nothing for a tensor scale, 'c' for a channel, the tile size for tiles.

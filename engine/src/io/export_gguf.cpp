@@ -12,7 +12,7 @@
 #include <map>
 
 #include "castscope/export.hpp"
-#include "io/ggml_types.hpp"
+#include "format/ggml_types.hpp"
 #include "io/reader.hpp"
 
 namespace castscope {
@@ -55,6 +55,8 @@ struct Planned {
 };
 
 uint64_t type_size(uint32_t type, int64_t n) {
+  if (const ggml::TypeInfo* t = ggml::type_info(type); t && t->block > 1)
+    return ggml::row_bytes(*t, static_cast<uint64_t>(n));
   switch (type) {
     case F16:
     case BF16:
@@ -97,14 +99,23 @@ uint32_t choose_type(const io::TensorInfo& info, const std::optional<DataType>& 
     }
   }
   const std::string s = d->str();
+  if (d->family() == Family::GGML) {  // ggml's block formats are GGUF types of their own
+    const ggml::TypeInfo& t = *ggml::type_info(d->ggml_type());
+    if (info.shape.empty() || info.shape.back() % t.block != 0 || !axis_is_last(co, info.shape))
+      throw Error(std::string(t.name) + " needs " + std::to_string(t.block) +
+                  "-element blocks along the last axis; shape " + shape_str(info.shape) +
+                  " does not tile");
+    return t.id;
+  }
   if (s == "float16") return F16;
   if (s == "bfloat16") return BF16;
   if (s == "float32") return F32;
   const bool q8 = is_q8_0(*d), mx = is_mxfp4(*d);
   if (!q8 && !mx)
     throw Error(
-        "the gguf layout holds float16, bfloat16, float32, int8_float16_t32 (Q8_0) and mxfp4e2 "
-        "(MXFP4); the plan maps it to " +
+        "the gguf layout holds float16, bfloat16, float32, int8_float16_t32 (Q8_0), mxfp4e2 "
+        "(MXFP4) and ggml's block formats (q4_0, q4_1, q5_0, q5_1, q8_0, tq1_0, tq2_0); the plan "
+        "maps it to " +
         s);
   if (info.shape.empty() || info.shape.back() % 32 != 0 || !axis_is_last(co, info.shape))
     throw Error(std::string(q8 ? "Q8_0" : "MXFP4") +
@@ -151,6 +162,7 @@ Tensor encode(const Planned& p, const Tensor& x, const ExportOptions& opt, JobCo
   }
   const CastResult r = cast(x, *p.dtype, cast_options(opt, CastMode::Actual, sub));
   if (p.type == F16 || p.type == BF16 || p.type == F32) return r.codes;
+  if (p.dtype->family() == Family::GGML) return r.codes.reshaped({r.codes.numel()});
   const int64_t blocks = x.numel() / 32;
   Tensor out = Tensor::empty(DType::U8, {static_cast<int64_t>(p.size)});
   uint8_t* o = out.mutable_ptr<uint8_t>();

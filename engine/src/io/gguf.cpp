@@ -3,7 +3,7 @@
 // io/ggml_types.cpp.
 #include <cmath>
 
-#include "io/ggml_types.hpp"
+#include "format/ggml_types.hpp"
 #include "io/reader.hpp"
 
 namespace castscope::io::detail {

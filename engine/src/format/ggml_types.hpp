@@ -32,3 +32,15 @@ uint64_t row_bytes(const TypeInfo& t, uint64_t n);
 void dequantize(uint32_t id, const uint8_t* src, uint64_t n, float* out);
 
 }  // namespace castscope::ggml
+
+namespace castscope::ggml {
+
+// Types with a quantizer here: ggml's reference quantizers (quantize_row_*_ref in
+// ggml-quants.c) as gguf-py's gguf.quants.quantize implements them, bit for bit.
+bool can_quantize(uint32_t id);
+// Quantizes `n` float32 values (a multiple of the block) into blocks. A block holding a NaN or
+// infinity, which ggml leaves undefined, gets NaN scales (and zero points) and zero codes, so it
+// decodes to NaN throughout.
+void quantize(uint32_t id, const float* x, uint64_t n, uint8_t* out);
+
+}  // namespace castscope::ggml

@@ -2,7 +2,7 @@
 // gguf-py's dequantize_blocks step by step in float32 (products formed in the same order, no
 // fused multiply-add), because a different but mathematically equal order can round
 // differently. QK_K super-blocks hold 256 elements.
-#include "io/ggml_types.hpp"
+#include "format/ggml_types.hpp"
 
 #include <cmath>
 #include <cstring>
@@ -21,7 +21,7 @@ struct GridSpec {
   int n_values;
   const char* digits;
 };
-#include "io/ggml_grids.inc"
+#include "format/ggml_grids.inc"
 
 struct Grid {
   std::vector<float> v;
