@@ -46,7 +46,10 @@ void draw_teach_panel(AppState& app) {
     ImGui::TextWrapped(
         "The teaching view shows formats of at most 8 bits; %s has %d-bit elements%s. Pick e.g. "
         "mxfp4e2, nvfp4, mxfp8e4 or int4_sc in the composer.",
-        d.label().c_str(), d.number().bits(), d.family() != Family::Standard ? " (TCFP)" : "");
+        d.label().c_str(), d.number().bits(),
+        d.family() == Family::GGML       ? " (a ggml block format)"
+        : d.family() != Family::Standard ? " (TCFP)"
+                                         : "");
     ImGui::End();
     return;
   }

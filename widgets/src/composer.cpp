@@ -166,8 +166,9 @@ bool draw_composer(ComposerState& s) {
       "int4_float16_t0; press Enter to apply.");
 
   if (s.dtype.family() != Family::Standard) {
-    ImGui::TextWrapped("%s is a TCFP datatype: it has its own kernels and no field form.",
-                       s.dtype.label().c_str());
+    ImGui::TextWrapped("%s is a %s datatype: it has its own kernels and no field form.",
+                       s.dtype.label().c_str(),
+                       s.dtype.family() == Family::GGML ? "ggml block" : "TCFP");
   } else {
     section("Number format");
     fields |= ImGui::Combo("kind", &s.kind, kKinds, IM_ARRAYSIZE(kKinds));

@@ -61,6 +61,9 @@ struct CastRunner::Impl {
   Scratch* sc() { return static_cast<Scratch*>(scratch.mutable_data()); }
 
   void setup() {
+    // castscope::cast() runs ggml's block formats on the CPU for every device.
+    if (dtype.family() == Family::GGML)
+      throw Error(dtype.str() + " (a ggml block format) has no CUDA kernel; it is cast on the CPU");
     is_tcfp = dtype.family() != Family::Standard;
     const bool actual = opt.mode != CastMode::Virtual;
     if (is_tcfp) {
