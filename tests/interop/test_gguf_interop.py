@@ -83,6 +83,9 @@ def write_source(path):
         "blk.0.ffn_gate.weight": ("F32", sample((2, 512)), None),
         "blk.0.extra.weight": ("Q8_K", random_blocks(T.Q8_K, 1, 256, []), T.Q8_K),
         "output.weight": ("F32", sample((2, 256)), None),
+        "blk.0.ffn_down.weight": ("F32", sample((4, 256)), None),
+        "blk.0.attn_v.weight": ("F16", sample((4, 256)).astype(np.float16), None),
+        "blk.0.attn_output.weight": ("F32", sample((2, 256)), None),
     }
     for name, (_, data, raw) in tensors.items():
         if raw is None:
@@ -107,7 +110,9 @@ def main():
         src = os.path.join(work, "src.gguf")
         order = write_source(src)
         casts = {"blk.0.attn_q.weight": ("mxfp4e2", T.MXFP4), "blk.0.attn_k.weight": ("int8_f32", T.Q8_0),
-                 "blk.0.ffn_gate.weight": ("float16", T.F16), "output.weight": ("bfloat16", T.BF16)}
+                 "blk.0.ffn_gate.weight": ("float16", T.F16), "output.weight": ("bfloat16", T.BF16),
+                 "blk.0.ffn_down.weight": ("q4_0", T.Q4_0), "blk.0.attn_v.weight": ("q5_1", T.Q5_1),
+                 "blk.0.attn_output.weight": ("tq2_0", T.TQ2_0)}
         plan = {"rules": [{"pattern": n, "dtype": d} for n, (d, _) in casts.items()]}
         with open(os.path.join(work, "plan.json"), "w") as f:
             json.dump(plan, f)
@@ -149,6 +154,9 @@ def main():
                 got = np.asarray(quants.dequantize(t.data, t.tensor_type), dtype=np.float32).reshape(shape)
                 if not same(got, want):
                     failures.append(f"{t.name} ({qtype.name}): gguf-py decodes different values than the virtual cast")
+                elif qtype in (T.Q4_0, T.Q5_1, T.TQ2_0) and \
+                        quants.quantize(x, qtype).tobytes() != bytes(t.data.tobytes()):
+                    failures.append(f"{t.name}: blocks differ from gguf-py's quantize of the source")
                 else:
                     print(f"ok  {t.name:24s} {s.tensor_type.name:4s} -> {qtype.name:5s} = virtual cast {dtype}")
                 key = "castscope.dtype." + t.name
