@@ -150,10 +150,18 @@ TEST(GgmlTypes, PartialBlocksAndNonFiniteValues) {
     EXPECT_LE(std::fabs(u[j] - v[j]), 3.0f / 8) << j;  // within one step of d = max / 8
   }
   EXPECT_EQ(act.counts.nonfinite, 1);
-  EXPECT_THROW(cast(x, DataType::parse("q4_0"), [] {
-                 CastOptions a;
-                 a.axis = 0;
-                 return a;
-               }()),
+  EXPECT_THROW(cast(x, DataType::parse("q4_0"),
+                    [] {
+                      CastOptions a;
+                      a.axis = 0;
+                      return a;
+                    }()),
                Error);
+}
+
+// `report` and the plan treat decodable GGUF block types as float tensors.
+TEST(GgmlTypes, BlockTypesCountAsFloatStorage) {
+  for (const char* t : {"Q4_1", "Q4_K", "Q6_K", "IQ2_XXS", "IQ4_NL", "TQ1_0", "NVFP4"})
+    EXPECT_TRUE(io::is_float_storage(t)) << t;
+  for (const char* t : {"Q8_K", "I32", "ggml_type_99"}) EXPECT_FALSE(io::is_float_storage(t)) << t;
 }
