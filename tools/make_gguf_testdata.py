@@ -12,12 +12,17 @@ gguf-py does not dequantize, is stored so that the test can check its error.
 For the types gguf-py can also quantize (ggml's reference quantizers), float32 tensor `src`
 holds random rows (normal values across binades, exact zeros, all-zero blocks, small integers
 that put products on rounding ties, blocks whose largest magnitudes tie with opposite signs)
-and `quant.<TYPE>` gguf-py's `gguf.quants.quantize` of it.
+and `quant.<TYPE>` gguf-py's `gguf.quants.quantize` of it. gguf-py has no quantizer for the
+K-quants, so `quant.Q4_K`, `quant.Q5_K` and `quant.Q6_K` come from ggml's C reference
+(quantize_row_q{4,5,6}_K_ref): the script compiles ggml's src/ggml-quants.c from a checkout of
+https://github.com/ggml-org/ggml (gcc, -O2 -ffp-contract=off) with a small driver and runs it.
 
-    python3 tools/make_gguf_testdata.py [--seed N]
+    python3 tools/make_gguf_testdata.py --ggml-src PATH/TO/ggml [--seed N]
 """
 import argparse
 import os
+import subprocess
+import tempfile
 
 import numpy as np
 import gguf
@@ -61,9 +66,54 @@ def blocks_for(rng, qtype, rows, per_row):
     return b.reshape(rows, per_row * size)
 
 
+# Driver for ggml's reference K-quant quantizers: float32 on stdin, blocks on stdout.
+DRIVER = r"""
+#define GGML_COMMON_DECL_C
+#include "ggml-common.h"
+#include "ggml-quants.h"
+#include <stdio.h>
+#include <stdlib.h>
+int main(int argc, char** argv) {
+  int type = atoi(argv[1]);
+  long n = atol(argv[2]);
+  float* x = malloc(n * 4);
+  unsigned char* out = malloc(n * 2);
+  size_t bytes = 0;
+  if (fread(x, 4, n, stdin) != (size_t)n) return 2;
+  if (type == 12) { quantize_row_q4_K_ref(x, (block_q4_K*)out, n); bytes = n / 256 * sizeof(block_q4_K); }
+  if (type == 13) { quantize_row_q5_K_ref(x, (block_q5_K*)out, n); bytes = n / 256 * sizeof(block_q5_K); }
+  if (type == 14) { quantize_row_q6_K_ref(x, (block_q6_K*)out, n); bytes = n / 256 * sizeof(block_q6_K); }
+  fwrite(out, 1, bytes, stdout);
+  return bytes ? 0 : 1;
+}
+/* Not reached by the quantizers above; defined so that ggml-quants.c links on its own. */
+void ggml_abort(const char* file, int line, const char* fmt, ...) { (void)file; (void)line; (void)fmt; abort(); }
+size_t ggml_row_size(enum ggml_type type, int64_t ne) { (void)type; (void)ne; abort(); }
+const char* ggml_type_name(enum ggml_type type) { (void)type; abort(); }
+size_t ggml_type_size(enum ggml_type type) { (void)type; abort(); }
+"""
+
+
+def ggml_reference(ggml_src, work):
+    src = os.path.join(ggml_src, "src")
+    exe = os.path.join(work, "kquant")
+    with open(exe + ".c", "w") as f:
+        f.write(DRIVER)
+    flags = ["-O2", "-ffp-contract=off", "-I" + os.path.join(ggml_src, "include"), "-I" + src,
+             "-I" + os.path.join(src, "ggml-cpu")]
+    subprocess.run(["gcc", *flags, exe + ".c", os.path.join(src, "ggml-quants.c"), "-lm", "-o", exe], check=True)
+
+    def quantize(x, qtype):
+        r = subprocess.run([exe, str(int(qtype)), str(x.size)], input=np.ascontiguousarray(x, np.float32).tobytes(),
+                           capture_output=True, check=True)
+        return np.frombuffer(r.stdout, dtype=np.uint8).reshape(x.shape[0], -1)
+    return quantize
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--seed", type=int, default=20251123)
+    ap.add_argument("--ggml-src", required=True, help="checkout of github.com/ggml-org/ggml")
     args = ap.parse_args()
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     out = os.path.join(root, "tests", "data", "ggml_types.gguf")
@@ -112,6 +162,10 @@ def main():
     w.add_tensor("src", src)
     for qtype in (T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1, T.Q8_0, T.TQ1_0, T.TQ2_0):
         w.add_tensor("quant." + qtype.name, quants.quantize(src, qtype), raw_dtype=qtype)
+    with tempfile.TemporaryDirectory() as work:
+        ref = ggml_reference(args.ggml_src, work)
+        for qtype in (T.Q4_K, T.Q5_K, T.Q6_K):
+            w.add_tensor("quant." + qtype.name, ref(src, qtype), raw_dtype=qtype)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()

@@ -131,9 +131,10 @@ DataType DataType::parse(std::string_view text) {
       const ggml::TypeInfo* g = ggml::type_by_name(up);
       d.family_ = Family::GGML;
       d.ggml_type_ = g->id;
-      // q<bits>_0 are signed codes around zero, q<bits>_1 unsigned codes above a minimum, tq*
-      // ternary.
-      const bool affine = e->name.back() == '1' && e->name[0] == 'q';
+      // q<bits>_0 and q6_k are signed codes around zero, q<bits>_1, q4_k and q5_k unsigned
+      // codes above a minimum, tq* ternary.
+      const bool affine =
+          (e->name.back() == '1' && e->name[0] == 'q') || e->name == "q4_k" || e->name == "q5_k";
       const std::string bits = e->name[0] == 't' ? "2" : std::string(1, e->name[1]);
       d.number_ = NumberSpec::parse((affine ? "uint" : "int") + bits);
       d.scale_ =

@@ -1,8 +1,9 @@
 // ggml's reference quantizers for the block formats that gguf-py can also quantize (Q4_0, Q4_1,
-// Q5_0, Q5_1, Q8_0, TQ1_0, TQ2_0). Every step is float32 as in ggml-quants.c and gguf-py: the
-// scale is computed unrounded, its reciprocal multiplies the values, and only the stored scale
-// is rounded to float16. Where ggml's C loop and gguf-py could differ (the signed maximum of a
-// block of zeros), this follows gguf-py: the first element of largest magnitude.
+// Q5_0, Q5_1, Q8_0, TQ1_0, TQ2_0); the K-quants are in ggml_kquant.cpp. Every step is float32 as in
+// ggml-quants.c and gguf-py: the scale is computed unrounded, its reciprocal multiplies the values,
+// and only the stored scale is rounded to float16. Where ggml's C loop and gguf-py could differ
+// (the signed maximum of a block of zeros), this follows gguf-py: the first element of largest
+// magnitude.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -148,13 +149,27 @@ void poison(uint32_t id, uint8_t* b, uint32_t bytes) {
     case 35:
       put_f16(b + 64, nan);
       return;
+    case 12:
+    case 13:
+      put_f16(b, nan);
+      put_f16(b + 2, nan);
+      return;
+    case 14:
+      put_f16(b + 208, nan);
+      return;
   }
 }
 
 }  // namespace
 
+// Q4_K, Q5_K, Q6_K (ggml_kquant.cpp).
+void quantize_k(uint32_t id, const float* x, uint8_t* block);
+
 bool can_quantize(uint32_t id) {
   switch (id) {
+    case 12:
+    case 13:
+    case 14:
     case 2:
     case 3:
     case 6:
@@ -198,6 +213,9 @@ void quantize(uint32_t id, const float* x, uint64_t n, uint8_t* out) {
         break;
       case 35:
         tq2_0(xb, b);
+        break;
+      default:
+        quantize_k(id, xb, b);
         break;
     }
   }

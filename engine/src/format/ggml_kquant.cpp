@@ -1,0 +1,238 @@
+// ggml's reference quantizers of the K-quants Q4_K, Q5_K and Q6_K (quantize_row_q{4,5,6}_K_ref in
+// ggml-quants.c): per 32 (Q6_K: 16) values a scale (and minimum) found by ggml's search, then the
+// sub-block scales quantized to 6 (Q6_K: 8) bits against the super-block's fp16 d (and dmin) and
+// the codes chosen again against the quantized scales. Every sum runs in ggml's order in float32
+// so the searches take the same branches.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "format/ggml_types.hpp"
+
+namespace castscope::ggml {
+namespace {
+
+constexpr int QK_K = 256;
+constexpr float kGroupMaxEps = 1e-15f;
+
+// ggml's nearest_int, bit for bit: ties to even for |v| < 2^22 (the only range it is meant for;
+// outside it the same bits come out as in ggml).
+int nearest(float v) {
+  const float val = v + 12582912.f;
+  int32_t i;
+  std::memcpy(&i, &val, 4);
+  return (i & 0x007fffff) - 0x00400000;
+}
+int clampi(int v, int lo, int hi) {
+  return v < lo ? lo : v > hi ? hi : v;
+}
+
+// make_qkx2_quants: the scale and (negated) minimum of one sub-block with weights, searched over
+// nstep + 1 candidate ranges; L receives the codes.
+float qkx2(int n, int nmax, const float* x, const float* w, uint8_t* L, float* the_min, float rmin,
+           float rdelta, int nstep) {
+  float mn = x[0], mx = x[0], sum_w = w[0], sum_x = sum_w * x[0];
+  for (int i = 1; i < n; ++i) {
+    if (x[i] < mn) mn = x[i];
+    if (x[i] > mx) mx = x[i];
+    sum_w += w[i];
+    sum_x += w[i] * x[i];
+  }
+  if (mn > 0) mn = 0;
+  if (mx == mn) {
+    for (int i = 0; i < n; ++i) L[i] = 0;
+    *the_min = -mn;
+    return 0.0f;
+  }
+  float iscale = static_cast<float>(nmax) / (mx - mn), scale = 1 / iscale, best = 0;
+  for (int i = 0; i < n; ++i) {
+    L[i] = static_cast<uint8_t>(clampi(nearest(iscale * (x[i] - mn)), 0, nmax));
+    const float diff = scale * static_cast<float>(L[i]) + mn - x[i];
+    best += w[i] * (diff * diff);
+  }
+  uint8_t aux[32];
+  for (int is = 0; is <= nstep; ++is) {
+    iscale = (rmin + rdelta * static_cast<float>(is) + static_cast<float>(nmax)) / (mx - mn);
+    float sum_l = 0, sum_l2 = 0, sum_xl = 0;
+    for (int i = 0; i < n; ++i) {
+      const int l = clampi(nearest(iscale * (x[i] - mn)), 0, nmax);
+      aux[i] = static_cast<uint8_t>(l);
+      const float fl = static_cast<float>(l);
+      sum_l += w[i] * fl;
+      sum_l2 += w[i] * fl * fl;
+      sum_xl += w[i] * fl * x[i];
+    }
+    const float D = sum_w * sum_l2 - sum_l * sum_l;
+    if (D > 0) {
+      float this_scale = (sum_w * sum_xl - sum_x * sum_l) / D;
+      float this_min = (sum_l2 * sum_x - sum_l * sum_xl) / D;
+      if (this_min > 0) {
+        this_min = 0;
+        this_scale = sum_xl / sum_l2;
+      }
+      float cur = 0;
+      for (int i = 0; i < n; ++i) {
+        const float diff = this_scale * static_cast<float>(aux[i]) + this_min - x[i];
+        cur += w[i] * (diff * diff);
+      }
+      if (cur < best) {
+        std::memcpy(L, aux, static_cast<size_t>(n));
+        best = cur;
+        scale = this_scale;
+        mn = this_min;
+      }
+    }
+  }
+  *the_min = -mn;
+  return scale;
+}
+
+// Q4_K / Q5_K: 8 sub-blocks of 32 with 6-bit scales and minimums.
+void q45_k(const float* x, uint8_t* b, int nmax) {
+  uint8_t L[QK_K];
+  float scales[8], mins[8], w[32];
+  float max_scale = 0, max_min = 0;
+  for (int j = 0; j < 8; ++j) {
+    float sum_x2 = 0;
+    for (int l = 0; l < 32; ++l) sum_x2 += x[32 * j + l] * x[32 * j + l];
+    const float av_x = std::sqrt(sum_x2 / 32);
+    for (int l = 0; l < 32; ++l) w[l] = av_x + std::fabs(x[32 * j + l]);
+    scales[j] = nmax == 15 ? qkx2(32, 15, x + 32 * j, w, L + 32 * j, &mins[j], -1.0f, 0.1f, 20)
+                           : qkx2(32, 31, x + 32 * j, w, L + 32 * j, &mins[j], -0.5f, 0.1f, 15);
+    if (scales[j] > max_scale) max_scale = scales[j];
+    if (mins[j] > max_min) max_min = mins[j];
+  }
+  const float inv_scale = max_scale > 0 ? 63.f / max_scale : 0.f;
+  const float inv_min = max_min > 0 ? 63.f / max_min : 0.f;
+  uint8_t* sc = b + 4;
+  std::memset(sc, 0, 12);
+  uint8_t ls[8], lm[8];
+  for (int j = 0; j < 8; ++j) {
+    ls[j] = static_cast<uint8_t>(std::min(63, nearest(inv_scale * scales[j]) & 0xFF));
+    lm[j] = static_cast<uint8_t>(std::min(63, nearest(inv_min * mins[j]) & 0xFF));
+    if (j < 4) {
+      sc[j] = ls[j];
+      sc[j + 4] = lm[j];
+    } else {
+      sc[j + 4] = static_cast<uint8_t>((ls[j] & 0xF) | ((lm[j] & 0xF) << 4));
+      sc[j - 4] |= static_cast<uint8_t>((ls[j] >> 4) << 6);
+      sc[j] |= static_cast<uint8_t>((lm[j] >> 4) << 6);
+    }
+  }
+  const uint16_t dh = float_to_half(max_scale / 63.f), mh = float_to_half(max_min / 63.f);
+  std::memcpy(b, &dh, 2);
+  std::memcpy(b + 2, &mh, 2);
+  for (int j = 0; j < 8; ++j) {
+    const float d = half_to_float(dh) * static_cast<float>(ls[j]);
+    if (d == 0.0f) continue;
+    const float dm = half_to_float(mh) * static_cast<float>(lm[j]);
+    for (int i = 0; i < 32; ++i)
+      L[32 * j + i] = static_cast<uint8_t>(clampi(nearest((x[32 * j + i] + dm) / d), 0, nmax));
+  }
+  if (nmax == 15) {
+    uint8_t* q = b + 16;
+    for (int j = 0; j < QK_K; j += 64, q += 32)
+      for (int l = 0; l < 32; ++l) q[l] = static_cast<uint8_t>(L[j + l] | (L[j + l + 32] << 4));
+    return;
+  }
+  uint8_t *qh = b + 16, *ql = b + 48;
+  std::memset(qh, 0, 32);
+  uint8_t m1 = 1, m2 = 2;
+  for (int n = 0; n < QK_K; n += 64, ql += 32) {
+    for (int j = 0; j < 32; ++j) {
+      int l1 = L[n + j], l2 = L[n + j + 32];
+      if (l1 > 15) l1 -= 16, qh[j] |= m1;
+      if (l2 > 15) l2 -= 16, qh[j] |= m2;
+      ql[j] = static_cast<uint8_t>(l1 | (l2 << 4));
+    }
+    m1 = static_cast<uint8_t>(m1 << 2);
+    m2 = static_cast<uint8_t>(m2 << 2);
+  }
+}
+
+// make_qx_quants with rmse_type 1 (weights x^2): the signed scale of 16 values, nmax 32.
+float qx(const float* x, int8_t* L) {
+  constexpr int n = 16, nmax = 32;
+  float max = 0, amax = 0;
+  for (int i = 0; i < n; ++i) {
+    const float ax = std::fabs(x[i]);
+    if (ax > amax) amax = ax, max = x[i];
+  }
+  if (amax < kGroupMaxEps) {
+    for (int i = 0; i < n; ++i) L[i] = 0;
+    return 0.f;
+  }
+  float iscale = -static_cast<float>(nmax) / max, sumlx = 0, suml2 = 0;
+  for (int i = 0; i < n; ++i) {
+    const int l = clampi(nearest(iscale * x[i]), -nmax, nmax - 1);
+    L[i] = static_cast<int8_t>(l + nmax);
+    const float w = x[i] * x[i], fl = static_cast<float>(l);
+    sumlx += w * x[i] * fl;
+    suml2 += w * fl * fl;
+  }
+  float scale = suml2 != 0 ? sumlx / suml2 : 0.0f, best = scale * sumlx;
+  for (int is = -9; is <= 9; ++is) {
+    if (is == 0) continue;
+    iscale = -(static_cast<float>(nmax) + 0.1f * static_cast<float>(is)) / max;
+    sumlx = suml2 = 0;
+    for (int i = 0; i < n; ++i) {
+      const float fl = static_cast<float>(clampi(nearest(iscale * x[i]), -nmax, nmax - 1));
+      const float w = x[i] * x[i];
+      sumlx += w * x[i] * fl;
+      suml2 += w * fl * fl;
+    }
+    if (suml2 > 0 && sumlx * sumlx > best * suml2) {
+      for (int i = 0; i < n; ++i)
+        L[i] = static_cast<int8_t>(nmax + clampi(nearest(iscale * x[i]), -nmax, nmax - 1));
+      scale = sumlx / suml2;
+      best = scale * sumlx;
+    }
+  }
+  return scale;
+}
+
+void q6_k(const float* x, uint8_t* b) {  // ql[128], qh[64], scales[16] (int8), d
+  int8_t L[QK_K];
+  float scales[16], max_scale = 0, max_abs = 0;
+  for (int ib = 0; ib < 16; ++ib) {
+    scales[ib] = qx(x + 16 * ib, L + 16 * ib);
+    if (std::fabs(scales[ib]) > max_abs) max_abs = std::fabs(scales[ib]), max_scale = scales[ib];
+  }
+  std::memset(b, 0, 210);
+  if (max_abs < kGroupMaxEps) return;  // d = +0, all codes 0
+  const float iscale = -128.f / max_scale;
+  const uint16_t dh = float_to_half(1 / iscale);
+  std::memcpy(b + 208, &dh, 2);
+  int8_t* sc = reinterpret_cast<int8_t*>(b + 192);
+  for (int ib = 0; ib < 16; ++ib)
+    sc[ib] = static_cast<int8_t>(std::min(127, nearest(iscale * scales[ib])));
+  for (int j = 0; j < 16; ++j) {
+    const float d = half_to_float(dh) * static_cast<float>(sc[j]);
+    if (d == 0.0f) continue;
+    for (int i = 0; i < 16; ++i)
+      L[16 * j + i] = static_cast<int8_t>(clampi(nearest(x[16 * j + i] / d), -32, 31) + 32);
+  }
+  uint8_t *ql = b, *qh = b + 128;
+  for (int j = 0; j < QK_K; j += 128, ql += 64, qh += 32)
+    for (int l = 0; l < 32; ++l) {
+      const int q1 = L[j + l] & 0xF, q2 = L[j + l + 32] & 0xF, q3 = L[j + l + 64] & 0xF,
+                q4 = L[j + l + 96] & 0xF;
+      ql[l] = static_cast<uint8_t>(q1 | (q3 << 4));
+      ql[l + 32] = static_cast<uint8_t>(q2 | (q4 << 4));
+      qh[l] = static_cast<uint8_t>((L[j + l] >> 4) | ((L[j + l + 32] >> 4) << 2) |
+                                   ((L[j + l + 64] >> 4) << 4) | ((L[j + l + 96] >> 4) << 6));
+    }
+}
+
+}  // namespace
+
+void quantize_k(uint32_t id, const float* x, uint8_t* b) {
+  if (id == 12)
+    q45_k(x, b, 15);
+  else if (id == 13)
+    q45_k(x, b, 31);
+  else
+    q6_k(x, b);
+}
+
+}  // namespace castscope::ggml
