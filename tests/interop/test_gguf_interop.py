@@ -86,6 +86,8 @@ def write_source(path):
         "blk.0.ffn_down.weight": ("F32", sample((4, 256)), None),
         "blk.0.attn_v.weight": ("F16", sample((4, 256)).astype(np.float16), None),
         "blk.0.attn_output.weight": ("F32", sample((2, 256)), None),
+        "blk.0.ffn_gate_exps.weight": ("F32", sample((2, 512)), None),
+        "blk.0.ffn_up_exps.weight": ("F16", sample((2, 256)).astype(np.float16), None),
     }
     for name, (_, data, raw) in tensors.items():
         if raw is None:
@@ -112,7 +114,8 @@ def main():
         casts = {"blk.0.attn_q.weight": ("mxfp4e2", T.MXFP4), "blk.0.attn_k.weight": ("int8_f32", T.Q8_0),
                  "blk.0.ffn_gate.weight": ("float16", T.F16), "output.weight": ("bfloat16", T.BF16),
                  "blk.0.ffn_down.weight": ("q4_0", T.Q4_0), "blk.0.attn_v.weight": ("q5_1", T.Q5_1),
-                 "blk.0.attn_output.weight": ("tq2_0", T.TQ2_0)}
+                 "blk.0.attn_output.weight": ("tq2_0", T.TQ2_0),
+                 "blk.0.ffn_gate_exps.weight": ("q4_k", T.Q4_K), "blk.0.ffn_up_exps.weight": ("q6_k", T.Q6_K)}
         plan = {"rules": [{"pattern": n, "dtype": d} for n, (d, _) in casts.items()]}
         with open(os.path.join(work, "plan.json"), "w") as f:
             json.dump(plan, f)
