@@ -13,8 +13,8 @@ For the types gguf-py can also quantize (ggml's reference quantizers), float32 t
 holds random rows (normal values across binades, exact zeros, all-zero blocks, small integers
 that put products on rounding ties, blocks whose largest magnitudes tie with opposite signs)
 and `quant.<TYPE>` gguf-py's `gguf.quants.quantize` of it. gguf-py has no quantizer for the
-K-quants, so `quant.Q4_K`, `quant.Q5_K` and `quant.Q6_K` come from ggml's C reference
-(quantize_row_q{4,5,6}_K_ref): the script compiles ggml's src/ggml-quants.c from a checkout of
+K-quants and IQ4_NL / IQ4_XS, so `quant.Q4_K`, `quant.Q5_K`, `quant.Q6_K`, `quant.IQ4_NL` and
+`quant.IQ4_XS` come from ggml's C reference (quantize_row_*_ref, called once per row): the script compiles ggml's src/ggml-quants.c from a checkout of
 https://github.com/ggml-org/ggml (gcc, -O2 -ffp-contract=off) with a small driver and runs it.
 
     python3 tools/make_gguf_testdata.py --ggml-src PATH/TO/ggml [--seed N]
@@ -83,6 +83,8 @@ int main(int argc, char** argv) {
   if (type == 12) { quantize_row_q4_K_ref(x, (block_q4_K*)out, n); bytes = n / 256 * sizeof(block_q4_K); }
   if (type == 13) { quantize_row_q5_K_ref(x, (block_q5_K*)out, n); bytes = n / 256 * sizeof(block_q5_K); }
   if (type == 14) { quantize_row_q6_K_ref(x, (block_q6_K*)out, n); bytes = n / 256 * sizeof(block_q6_K); }
+  if (type == 20) { quantize_row_iq4_nl_ref(x, (block_iq4_nl*)out, n); bytes = n / 32 * sizeof(block_iq4_nl); }
+  if (type == 23) { quantize_row_iq4_xs_ref(x, (block_iq4_xs*)out, n); bytes = n / 256 * sizeof(block_iq4_xs); }
   fwrite(out, 1, bytes, stdout);
   return bytes ? 0 : 1;
 }
@@ -164,8 +166,10 @@ def main():
         w.add_tensor("quant." + qtype.name, quants.quantize(src, qtype), raw_dtype=qtype)
     with tempfile.TemporaryDirectory() as work:
         ref = ggml_reference(args.ggml_src, work)
-        for qtype in (T.Q4_K, T.Q5_K, T.Q6_K):
-            w.add_tensor("quant." + qtype.name, ref(src, qtype), raw_dtype=qtype)
+        for qtype in (T.Q4_K, T.Q5_K, T.Q6_K, T.IQ4_NL, T.IQ4_XS):
+            # One row per call, as CastScope quantizes rows (IQ4_NL carries codes across blocks).
+            blocks = np.concatenate([ref(src[r:r + 1], qtype) for r in range(src.shape[0])])
+            w.add_tensor("quant." + qtype.name, blocks, raw_dtype=qtype)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()

@@ -32,6 +32,7 @@ Shape codes_shape(const Shape& s, const Rows& r, const TypeInfo& t) {
 
 CastResult cast(const Tensor& x0, const DataType& d, const CastOptions& opt) {
   const TypeInfo& t = *type_info(d.ggml_type());
+  if (!can_quantize(t.id)) throw Error(std::string("no quantizer for ggml type ") + t.name);
   const int rank = static_cast<int>(x0.shape().size());
   if (rank > 0 && opt.axis != -1 && opt.axis != rank - 1)
     throw Error(d.str() + " quantizes blocks along the last axis (ggml's rows); axis " +

@@ -135,7 +135,8 @@ DataType DataType::parse(std::string_view text) {
       // codes above a minimum, tq* ternary.
       const bool affine =
           (e->name.back() == '1' && e->name[0] == 'q') || e->name == "q4_k" || e->name == "q5_k";
-      const std::string bits = e->name[0] == 't' ? "2" : std::string(1, e->name[1]);
+      const std::string bits =
+          e->name[0] == 't' ? "2" : std::string(1, e->name[e->name.find_first_of("0123456789")]);
       d.number_ = NumberSpec::parse((affine ? "uint" : "int") + bits);
       d.scale_ =
           ScaleSpec{NumberSpec::parse("float16"),

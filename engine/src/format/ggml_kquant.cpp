@@ -1,8 +1,8 @@
-// ggml's reference quantizers of the K-quants Q4_K, Q5_K and Q6_K (quantize_row_q{4,5,6}_K_ref in
-// ggml-quants.c): per 32 (Q6_K: 16) values a scale (and minimum) found by ggml's search, then the
-// sub-block scales quantized to 6 (Q6_K: 8) bits against the super-block's fp16 d (and dmin) and
-// the codes chosen again against the quantized scales. Every sum runs in ggml's order in float32
-// so the searches take the same branches.
+// ggml's reference quantizers of IQ4_NL / IQ4_XS and of the K-quants Q4_K, Q5_K and Q6_K
+// (quantize_row_*_ref in ggml-quants.c). K-quants: per 32 (Q6_K: 16) values a scale (and minimum)
+// found by ggml's search, then the sub-block scales quantized to 6 (Q6_K: 8) bits against the
+// super-block's fp16 d (and dmin) and the codes chosen again against the quantized scales. Every
+// sum runs in ggml's order in float32 so the searches take the same branches.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -224,15 +224,114 @@ void q6_k(const float* x, uint8_t* b) {  // ql[128], qh[64], scales[16] (int8), 
     }
 }
 
+constexpr int8_t kIq4[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                             1,    13,   25,  38,  53,  69,  89,  113};
+
+// best_index_int8: the nearest table entry, the upper one on a tie.
+int iq4_index(float x) {
+  if (x <= kIq4[0]) return 0;
+  if (x >= kIq4[15]) return 15;
+  int ml = 0, mu = 15;
+  while (mu - ml > 1) {
+    const int mav = (ml + mu) / 2;
+    if (x < kIq4[mav])
+      mu = mav;
+    else
+      ml = mav;
+  }
+  return x - kIq4[mu - 1] < kIq4[mu] - x ? mu - 1 : mu;
+}
+
+// quantize_row_iq4_nl_impl without importance weights: per 32 values a least-squares scale for
+// the codes picked at d = max / -127 (IQ4_XS: refined over 15 candidate scales), weights x^2.
+// IQ4_NL (one block of 32) keeps those codes; IQ4_XS quantizes the 8 scales to 6 bits against
+// fp16 d = -max scale / 32 and picks the codes again. `L` carries over between calls: ggml's
+// IQ4_NL leaves the codes of an all-zero block as the previous block's.
+void iq4(const float* x, uint8_t* b, int sbs, int ntry, uint8_t* L) {
+  float scales[8];
+  const bool xs = sbs == QK_K;
+  uint8_t* q4 = b + (xs ? 8 : 2);
+  std::memset(q4, 0, static_cast<size_t>(sbs / 2));
+  float max_scale = 0, amax_scale = 0;
+  for (int ib = 0; ib < sbs / 32; ++ib) {
+    const float* xb = x + 32 * ib;
+    uint8_t* Lb = L + 32 * ib;
+    float w[32], amax = 0, max = 0;
+    for (int j = 0; j < 32; ++j) w[j] = xb[j] * xb[j];
+    for (int j = 0; j < 32; ++j)
+      if (std::fabs(xb[j]) > amax) amax = std::fabs(xb[j]), max = xb[j];
+    if (amax < kGroupMaxEps) {
+      scales[ib] = 0;
+      continue;
+    }
+    float d = ntry > 0 ? -max / kIq4[0] : max / kIq4[0], id = 1 / d;
+    float sumqx = 0, sumq2 = 0;
+    for (int j = 0; j < 32; ++j) {
+      const int l = iq4_index(id * xb[j]);
+      Lb[j] = static_cast<uint8_t>(l);
+      const float q = kIq4[l];
+      sumqx += w[j] * q * xb[j];
+      sumq2 += w[j] * q * q;
+    }
+    d = sumq2 > 0 ? sumqx / sumq2 : 0.f;
+    float best = d * sumqx;
+    for (int itry = -ntry; itry <= ntry; ++itry) {
+      id = static_cast<float>(itry + kIq4[0]) / max;
+      sumqx = sumq2 = 0;
+      for (int j = 0; j < 32; ++j) {
+        const float q = kIq4[iq4_index(id * xb[j])];
+        sumqx += w[j] * q * xb[j];
+        sumq2 += w[j] * q * q;
+      }
+      if (sumq2 > 0 && sumqx * sumqx > best * sumq2) {
+        d = sumqx / sumq2;
+        best = d * sumqx;
+      }
+    }
+    scales[ib] = d;
+    if (std::fabs(d) > amax_scale) amax_scale = std::fabs(d), max_scale = d;
+  }
+  if (!xs) {
+    const uint16_t dh = float_to_half(scales[0]);
+    std::memcpy(b, &dh, 2);
+  } else {
+    const float d = -max_scale / 32, id = d != 0 ? 1 / d : 0.f;
+    const uint16_t dh = float_to_half(d);
+    std::memcpy(b, &dh, 2);
+    uint16_t sh = 0;
+    uint8_t* sl = b + 4;
+    for (int ib = 0; ib < 8; ++ib) {
+      int l = clampi(nearest(id * scales[ib]), -32, 31);
+      const float dl = d * static_cast<float>(l), idl = dl != 0 ? 1 / dl : 0.f;
+      for (int j = 0; j < 32; ++j)
+        L[32 * ib + j] = static_cast<uint8_t>(iq4_index(idl * x[32 * ib + j]));
+      l += 32;
+      if (ib % 2 == 0)
+        sl[ib / 2] = static_cast<uint8_t>(l & 0xF);
+      else
+        sl[ib / 2] |= static_cast<uint8_t>((l & 0xF) << 4);
+      sh |= static_cast<uint16_t>((l >> 4) << (2 * ib));
+    }
+    std::memcpy(b + 2, &sh, 2);
+  }
+  for (int i = 0; i < sbs / 32; ++i)
+    for (int j = 0; j < 16; ++j)
+      q4[16 * i + j] = static_cast<uint8_t>(L[32 * i + j] | (L[32 * i + 16 + j] << 4));
+}
+
 }  // namespace
 
-void quantize_k(uint32_t id, const float* x, uint8_t* b) {
+void quantize_k(uint32_t id, const float* x, uint8_t* b, uint8_t* carry) {
   if (id == 12)
     q45_k(x, b, 15);
   else if (id == 13)
     q45_k(x, b, 31);
-  else
+  else if (id == 14)
     q6_k(x, b);
+  else if (id == 20)
+    iq4(x, b, 32, -1, carry);
+  else
+    iq4(x, b, QK_K, 7, carry);
 }
 
 }  // namespace castscope::ggml

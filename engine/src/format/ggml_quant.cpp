@@ -157,19 +157,25 @@ void poison(uint32_t id, uint8_t* b, uint32_t bytes) {
     case 14:
       put_f16(b + 208, nan);
       return;
+    case 20:
+    case 23:
+      put_f16(b, nan);
+      return;
   }
 }
 
 }  // namespace
 
-// Q4_K, Q5_K, Q6_K (ggml_kquant.cpp).
-void quantize_k(uint32_t id, const float* x, uint8_t* block);
+// Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS (ggml_kquant.cpp); `carry` holds codes from block to block.
+void quantize_k(uint32_t id, const float* x, uint8_t* block, uint8_t* carry);
 
 bool can_quantize(uint32_t id) {
   switch (id) {
     case 12:
     case 13:
     case 14:
+    case 20:
+    case 23:
     case 2:
     case 3:
     case 6:
@@ -185,6 +191,7 @@ bool can_quantize(uint32_t id) {
 
 void quantize(uint32_t id, const float* x, uint64_t n, uint8_t* out) {
   const TypeInfo& t = *type_info(id);
+  uint8_t carry[256] = {};
   for (uint64_t i = 0; i < n / t.block; ++i) {
     const float* xb = x + i * t.block;
     uint8_t* b = out + i * t.block_bytes;
@@ -215,7 +222,7 @@ void quantize(uint32_t id, const float* x, uint64_t n, uint8_t* out) {
         tq2_0(xb, b);
         break;
       default:
-        quantize_k(id, xb, b);
+        quantize_k(id, xb, b, carry);
         break;
     }
   }

@@ -49,6 +49,9 @@ std::vector<RegistryEntry> build() {
   add("q4_k", "q4_k", gg, "ggml Q4_K: 4-bit codes, 6-bit scales and minimums per 32, fp16 per 256");
   add("q5_k", "q5_k", gg, "ggml Q5_K: 5-bit codes, 6-bit scales and minimums per 32, fp16 per 256");
   add("q6_k", "q6_k", gg, "ggml Q6_K: 6-bit codes, 8-bit scales per 16, fp16 per 256");
+  add("iq4_nl", "iq4_nl", gg,
+      "ggml IQ4_NL: 4-bit non-linear codes (-127 ... 113), fp16 scale per 32");
+  add("iq4_xs", "iq4_xs", gg, "ggml IQ4_XS: IQ4_NL codes, 6-bit scales per 32, fp16 per 256");
   add("tq1_0", "tq1_0", gg, "ggml TQ1_0: ternary, 5 trits a byte, fp16 scale per 256");
   add("tq2_0", "tq2_0", gg, "ggml TQ2_0: ternary, 2 bits each, fp16 scale per 256");
 
