@@ -5,7 +5,7 @@ Writes a llama-like GGUF with gguf-py (hyper-parameters, a tokenizer vocabulary,
 F16 and F32 tensors), re-quantizes some tensors with `castscope-cli export --layout gguf`, and
 reads the result with gguf-py's GGUFReader: every source key-value is present with the same
 type and value and in the same order, tensors keep their order, kept tensors keep their ggml
-type and bytes, and `gguf.quants.dequantize` of each re-quantized tensor equals
+type and bytes, and `gguf.quants.dequantize` of each re-quantized tensor (float, MXFP4 and ggml block types) equals
 `castscope-cli cast --mode virtual` of the source values bit for bit. Exporting the result
 again replaces CastScope's keys instead of repeating them.
 
@@ -88,6 +88,8 @@ def write_source(path):
         "blk.0.attn_output.weight": ("F32", sample((2, 256)), None),
         "blk.0.ffn_gate_exps.weight": ("F32", sample((2, 512)), None),
         "blk.0.ffn_up_exps.weight": ("F16", sample((2, 256)).astype(np.float16), None),
+        "blk.0.ffn_down_exps.weight": ("F32", sample((2, 256)), None),
+        "blk.0.attn_qkv.weight": ("F32", sample((2, 256)), None),
     }
     for name, (_, data, raw) in tensors.items():
         if raw is None:
@@ -115,7 +117,8 @@ def main():
                  "blk.0.ffn_gate.weight": ("float16", T.F16), "output.weight": ("bfloat16", T.BF16),
                  "blk.0.ffn_down.weight": ("q4_0", T.Q4_0), "blk.0.attn_v.weight": ("q5_1", T.Q5_1),
                  "blk.0.attn_output.weight": ("tq2_0", T.TQ2_0),
-                 "blk.0.ffn_gate_exps.weight": ("q4_k", T.Q4_K), "blk.0.ffn_up_exps.weight": ("q6_k", T.Q6_K)}
+                 "blk.0.ffn_gate_exps.weight": ("q4_k", T.Q4_K), "blk.0.ffn_up_exps.weight": ("q6_k", T.Q6_K),
+                 "blk.0.ffn_down_exps.weight": ("iq4_xs", T.IQ4_XS), "blk.0.attn_qkv.weight": ("iq4_nl", T.IQ4_NL)}
         plan = {"rules": [{"pattern": n, "dtype": d} for n, (d, _) in casts.items()]}
         with open(os.path.join(work, "plan.json"), "w") as f:
             json.dump(plan, f)
