@@ -3,11 +3,14 @@
 // the codes then hold the padded blocks.
 #include "cpu/ggml_cast.hpp"
 
+#include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <vector>
 
 #include "format/ggml_types.hpp"
+#include "parallel.hpp"
 
 namespace castscope::ggml {
 namespace {
@@ -44,16 +47,22 @@ CastResult cast(const Tensor& x0, const DataType& d, const CastOptions& opt) {
   uint8_t* out = codes.mutable_ptr<uint8_t>();
   const float* src = x.ptr<float>();
   CastResult res;
-  std::vector<float> row(static_cast<size_t>(r.blocks * t.block), 0.0f);
-  for (int64_t i = 0; i < r.rows; ++i) {
-    if (opt.job && (i & 255) == 0) {
-      opt.job->check();
-      opt.job->report(static_cast<double>(i) / static_cast<double>(r.rows));
-    }
-    std::memcpy(row.data(), src + i * r.len, static_cast<size_t>(r.len) * 4);
-    for (int64_t j = 0; j < r.len; ++j) res.counts.nonfinite += !std::isfinite(row[j]);
-    quantize(t.id, row.data(), row.size(), out + i * row_bytes);
-  }
+  // Rows are independent (IQ4_NL's carried codes restart with each row), so any split of the
+  // rows over threads gives the same bytes.
+  const int64_t padded = r.blocks * t.block;
+  std::atomic<int64_t> nonfinite{0};
+  detail::parallel_for(r.rows, std::max<int64_t>(1, 65536 / padded), opt.threads, opt.job,
+                       [&](int64_t begin, int64_t end) {
+                         std::vector<float> row(static_cast<size_t>(padded), 0.0f);
+                         int64_t bad = 0;
+                         for (int64_t i = begin; i < end; ++i) {
+                           std::memcpy(row.data(), src + i * r.len, static_cast<size_t>(r.len) * 4);
+                           for (int64_t j = 0; j < r.len; ++j) bad += !std::isfinite(row[j]);
+                           quantize(t.id, row.data(), row.size(), out + i * row_bytes);
+                         }
+                         nonfinite += bad;
+                       });
+  res.counts.nonfinite = nonfinite.load();
   res.dtype = d;
   res.options = opt;
   res.shape = x0.shape();
