@@ -12,7 +12,8 @@ gguf-py does not dequantize, is stored so that the test can check its error.
 For the types gguf-py can also quantize (ggml's reference quantizers), float32 tensor `src`
 holds random rows (normal values across binades, exact zeros, all-zero blocks, small integers
 that put products on rounding ties, blocks whose largest magnitudes tie with opposite signs)
-and `quant.<TYPE>` gguf-py's `gguf.quants.quantize` of it. gguf-py has no quantizer for the
+and `quant.<TYPE>` gguf-py's `gguf.quants.quantize` of it (`src_c`, the same rows without a
+block of subnormals, for the types quantized by ggml's C code, which asserts on it). gguf-py has no quantizer for the
 K-quants and IQ4_NL / IQ4_XS, so `quant.Q4_K`, `quant.Q5_K`, `quant.Q6_K`, `quant.IQ4_NL` and
 `quant.IQ4_XS` come from ggml's C reference (quantize_row_*_ref, called once per row): the script compiles ggml's src/ggml-quants.c from a checkout of
 https://github.com/ggml-org/ggml (gcc, -O2 -ffp-contract=off) with a small driver and runs it.
@@ -20,6 +21,7 @@ https://github.com/ggml-org/ggml (gcc, -O2 -ffp-contract=off) with a small drive
     python3 tools/make_gguf_testdata.py --ggml-src PATH/TO/ggml [--seed N]
 """
 import argparse
+import importlib.metadata
 import os
 import subprocess
 import tempfile
@@ -123,7 +125,7 @@ def main():
     w = gguf.GGUFWriter(out + ".tmp", "castscope-test")
     w.add_string("castscope.testdata.generator", "tools/make_gguf_testdata.py")
     w.add_uint64("castscope.testdata.seed", args.seed)
-    w.add_string("castscope.testdata.gguf_py", getattr(gguf, "__version__", "") or "0.19")
+    w.add_string("castscope.testdata.gguf_py", importlib.metadata.version("gguf"))
     names = []
     for qtype in sorted(quants._type_traits, key=int):
         block, _ = gguf.GGML_QUANT_SIZES[qtype]
@@ -161,14 +163,21 @@ def main():
     src[3, 0:32] = rng.integers(-3, 4, size=32) / 3.0
     src[3, 32:64] = src[3, 32:64] / np.abs(src[3, 32:64]).max()
     src[3, 40], src[3, 50] = -1.0, 1.0  # the largest magnitude twice, opposite signs
+    src[4, 0:32] = 0.0  # subnormal values: 1 / d overflows, x / d is infinite or NaN
+    src[4, 0:3] = 1e-43, -5e-44, 3e-45
     w.add_tensor("src", src)
     for qtype in (T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1, T.Q8_0, T.TQ1_0, T.TQ2_0):
         w.add_tensor("quant." + qtype.name, quants.quantize(src, qtype), raw_dtype=qtype)
+    # ggml's C quantizers assert on the subnormal block (nearest_int's range), so they get `src_c`:
+    # `src` without it.
+    src_c = src.copy()
+    src_c[4, 0:32] = src[5, 0:32]
+    w.add_tensor("src_c", src_c)
     with tempfile.TemporaryDirectory() as work:
         ref = ggml_reference(args.ggml_src, work)
         for qtype in (T.Q4_K, T.Q5_K, T.Q6_K, T.IQ4_NL, T.IQ4_XS):
             # One row per call, as CastScope quantizes rows (IQ4_NL carries codes across blocks).
-            blocks = np.concatenate([ref(src[r:r + 1], qtype) for r in range(src.shape[0])])
+            blocks = np.concatenate([ref(src_c[r:r + 1], qtype) for r in range(src.shape[0])])
             w.add_tensor("quant." + qtype.name, blocks, raw_dtype=qtype)
     w.write_header_to_file()
     w.write_kv_data_to_file()

@@ -33,13 +33,17 @@ float abs_max(const float* x, int n) {
 float recip(float d) {
   return d == 0.0f ? 0.0f : 1.0f / d;
 }
-// ggml's roundf: halves away from zero.
-float round_away(float v) {
-  return std::round(v);
+// ggml's roundf (halves away from zero) as an integer. A block scale so small that its
+// reciprocal overflows makes x / d infinite or NaN, where ggml's float-to-int conversion is
+// undefined; such a code is taken as 0 (what x86's conversion leaves in the low byte).
+int round_away(float v) {
+  const float r = std::round(v);
+  return std::fabs(r) <= 127.0f ? static_cast<int>(r) : 0;
 }
 int trunc_clip(float v, int hi) {
   const float t = std::trunc(v);
-  return t <= 0.0f ? 0 : t >= static_cast<float>(hi) ? hi : static_cast<int>(t);
+  if (!std::isfinite(t) || t <= 0.0f) return 0;  // the same undefined conversion as above
+  return t >= static_cast<float>(hi) ? hi : static_cast<int>(t);
 }
 
 // Q4_0 / Q5_0: d = signed max / -2^(bits-1), so the largest magnitude maps to code 0 exactly.
@@ -88,7 +92,7 @@ void q8_0(const float* x, uint8_t* b) {
 void trits(const float* x, int t[256], float* d) {
   *d = abs_max(x, 256);
   const float id = recip(*d);
-  for (int e = 0; e < 256; ++e) t[e] = static_cast<int>(round_away(x[e] * id)) + 1;
+  for (int e = 0; e < 256; ++e) t[e] = round_away(x[e] * id) + 1;
 }
 void tq1_0(const float* x, uint8_t* b) {
   int t[256];
