@@ -14,7 +14,7 @@ holds random rows (normal values across binades, exact zeros, all-zero blocks, s
 that put products on rounding ties, blocks whose largest magnitudes tie with opposite signs)
 and `quant.<TYPE>` gguf-py's `gguf.quants.quantize` of it (`src_c`, the same rows without a
 block of subnormals, for the types quantized by ggml's C code, which asserts on it). gguf-py has no quantizer for the
-K-quants and IQ4_NL / IQ4_XS, so `quant.Q4_K`, `quant.Q5_K`, `quant.Q6_K`, `quant.IQ4_NL` and
+K-quants and IQ4_NL / IQ4_XS, so `quant.Q2_K` ... `quant.Q6_K`, `quant.IQ4_NL` and
 `quant.IQ4_XS` come from ggml's C reference (quantize_row_*_ref, called once per row): the script compiles ggml's src/ggml-quants.c from a checkout of
 https://github.com/ggml-org/ggml (gcc, -O2 -ffp-contract=off) with a small driver and runs it.
 
@@ -82,6 +82,8 @@ int main(int argc, char** argv) {
   unsigned char* out = malloc(n * 2);
   size_t bytes = 0;
   if (fread(x, 4, n, stdin) != (size_t)n) return 2;
+  if (type == 10) { quantize_row_q2_K_ref(x, (block_q2_K*)out, n); bytes = n / 256 * sizeof(block_q2_K); }
+  if (type == 11) { quantize_row_q3_K_ref(x, (block_q3_K*)out, n); bytes = n / 256 * sizeof(block_q3_K); }
   if (type == 12) { quantize_row_q4_K_ref(x, (block_q4_K*)out, n); bytes = n / 256 * sizeof(block_q4_K); }
   if (type == 13) { quantize_row_q5_K_ref(x, (block_q5_K*)out, n); bytes = n / 256 * sizeof(block_q5_K); }
   if (type == 14) { quantize_row_q6_K_ref(x, (block_q6_K*)out, n); bytes = n / 256 * sizeof(block_q6_K); }
@@ -175,7 +177,7 @@ def main():
     w.add_tensor("src_c", src_c)
     with tempfile.TemporaryDirectory() as work:
         ref = ggml_reference(args.ggml_src, work)
-        for qtype in (T.Q4_K, T.Q5_K, T.Q6_K, T.IQ4_NL, T.IQ4_XS):
+        for qtype in (T.Q2_K, T.Q3_K, T.Q4_K, T.Q5_K, T.Q6_K, T.IQ4_NL, T.IQ4_XS):
             # One row per call, as CastScope quantizes rows (IQ4_NL carries codes across blocks).
             blocks = np.concatenate([ref(src_c[r:r + 1], qtype) for r in range(src.shape[0])])
             w.add_tensor("quant." + qtype.name, blocks, raw_dtype=qtype)

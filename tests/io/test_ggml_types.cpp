@@ -97,8 +97,8 @@ TEST(GgmlTypes, CastsMatchGgufPyQuantizeBitForBit) {
   auto m = io::open_model(data_file());
   const Tensor src_py = m->load("src"), src_c = m->load("src_c");
   int checked = 0;
-  for (const char* name : {"q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q4_k", "q5_k", "q6_k", "iq4_nl",
-                           "iq4_xs", "tq1_0", "tq2_0"}) {
+  for (const char* name : {"q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q2_k", "q3_k", "q4_k", "q5_k",
+                           "q6_k", "iq4_nl", "iq4_xs", "tq1_0", "tq2_0"}) {
     SCOPED_TRACE(name);
     const DataType d = DataType::parse(name);
     ASSERT_EQ(d.family(), Family::GGML);
@@ -133,7 +133,7 @@ TEST(GgmlTypes, CastsMatchGgufPyQuantizeBitForBit) {
     EXPECT_EQ(std::memcmp(upcast(act).data(), want.data(), want.nbytes()), 0);
     ++checked;
   }
-  EXPECT_EQ(checked, 12);
+  EXPECT_EQ(checked, 14);
 }
 
 // Rows that do not fill whole blocks are padded; non-finite values make their block NaN.

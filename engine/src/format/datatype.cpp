@@ -131,8 +131,8 @@ DataType DataType::parse(std::string_view text) {
       const ggml::TypeInfo* g = ggml::type_by_name(up);
       d.family_ = Family::GGML;
       d.ggml_type_ = g->id;
-      // q<bits>_0 and q6_k are signed codes around zero, q<bits>_1, q4_k and q5_k unsigned
-      // codes above a minimum, tq* ternary.
+      // q<bits>_0, q3_k and q6_k are signed codes around zero, q<bits>_1, q2_k, q4_k and q5_k
+      // unsigned codes above a minimum, tq* ternary.
       const bool affine =
           (e->name.back() == '1' && e->name[0] == 'q') || e->name == "q4_k" || e->name == "q5_k";
       const std::string bits =

@@ -1,4 +1,4 @@
-// ggml's reference quantizers of IQ4_NL / IQ4_XS and of the K-quants Q4_K, Q5_K and Q6_K
+// ggml's reference quantizers of IQ4_NL / IQ4_XS and of the K-quants Q2_K ... Q6_K
 // (quantize_row_*_ref in ggml-quants.c). K-quants: per 32 (Q6_K: 16) values a scale (and minimum)
 // found by ggml's search, then the sub-block scales quantized to 6 (Q6_K: 8) bits against the
 // super-block's fp16 d (and dmin) and the codes chosen again against the quantized scales. Every
@@ -30,7 +30,7 @@ int clampi(int v, int lo, int hi) {
 // make_qkx2_quants: the scale and (negated) minimum of one sub-block with weights, searched over
 // nstep + 1 candidate ranges; L receives the codes.
 float qkx2(int n, int nmax, const float* x, const float* w, uint8_t* L, float* the_min, float rmin,
-           float rdelta, int nstep) {
+           float rdelta, int nstep, bool use_mad = false) {
   float mn = x[0], mx = x[0], sum_w = w[0], sum_x = sum_w * x[0];
   for (int i = 1; i < n; ++i) {
     if (x[i] < mn) mn = x[i];
@@ -48,7 +48,7 @@ float qkx2(int n, int nmax, const float* x, const float* w, uint8_t* L, float* t
   for (int i = 0; i < n; ++i) {
     L[i] = static_cast<uint8_t>(clampi(nearest(iscale * (x[i] - mn)), 0, nmax));
     const float diff = scale * static_cast<float>(L[i]) + mn - x[i];
-    best += w[i] * (diff * diff);
+    best += w[i] * (use_mad ? std::fabs(diff) : diff * diff);
   }
   uint8_t aux[32];
   for (int is = 0; is <= nstep; ++is) {
@@ -73,7 +73,7 @@ float qkx2(int n, int nmax, const float* x, const float* w, uint8_t* L, float* t
       float cur = 0;
       for (int i = 0; i < n; ++i) {
         const float diff = this_scale * static_cast<float>(aux[i]) + this_min - x[i];
-        cur += w[i] * (diff * diff);
+        cur += w[i] * (use_mad ? std::fabs(diff) : diff * diff);
       }
       if (cur < best) {
         std::memcpy(L, aux, static_cast<size_t>(n));
@@ -85,6 +85,141 @@ float qkx2(int n, int nmax, const float* x, const float* w, uint8_t* L, float* t
   }
   *the_min = -mn;
   return scale;
+}
+
+// The 2-bit codes of Q2_K and Q3_K: four per byte, from elements 32 apart.
+void pack2(const int8_t* L, uint8_t* qs) {
+  for (int j = 0; j < QK_K; j += 128)
+    for (int l = 0; l < 32; ++l)
+      qs[j / 4 + l] = static_cast<uint8_t>(L[j + l] | (L[j + l + 32] << 2) | (L[j + l + 64] << 4) |
+                                           (L[j + l + 96] << 6));
+}
+
+// Q2_K: 16 sub-blocks of 16, scale and minimum by ggml's search with absolute errors, both
+// quantized to 4 bits against fp16 d = max scale / 15 and dmin = max minimum / 15.
+void q2_k(const float* x, uint8_t* b) {
+  uint8_t L[QK_K], *sc = b;
+  float scales[16], mins[16], w[16], max_scale = 0, max_min = 0;
+  for (int j = 0; j < 16; ++j) {
+    for (int l = 0; l < 16; ++l) w[l] = std::fabs(x[16 * j + l]);
+    scales[j] = qkx2(16, 3, x + 16 * j, w, L + 16 * j, &mins[j], -0.5f, 0.1f, 15, true);
+    if (scales[j] > max_scale) max_scale = scales[j];
+    if (mins[j] > max_min) max_min = mins[j];
+  }
+  uint16_t dh = 0, mh = 0;
+  std::memset(sc, 0, 16);
+  if (max_scale > 0) {
+    const float iscale = 15.f / max_scale;
+    for (int j = 0; j < 16; ++j) sc[j] = static_cast<uint8_t>(nearest(iscale * scales[j]));
+    dh = float_to_half(max_scale / 15.f);
+  }
+  if (max_min > 0) {
+    const float iscale = 15.f / max_min;
+    for (int j = 0; j < 16; ++j) sc[j] |= static_cast<uint8_t>(nearest(iscale * mins[j]) << 4);
+    mh = float_to_half(max_min / 15.f);
+  }
+  std::memcpy(b + 80, &dh, 2);
+  std::memcpy(b + 82, &mh, 2);
+  for (int j = 0; j < 16; ++j) {
+    const float d = half_to_float(dh) * static_cast<float>(sc[j] & 0xF);
+    if (d == 0.0f) continue;
+    const float dm = half_to_float(mh) * static_cast<float>(sc[j] >> 4);
+    for (int i = 0; i < 16; ++i)
+      L[16 * j + i] = static_cast<uint8_t>(clampi(nearest((x[16 * j + i] + dm) / d), 0, 3));
+  }
+  int8_t Ls[QK_K];
+  for (int i = 0; i < QK_K; ++i) Ls[i] = static_cast<int8_t>(L[i]);
+  pack2(Ls, b + 16);
+}
+
+// make_q3_quants with its rmse refinement: the signed scale of 16 values, codes in [-4, 3].
+float q3(const float* x, int8_t* L) {
+  constexpr int n = 16, nmax = 4;
+  float max = 0, amax = 0;
+  for (int i = 0; i < n; ++i)
+    if (std::fabs(x[i]) > amax) amax = std::fabs(x[i]), max = x[i];
+  if (amax < kGroupMaxEps) {
+    for (int i = 0; i < n; ++i) L[i] = 0;
+    return 0.f;
+  }
+  const float iscale = -static_cast<float>(nmax) / max;
+  float sumlx = 0, suml2 = 0;
+  for (int i = 0; i < n; ++i) {
+    const int l = clampi(nearest(iscale * x[i]), -nmax, nmax - 1);
+    L[i] = static_cast<int8_t>(l);
+    const float w = x[i] * x[i], fl = static_cast<float>(l);
+    sumlx += w * x[i] * fl;
+    suml2 += w * fl * fl;
+  }
+  for (int itry = 0; itry < 5; ++itry) {
+    int changed = 0;
+    for (int i = 0; i < n; ++i) {
+      const float w = x[i] * x[i], li = static_cast<float>(L[i]);
+      float slx = sumlx - w * x[i] * li;
+      if (slx > 0) {
+        float sl2 = suml2 - w * li * li;
+        const int nl = clampi(nearest(x[i] * sl2 / slx), -nmax, nmax - 1);
+        if (nl != L[i]) {
+          const float fl = static_cast<float>(nl);
+          slx += w * x[i] * fl;
+          sl2 += w * fl * fl;
+          if (sl2 > 0 && slx * slx * suml2 > sumlx * sumlx * sl2) {
+            L[i] = static_cast<int8_t>(nl);
+            sumlx = slx;
+            suml2 = sl2;
+            ++changed;
+          }
+        }
+      }
+    }
+    if (!changed) break;
+  }
+  for (int i = 0; i < n; ++i) L[i] = static_cast<int8_t>(L[i] + nmax);
+  return suml2 > 0.0f ? sumlx / suml2 : 0.0f;
+}
+
+// Q3_K: 16 sub-blocks of 16 with 6-bit signed scales against fp16 d = -max / 32; codes in
+// [-4, 3] stored as 2 low bits plus a high bit in hmask (set when the code is >= 0).
+void q3_k(const float* x, uint8_t* b) {
+  int8_t L[QK_K];
+  float scales[16], max_scale = 0, amax = 0;
+  for (int j = 0; j < 16; ++j) {
+    scales[j] = q3(x + 16 * j, L + 16 * j);
+    if (std::fabs(scales[j]) > amax) amax = std::fabs(scales[j]), max_scale = scales[j];
+  }
+  uint8_t* sc = b + 96;
+  std::memset(sc, 0, 12);
+  uint16_t dh = 0;
+  if (max_scale != 0) {
+    const float iscale = -32.f / max_scale;
+    for (int j = 0; j < 16; ++j) {
+      int l = static_cast<int8_t>(nearest(iscale * scales[j]));
+      l = clampi(l, -32, 31) + 32;
+      if (j < 8)
+        sc[j] = static_cast<uint8_t>(l & 0xF);
+      else
+        sc[j - 8] |= static_cast<uint8_t>((l & 0xF) << 4);
+      sc[j % 4 + 8] |= static_cast<uint8_t>((l >> 4) << (2 * (j / 4)));
+    }
+    dh = float_to_half(1 / iscale);
+  }
+  std::memcpy(b + 108, &dh, 2);
+  for (int j = 0; j < 16; ++j) {
+    const int lo = j < 8 ? sc[j] & 0xF : sc[j - 8] >> 4;
+    const int s = (lo | (((sc[8 + j % 4] >> (2 * (j / 4))) & 3) << 4)) - 32;
+    const float d = half_to_float(dh) * static_cast<float>(s);
+    if (d == 0.0f) continue;
+    for (int i = 0; i < 16; ++i)
+      L[16 * j + i] = static_cast<int8_t>(clampi(nearest(x[16 * j + i] / d), -4, 3) + 4);
+  }
+  uint8_t* hmask = b;
+  std::memset(hmask, 0, 32);
+  for (int j = 0; j < QK_K; ++j)
+    if (L[j] > 3) {
+      hmask[j % 32] |= static_cast<uint8_t>(1 << (j / 32));
+      L[j] = static_cast<int8_t>(L[j] - 4);
+    }
+  pack2(L, b + 32);
 }
 
 // Q4_K / Q5_K: 8 sub-blocks of 32 with 6-bit scales and minimums.
@@ -322,7 +457,11 @@ void iq4(const float* x, uint8_t* b, int sbs, int ntry, uint8_t* L) {
 }  // namespace
 
 void quantize_k(uint32_t id, const float* x, uint8_t* b, uint8_t* carry) {
-  if (id == 12)
+  if (id == 10)
+    q2_k(x, b);
+  else if (id == 11)
+    q3_k(x, b);
+  else if (id == 12)
     q45_k(x, b, 15);
   else if (id == 13)
     q45_k(x, b, 31);

@@ -161,6 +161,13 @@ void poison(uint32_t id, uint8_t* b, uint32_t bytes) {
     case 14:
       put_f16(b + 208, nan);
       return;
+    case 10:
+      put_f16(b + 80, nan);
+      put_f16(b + 82, nan);
+      return;
+    case 11:
+      put_f16(b + 108, nan);
+      return;
     case 20:
     case 23:
       put_f16(b, nan);
@@ -170,11 +177,13 @@ void poison(uint32_t id, uint8_t* b, uint32_t bytes) {
 
 }  // namespace
 
-// Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS (ggml_kquant.cpp); `carry` holds codes from block to block.
+// Q2_K ... Q6_K, IQ4_NL, IQ4_XS (ggml_kquant.cpp); `carry` holds codes from block to block.
 void quantize_k(uint32_t id, const float* x, uint8_t* block, uint8_t* carry);
 
 bool can_quantize(uint32_t id) {
   switch (id) {
+    case 10:
+    case 11:
     case 12:
     case 13:
     case 14:

@@ -46,6 +46,8 @@ std::vector<RegistryEntry> build() {
   add("q5_0", "q5_0", gg, "ggml Q5_0: 5-bit codes, fp16 scale per 32 (signed max / -16)");
   add("q5_1", "q5_1", gg, "ggml Q5_1: 5-bit codes, fp16 scale and fp16 minimum per 32");
   add("q8_0", "q8_0", gg, "ggml Q8_0: int8 codes, fp16 scale per 32 (max / 127, unrounded)");
+  add("q2_k", "q2_k", gg, "ggml Q2_K: 2-bit codes, 4-bit scales and minimums per 16, fp16 per 256");
+  add("q3_k", "q3_k", gg, "ggml Q3_K: 3-bit codes, 6-bit scales per 16, fp16 per 256");
   add("q4_k", "q4_k", gg, "ggml Q4_K: 4-bit codes, 6-bit scales and minimums per 32, fp16 per 256");
   add("q5_k", "q5_k", gg, "ggml Q5_K: 5-bit codes, 6-bit scales and minimums per 32, fp16 per 256");
   add("q6_k", "q6_k", gg, "ggml Q6_K: 6-bit codes, 8-bit scales per 16, fp16 per 256");

@@ -114,10 +114,8 @@ uint32_t choose_type(const io::TensorInfo& info, const std::optional<DataType>& 
   if (!q8 && !mx)
     throw Error(
         "the gguf layout holds float16, bfloat16, float32, int8_float16_t32 (Q8_0), mxfp4e2 "
-        "(MXFP4) and ggml's block formats (q4_0 ... q8_0, q4_k, q5_k, q6_k, iq4_nl, iq4_xs, tq1_0, "
-        "tq2_0); the "
-        "plan "
-        "maps it to " +
+        "(MXFP4) and ggml's block formats (q4_0 ... q8_0, q2_k ... q6_k, iq4_nl, iq4_xs, tq1_0, "
+        "tq2_0); the plan maps it to " +
         s);
   if (info.shape.empty() || info.shape.back() % 32 != 0 || !axis_is_last(co, info.shape))
     throw Error(std::string(q8 ? "Q8_0" : "MXFP4") +
