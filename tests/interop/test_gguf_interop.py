@@ -90,6 +90,8 @@ def write_source(path):
         "blk.0.ffn_up_exps.weight": ("F16", sample((2, 256)).astype(np.float16), None),
         "blk.0.ffn_down_exps.weight": ("F32", sample((2, 256)), None),
         "blk.0.attn_qkv.weight": ("F32", sample((2, 256)), None),
+        "blk.0.attn_k_b.weight": ("F32", sample((2, 256)), None),
+        "blk.0.attn_v_b.weight": ("F32", sample((2, 256)), None),
     }
     for name, (_, data, raw) in tensors.items():
         if raw is None:
@@ -118,7 +120,8 @@ def main():
                  "blk.0.ffn_down.weight": ("q4_0", T.Q4_0), "blk.0.attn_v.weight": ("q5_1", T.Q5_1),
                  "blk.0.attn_output.weight": ("tq2_0", T.TQ2_0),
                  "blk.0.ffn_gate_exps.weight": ("q4_k", T.Q4_K), "blk.0.ffn_up_exps.weight": ("q6_k", T.Q6_K),
-                 "blk.0.ffn_down_exps.weight": ("iq4_xs", T.IQ4_XS), "blk.0.attn_qkv.weight": ("iq4_nl", T.IQ4_NL)}
+                 "blk.0.ffn_down_exps.weight": ("iq4_xs", T.IQ4_XS), "blk.0.attn_qkv.weight": ("iq4_nl", T.IQ4_NL),
+                 "blk.0.attn_k_b.weight": ("q2_k", T.Q2_K), "blk.0.attn_v_b.weight": ("q3_k", T.Q3_K)}
         plan = {"rules": [{"pattern": n, "dtype": d} for n, (d, _) in casts.items()]}
         with open(os.path.join(work, "plan.json"), "w") as f:
             json.dump(plan, f)
