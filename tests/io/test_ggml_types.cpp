@@ -17,8 +17,10 @@
 #include "castscope/cast.hpp"
 #include "castscope/error.hpp"
 #include "castscope/io.hpp"
+#include "io_test_util.hpp"
 
 using namespace castscope;
+using namespace castscope::iotest;
 
 namespace {
 
@@ -169,4 +171,33 @@ TEST(GgmlTypes, BlockTypesCountAsFloatStorage) {
   for (const char* t : {"Q4_1", "Q4_K", "Q6_K", "IQ2_XXS", "IQ4_NL", "TQ1_0", "NVFP4"})
     EXPECT_TRUE(io::is_float_storage(t)) << t;
   for (const char* t : {"Q8_K", "I32", "ggml_type_99"}) EXPECT_FALSE(io::is_float_storage(t)) << t;
+}
+
+// Block types check their rows and data like the others; the errors name the type.
+TEST(GgmlTypes, HostileBlockHeadersAreErrorsNamingTheType) {
+  TempDir dir;
+  struct Case {
+    const char* what;
+    GgufTensor t;
+    const char* needle;
+  };
+  const Case cases[] = {
+      {"Q4_K row of 128",
+       {"t", 12, {128}, Bytes(144, 0)},
+       "Q4_K needs rows that are a multiple of 256"},
+      {"IQ2_XS data past the end", {"t", 17, {256, 4}, Bytes(74, 0)}, "runs past the end"},
+      {"NVFP4 row of 32",
+       {"t", 40, {32}, Bytes(36, 0)},
+       "NVFP4 needs rows that are a multiple of 64"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    write_file(dir / "h.gguf", gguf_bytes({c.t}));
+    try {
+      io::open_model(dir / "h.gguf");
+      ADD_FAILURE() << "opened";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(c.needle), std::string::npos) << e.what();
+    }
+  }
 }
