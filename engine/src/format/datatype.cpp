@@ -125,7 +125,7 @@ DataType DataType::parse(std::string_view text) {
       d.scale_ = ScaleSpec{NumberSpec::parse("e8m0"), std::nullopt, {TileSpec{32}}};
     } else if (e->group == kGgmlGroup) {
       // The element and scale specs describe the block for display (a float16 scale, and a
-      // float16 minimum for the _1 types, per block); the cast is ggml's own.
+      // float16 minimum for the types with one, per block); the cast is ggml's own.
       std::string up;
       for (char ch : e->name) up += static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
       const ggml::TypeInfo* g = ggml::type_by_name(up);
@@ -133,8 +133,8 @@ DataType DataType::parse(std::string_view text) {
       d.ggml_type_ = g->id;
       // q<bits>_0, q3_k and q6_k are signed codes around zero, q<bits>_1, q2_k, q4_k and q5_k
       // unsigned codes above a minimum, tq* ternary.
-      const bool affine =
-          (e->name.back() == '1' && e->name[0] == 'q') || e->name == "q4_k" || e->name == "q5_k";
+      const bool affine = (e->name.back() == '1' && e->name[0] == 'q') || e->name == "q2_k" ||
+                          e->name == "q4_k" || e->name == "q5_k";
       const std::string bits =
           e->name[0] == 't' ? "2" : std::string(1, e->name[e->name.find_first_of("0123456789")]);
       d.number_ = NumberSpec::parse((affine ? "uint" : "int") + bits);
