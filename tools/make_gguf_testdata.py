@@ -7,7 +7,8 @@ gguf-py's `gguf.quants.dequantize` of those bytes as float32 tensor `ref.<TYPE>`
 are uniformly random except the float16 scale fields, which are random finite halves (any sign,
 subnormals and the largest values included), so every code, grid row, sign pattern and
 sub-block scale is exercised. Plain types (F16, BF16, I8 ... F64) get random values. Q8_K, which
-gguf-py does not dequantize, is stored so that the test can check its error.
+gguf-py does not dequantize, is stored so that the test can check its error. It also writes
+fuzz/corpus/gguf/blocks.gguf, two blocks of every type, as a seed for the GGUF fuzzer.
 
 For the types gguf-py can also quantize (ggml's reference quantizers), float32 tensor `src`
 holds random rows (normal values across binades, exact zeros, all-zero blocks, small integers
@@ -187,6 +188,18 @@ def main():
     w.close()
     os.replace(out + ".tmp", out)
     print(out, os.path.getsize(out), "bytes:", " ".join(names))
+
+    # A fuzzing seed for the GGUF reader: two random blocks of every block type.
+    seed = os.path.join(root, "fuzz", "corpus", "gguf", "blocks.gguf")
+    w = gguf.GGUFWriter(seed + ".tmp", "castscope-fuzz")
+    for qtype in sorted(quants._type_traits, key=int):
+        if qtype != T.BF16:
+            w.add_tensor(qtype.name, blocks_for(rng, qtype, 1, 2), raw_dtype=qtype)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    os.replace(seed + ".tmp", seed)
 
 
 if __name__ == "__main__":
