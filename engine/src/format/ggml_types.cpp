@@ -343,7 +343,7 @@ const Entry kTable[] = {
     {{28, "F64", 1, 8, true}, nullptr},        {{29, "IQ1_M", 256, 56, true}, iq1_m},
     {{30, "BF16", 1, 2, true}, nullptr},       {{34, "TQ1_0", 256, 54, true}, tq1_0},
     {{35, "TQ2_0", 256, 66, true}, tq2_0},     {{39, "MXFP4", 32, 17, true}, mxfp4},
-    {{40, "NVFP4", 64, 36, true}, nvfp4},
+    {{40, "NVFP4", 64, 36, true}, nvfp4},      {{41, "Q1_0", 128, 18, false}, nullptr},
 };
 
 const Entry* entry(uint32_t id) {
