@@ -29,6 +29,8 @@ python3 -c "import scikit_build_core, nanobind, pytest, ml_dtypes" 2>/dev/null |
 # compressed-tensors' and transformers' own code (both need PyTorch; its CPU build suffices).
 python3 -c "import torch, transformers, compressed_tensors" 2>/dev/null ||
   python3 -m pip install -q torch transformers compressed-tensors
+# The GGUF tests read and write GGUF with ggml's own Python package.
+python3 -c "import gguf" 2>/dev/null || python3 -m pip install -q gguf
 # nvcc ships with the CUDA toolkit under /usr/local/cuda when it is installed.
 if [ -x /usr/local/cuda/bin/nvcc ] && ! command -v nvcc >/dev/null; then
   echo "note: add /usr/local/cuda/bin to PATH to build the CUDA backend"

@@ -47,7 +47,10 @@ void draw_teach_panel(AppState& app) {
     ImGui::TextWrapped(
         "The teaching view shows formats of at most 8 bits; %s has %d-bit elements%s. Pick e.g. "
         "mxfp4e2, nvfp4, mxfp8e4 or int4_sc in the composer.",
-        d.label().c_str(), d.number().bits(), !plain ? " (TCFP)" : "");
+        d.label().c_str(), d.number().bits(),
+        d.family() == Family::GGML ? " (a ggml block format)"
+        : !plain                   ? " (TCFP)"
+                                   : "");
     ImGui::End();
     return;
   }

@@ -8,6 +8,7 @@
 #include "castscope/tcfp.hpp"
 #include "codebook/cb_cast.hpp"
 #include "cpu/cast_cpu.hpp"
+#include "cpu/ggml_cast.hpp"
 #include "plan.hpp"
 
 namespace castscope {
@@ -40,6 +41,7 @@ CastResult cast_cpu(const Tensor& x, const DataType& d, const CastOptions& o) {
   if (o.mode == CastMode::Compress) actual_opt.mode = CastMode::Actual;
   CastResult r = d.family() == Family::Standard   ? cpu::cast_standard(x, d, actual_opt)
                  : d.family() == Family::Codebook ? codebook::cast(x, d, actual_opt)
+                 : d.family() == Family::GGML     ? ggml::cast(x, d, actual_opt)
                                                   : tcfp::cast(x, d, actual_opt);
   r.backend = "cpu";
   if (o.mode == CastMode::Compress) {
@@ -68,7 +70,8 @@ BackendInfo backend_info() {
 CastResult cast(const Tensor& x, const DataType& dtype, const CastOptions& options) {
   if (x.numel() == 0)
     throw Error("cannot cast an empty tensor (shape " + shape_str(x.shape()) + ")");
-  if (options.device != Device::CPU) {
+  // ggml's block formats run on the CPU for every device (their quantizer is ggml's reference).
+  if (options.device != Device::CPU && dtype.family() != Family::GGML) {
     std::string reason;
     if (cuda::available(&reason)) {
       try {
@@ -92,6 +95,7 @@ Tensor upcast(const CastResult& result) {
   }
   CastResult a = result.mode == CastMode::Compress ? unpack(result) : result;
   if (a.dtype.family() == Family::Codebook) return codebook::upcast(a);
+  if (a.dtype.family() == Family::GGML) return ggml::upcast(a);
   if (a.dtype.family() != Family::Standard) return tcfp::upcast(a);
   return cpu::upcast_standard(a);
 }
@@ -204,6 +208,11 @@ CastResult pack(const CastResult& a) {
   if (a.mode == CastMode::Compress) return a;
   if (a.mode != CastMode::Actual) throw Error("pack needs an actual-mode cast result");
   if (a.dtype.family() == Family::Codebook) return codebook::pack(a);
+  if (a.dtype.family() == Family::GGML) {  // the blocks are packed already
+    CastResult r = a;
+    r.mode = CastMode::Compress;
+    return r;
+  }
   if (a.dtype.family() != Family::Standard) return tcfp::pack(a);
   detail::CastPlan p = detail::make_plan(a.shape, a.dtype, a.options);
   cpu::validate_actual(a, p);
@@ -248,6 +257,11 @@ CastResult unpack(const CastResult& c) {
   if (c.mode == CastMode::Actual) return c;
   if (c.mode != CastMode::Compress) throw Error("unpack needs a compressed cast result");
   if (c.dtype.family() == Family::Codebook) return codebook::unpack(c);
+  if (c.dtype.family() == Family::GGML) {
+    CastResult r = c;
+    r.mode = CastMode::Actual;
+    return r;
+  }
   if (c.dtype.family() != Family::Standard) return tcfp::unpack(c);
   detail::CastPlan p = detail::make_plan(c.shape, c.dtype, c.options);
   CastResult r = c;

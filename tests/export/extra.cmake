@@ -15,3 +15,8 @@ set_tests_properties(castscope_interop_python PROPERTIES SKIP_RETURN_CODE 77 TIM
 add_test(NAME castscope_models_python
   COMMAND ${_castscope_python} ${PROJECT_SOURCE_DIR}/tests/interop/test_models.py $<TARGET_FILE:castscope-cli>)
 set_tests_properties(castscope_models_python PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600 LABELS "export;interop")
+# GGUF -> GGUF through ggml's own Python package (tests/interop/test_gguf_interop.py); exit code
+# 77 (skip) when gguf is not installed.
+add_test(NAME castscope_interop_gguf
+  COMMAND ${_castscope_python} ${PROJECT_SOURCE_DIR}/tests/interop/test_gguf_interop.py $<TARGET_FILE:castscope-cli>)
+set_tests_properties(castscope_interop_gguf PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300 LABELS "export;interop")

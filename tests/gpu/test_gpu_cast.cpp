@@ -1,5 +1,7 @@
 // GPU casts against the CPU engine, bit for bit: every registry datatype, round mode, scale mode
 // and cast mode on fresh random inputs with NaN, Inf, ties, subnormals and max / midmax values.
+#include <cstring>
+
 #include "gpu_test_util.hpp"
 
 #include "castscope/datatype.hpp"
@@ -36,6 +38,7 @@ TEST(GpuCast, EveryRegistryDatatypeRoundScaleAndMode) {
   uint64_t k = 0;
   for (const RegistryEntry& e : registry()) {
     const DataType d = DataType::parse(e.name);
+    if (d.family() == Family::GGML) continue;  // CPU only: GgmlOnAnyDeviceIsTheCpuCast
     const bool scale_modes = d.scaled() && d.number().is_float() && d.family() == Family::Standard;
     for (Round r : kRounds)
       for (ScaleMode sm : kScaleModes) {
@@ -154,6 +157,7 @@ TEST(GpuCast, UpcastOfGpuActualEqualsGpuVirtual) {
   uint64_t k = 500;
   for (const RegistryEntry& e : registry()) {
     const DataType d = DataType::parse(e.name);
+    if (d.family() == Family::GGML) continue;  // CPU only: GgmlOnAnyDeviceIsTheCpuCast
     const Tensor x = input_for(d, {136, 160}, seed + ++k);
     CastOptions o;
     o.mode = CastMode::Virtual;
@@ -183,6 +187,30 @@ TEST(GpuCast, TileLongerThanItsAxis) {
             << name << " " << shape_str(shape) << " (input seed " << seed + k << ")";
       }
     }
+}
+
+// ggml's block formats have no CUDA kernel: cast() on the GPU device gives the CPU cast's bits,
+// and a direct CUDA call is refused rather than run as another family.
+TEST(GpuCast, GgmlOnAnyDeviceIsTheCpuCast) {
+  CS_REQUIRE_GPU();
+  const uint64_t seed = run_seed();
+  for (const RegistryEntry& e : registry()) {
+    const DataType d = DataType::parse(e.name);
+    if (d.family() != Family::GGML) continue;
+    const Tensor x = input_for(d, {136, 160}, seed + 900);
+    CastOptions g, c;
+    g.device = Device::CUDA;
+    c.device = Device::CPU;
+    for (CastMode m : {CastMode::Virtual, CastMode::Actual}) {
+      g.mode = c.mode = m;
+      const CastResult a = cast(x, d, g), b = cast(x, d, c);
+      const Tensor& ta = m == CastMode::Virtual ? a.values : a.codes;
+      const Tensor& tb = m == CastMode::Virtual ? b.values : b.codes;
+      ASSERT_EQ(ta.nbytes(), tb.nbytes()) << e.name;
+      EXPECT_EQ(std::memcmp(ta.data(), tb.data(), ta.nbytes()), 0) << e.name << " seed " << seed;
+    }
+    EXPECT_THROW(cuda::cast(x, d, g), Error) << e.name;
+  }
 }
 
 TEST(GpuCast, BadInputsAreErrors) {

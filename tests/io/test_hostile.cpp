@@ -208,10 +208,23 @@ TEST(Hostile, NpyAndGgufTable) {
     write_file(dir / "h.gguf", bytes);
     EXPECT_THROW(open_and_load(dir / "h.gguf"), Error);
   }
-  // An unsupported block type lists but does not load.
-  write_file(dir / "q6.gguf", gguf_bytes({GgufTensor{"k", 14, {256}, Bytes(210, 0)}}));
-  auto m = io::open_model(dir / "q6.gguf");
-  EXPECT_THROW(m->load("k"), Error);
+  // A block type that neither CastScope nor gguf-py decodes (Q8_K, ggml's dot-product
+  // intermediate) lists with its name and size but does not load; the error names the type.
+  write_file(dir / "q8k.gguf", gguf_bytes({GgufTensor{"k", 15, {256}, Bytes(292, 0)}}));
+  auto m = io::open_model(dir / "q8k.gguf");
+  EXPECT_EQ(m->tensors()[0].dtype, "Q8_K");
+  EXPECT_EQ(m->tensors()[0].nbytes, 292u);
+  try {
+    m->load("k");
+    ADD_FAILURE() << "Q8_K loaded";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("Q8_K (ggml type 15)"), std::string::npos) << e.what();
+  }
+  // An id outside ggml's table lists as ggml_type_<id>.
+  write_file(dir / "q99.gguf", gguf_bytes({GgufTensor{"k", 99, {256}, Bytes(210, 0)}}));
+  auto m99 = io::open_model(dir / "q99.gguf");
+  EXPECT_EQ(m99->tensors()[0].dtype, "ggml_type_99");
+  EXPECT_THROW(m99->load("k"), Error);
 }
 
 // Every prefix of a valid file is an error (the last tensor ends at the end of the file, so any

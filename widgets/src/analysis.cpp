@@ -126,8 +126,9 @@ std::shared_ptr<const Analysis> analyze(const Tensor& x_in, const DataType& dtyp
   a->log_cast = histogram(qp, n, lo, hi + 1.0, bins, true);
 
   NumberSpec target = dtype.number();
-  if (dtype.family() != Family::Standard && dtype.family() != Family::Codebook)
-    target = NumberSpec::parse("e4m3fn");
+  if (dtype.family() != Family::Standard && dtype.family() != Family::Codebook &&
+      dtype.family() != Family::GGML)
+    target = NumberSpec::parse("e4m3fn");  // TCFP's element format
   auto [rlo, rhi] = representable_log2(target);
   if (dtype.scaled() || dtype.family() != Family::Standard) {
     const double span = rhi - rlo;
@@ -156,6 +157,8 @@ std::shared_ptr<const Analysis> analyze(const Tensor& x_in, const DataType& dtyp
     } catch (const Error& e) {
       a->tiles_note = e.what();
     }
+  } else if (dtype.family() == Family::GGML) {
+    a->tiles_note = "ggml block scales live inside the GGUF blocks; no tile map";
   } else if (dtype.family() != Family::Standard) {
     a->tiles_note = "TCFP block scales are internal to the TCFP kernels; no tile map";
   } else if (!dtype.scaled()) {

@@ -196,8 +196,9 @@ bool draw_composer(ComposerState& s) {
   int element = s.codebook ? 1 : 0;
   const bool tcfp = s.dtype.family() != Family::Standard && s.dtype.family() != Family::Codebook;
   if (tcfp) {
-    ImGui::TextWrapped("%s is a TCFP datatype: it has its own kernels and no field form.",
-                       s.dtype.label().c_str());
+    ImGui::TextWrapped("%s is a %s datatype: it has its own kernels and no field form.",
+                       s.dtype.label().c_str(),
+                       s.dtype.family() == Family::GGML ? "ggml block" : "TCFP");
   } else if (ImGui::Combo("element", &element, kElement, IM_ARRAYSIZE(kElement))) {
     s.codebook = element == 1;
     if (s.codebook) s.scaling = 3, s.second_fmt = s.sp_n = s.sp_m = 0;

@@ -38,8 +38,9 @@ struct ScaleSpec {
   }
 };
 
-// Datatypes outside the TensorCast grammar, with their own cast kernels.
-enum class Family { Standard, TCFP8, TCFP12, TCFP16, Codebook };
+// Datatypes outside the TensorCast grammar, with their own cast kernels. GGML: one of ggml's
+// block formats (ggml_type() says which), cast with ggml's reference quantizer.
+enum class Family { Standard, TCFP8, TCFP12, TCFP16, Codebook, GGML };
 
 class DataType {
  public:
@@ -52,6 +53,7 @@ class DataType {
   const NumberSpec& number() const { return number_; }  // the compute format of a codebook
   // Codebook datatypes (Family::Codebook): the mappings; null otherwise.
   const std::shared_ptr<const Codebook>& codebook() const { return codebook_; }
+  uint32_t ggml_type() const { return ggml_type_; }  // ggml's type id for Family::GGML
   const std::optional<ScaleSpec>& scale() const { return scale_; }
   bool scaled() const { return scale_.has_value(); }
   // Registry name if the datatype has one, "" otherwise.
@@ -77,18 +79,23 @@ class DataType {
   // Semantic equality: the name does not take part.
   bool operator==(const DataType& o) const {
     return family_ == o.family_ && number_ == o.number_ && scale_ == o.scale_ &&
-           (codebook_ == o.codebook_ || (codebook_ && o.codebook_ && *codebook_ == *o.codebook_));
+           (codebook_ == o.codebook_ || (codebook_ && o.codebook_ && *codebook_ == *o.codebook_)) &&
+           ggml_type_ == o.ggml_type_;
   }
 
  private:
   static DataType parse_grammar(std::string_view text);
   void validate(std::string_view text) const;
   Family family_ = Family::Standard;
+  uint32_t ggml_type_ = 0;
   NumberSpec number_;
   std::optional<ScaleSpec> scale_;
   std::shared_ptr<const Codebook> codebook_;
   std::string name_;
 };
+
+// Registry group of ggml's block formats (Family::GGML; spec = name).
+inline constexpr const char* kGgmlGroup = "ggml (llama.cpp)";
 
 struct RegistryEntry {
   std::string name;

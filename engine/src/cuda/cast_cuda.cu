@@ -64,6 +64,9 @@ struct CastRunner::Impl {
   void setup() {
     if (dtype.family() == Family::Codebook)
       throw Error("datatype " + dtype.str() + ": device-resident casts do not take codebooks");
+    // castscope::cast() runs ggml's block formats on the CPU for every device.
+    if (dtype.family() == Family::GGML)
+      throw Error(dtype.str() + " (a ggml block format) has no CUDA kernel; it is cast on the CPU");
     is_tcfp = dtype.family() != Family::Standard;
     const bool actual = opt.mode != CastMode::Virtual;
     if (is_tcfp) {

@@ -1,13 +1,19 @@
 // GGUF (ggml / llama.cpp) version 3: F32 / F16 / BF16 tensors, Q8_0 blocks (fp16 scale + 32
 // int8) and MXFP4 blocks (E8M0 exponent + 16 bytes; byte j holds element j in its low nibble and
-// element j + 16 in its high nibble, ggml's order). Tensor data is aligned to 32 bytes.
+// element j + 16 in its high nibble, ggml's order). Tensor data is aligned to 32 bytes. A model
+// read from a GGUF file keeps its key-values and tensor order, and the tensors the plan keeps
+// are copied in their source type, so llama.cpp can still load the result.
 #include <fcntl.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 
+#include <map>
+
 #include "castscope/export.hpp"
+#include "format/ggml_types.hpp"
+#include "io/reader.hpp"
 
 namespace castscope {
 namespace exportdetail {
@@ -28,29 +34,8 @@ enum GgmlType : uint32_t {
 };
 
 const char* type_name(uint32_t t) {
-  switch (t) {
-    case F32:
-      return "F32";
-    case F16:
-      return "F16";
-    case Q8_0:
-      return "Q8_0";
-    case BF16:
-      return "BF16";
-    case MXFP4:
-      return "MXFP4";
-    case I8:
-      return "I8";
-    case I16:
-      return "I16";
-    case I32:
-      return "I32";
-    case I64:
-      return "I64";
-    case F64:
-      return "F64";
-  }
-  return "?";
+  const ggml::TypeInfo* ti = ggml::type_info(t);
+  return ti ? ti->name : "?";
 }
 
 bool is_q8_0(const DataType& d) {
@@ -66,9 +51,12 @@ struct Planned {
   uint32_t type;
   uint64_t offset, size;
   uint32_t crc = 0;
+  const io::detail::GgufTensor* copy = nullptr;  // kept tensor copied from the source GGUF
 };
 
 uint64_t type_size(uint32_t type, int64_t n) {
+  if (const ggml::TypeInfo* t = ggml::type_info(type); t && t->block > 1)
+    return ggml::row_bytes(*t, static_cast<uint64_t>(n));
   switch (type) {
     case F16:
     case BF16:
@@ -111,14 +99,23 @@ uint32_t choose_type(const io::TensorInfo& info, const std::optional<DataType>& 
     }
   }
   const std::string s = d->str();
+  if (d->family() == Family::GGML) {  // ggml's block formats are GGUF types of their own
+    const ggml::TypeInfo& t = *ggml::type_info(d->ggml_type());
+    if (info.shape.empty() || info.shape.back() % t.block != 0 || !axis_is_last(co, info.shape))
+      throw Error(std::string(t.name) + " needs " + std::to_string(t.block) +
+                  "-element blocks along the last axis; shape " + shape_str(info.shape) +
+                  " does not tile");
+    return t.id;
+  }
   if (s == "float16") return F16;
   if (s == "bfloat16") return BF16;
   if (s == "float32") return F32;
   const bool q8 = is_q8_0(*d), mx = is_mxfp4(*d);
   if (!q8 && !mx)
     throw Error(
-        "the gguf layout holds float16, bfloat16, float32, int8_float16_t32 (Q8_0) and mxfp4e2 "
-        "(MXFP4); the plan maps it to " +
+        "the gguf layout holds float16, bfloat16, float32, int8_float16_t32 (Q8_0), mxfp4e2 "
+        "(MXFP4) and ggml's block formats (q4_0 ... q8_0, q2_k ... q6_k, iq4_nl, iq4_xs, tq1_0, "
+        "tq2_0); the plan maps it to " +
         s);
   if (info.shape.empty() || info.shape.back() % 32 != 0 || !axis_is_last(co, info.shape))
     throw Error(std::string(q8 ? "Q8_0" : "MXFP4") +
@@ -165,6 +162,7 @@ Tensor encode(const Planned& p, const Tensor& x, const ExportOptions& opt, JobCo
   }
   const CastResult r = cast(x, *p.dtype, cast_options(opt, CastMode::Actual, sub));
   if (p.type == F16 || p.type == BF16 || p.type == F32) return r.codes;
+  if (p.dtype->family() == Family::GGML) return r.codes.reshaped({r.codes.numel()});
   const int64_t blocks = x.numel() / 32;
   Tensor out = Tensor::empty(DType::U8, {static_cast<int64_t>(p.size)});
   uint8_t* o = out.mutable_ptr<uint8_t>();
@@ -214,8 +212,22 @@ void verify_gguf(const std::string& path, const std::vector<char>& header,
 
 }  // namespace
 
+// The source GGUF of a model read from one GGUF file: its key-values are carried over and its
+// kept tensors copied byte for byte in their own ggml type.
+std::optional<io::detail::GgufHeader> source_gguf(const io::Model& model) {
+  if (model.format() != "gguf" || model.tensors().empty()) return std::nullopt;
+  const std::string& file = model.tensors().front().file;
+  for (const io::TensorInfo& i : model.tensors())
+    if (i.file != file) return std::nullopt;  // a directory of several GGUF files
+  return io::detail::parse_gguf(file);
+}
+
 ExportReport export_gguf(const io::Model& model, const std::string& out, const ExportPlan& plan,
                          const ExportOptions& opt, JobControl* job) {
+  const std::optional<io::detail::GgufHeader> src = source_gguf(model);
+  std::map<std::string, const io::detail::GgufTensor*> src_tensor;
+  if (src)
+    for (const io::detail::GgufTensor& t : src->tensors) src_tensor[t.name] = &t;
   // Every tensor's GGUF type and size follow from the plan and its shape, so the header is
   // complete before any tensor is loaded.
   std::vector<Planned> planned;
@@ -223,10 +235,20 @@ ExportReport export_gguf(const io::Model& model, const std::string& out, const E
   for (const io::TensorInfo& info : model.tensors()) {
     try {
       if (info.name.size() >= 64) throw Error("GGUF tensor names are limited to 63 bytes");
-      Planned p{&info, plan.dtype_for(info), 0, 0, 0};
-      p.type = choose_type(info, p.dtype, opt.cast);
+      Planned p{&info, plan.dtype_for(info), 0, 0, 0, 0, nullptr};
+      const auto st = src_tensor.find(info.name);
+      if (!p.dtype && st != src_tensor.end()) {
+        if (!st->second->type)
+          throw Error("ggml type " + std::to_string(st->second->type_id) +
+                      " is unknown, so the tensor cannot be copied");
+        p.copy = st->second;
+        p.type = st->second->type_id;
+        p.size = st->second->nbytes;
+      } else {
+        p.type = choose_type(info, p.dtype, opt.cast);
+        p.size = type_size(p.type, numel(info.shape));
+      }
       p.offset = off;
-      p.size = type_size(p.type, numel(info.shape));
       off += (p.size + kAlign - 1) / kAlign * kAlign;
       planned.push_back(p);
     } catch (const Error& e) {
@@ -237,14 +259,36 @@ ExportReport export_gguf(const io::Model& model, const std::string& out, const E
   h.raw("GGUF", 4);
   h.u32(3);
   h.u64(planned.size());
-  std::vector<std::pair<std::string, std::string>> kv = {{"general.name", "castscope export"},
-                                                         {"castscope.version", "1"},
-                                                         {"castscope.source", model.path()}};
+  // The source's key-values first, in their order and byte for byte; CastScope's keys of an
+  // earlier export are replaced, and the alignment is the one this writer uses.
+  std::vector<std::pair<uint64_t, uint64_t>> kept_kv;
+  bool has_name = false, has_alignment = false;
+  if (src)
+    for (const io::detail::GgufKv& kv : src->kvs) {
+      if (kv.key.rfind("castscope.", 0) == 0) continue;
+      has_name |= kv.key == "general.name";
+      if (kv.key == "general.alignment") {
+        has_alignment = true;
+        kept_kv.push_back({0, 0});  // written in place as u32 32
+      } else {
+        kept_kv.push_back({kv.begin, kv.end});
+      }
+    }
+  std::vector<std::pair<std::string, std::string>> kv;
+  if (!has_name) kv.push_back({"general.name", "castscope export"});
+  kv.push_back({"castscope.version", "1"});
+  kv.push_back({"castscope.source", model.path()});
   for (const auto& [k, v] : opt.metadata) kv.push_back({k, v});
   for (const Planned& p : planned)
     if (p.dtype) kv.push_back({"castscope.dtype." + p.info->name, p.dtype->str()});
-  h.u64(kv.size() + 1);
-  h.kv_u32("general.alignment", kAlign);
+  h.u64(kept_kv.size() + kv.size() + (has_alignment ? 0 : 1));
+  if (!has_alignment) h.kv_u32("general.alignment", kAlign);
+  for (const auto& [b, e] : kept_kv) {
+    if (b == e)
+      h.kv_u32("general.alignment", kAlign);
+    else
+      h.raw(src->map->data() + b, e - b);
+  }
   for (const auto& [k, v] : kv) h.kv_str(k, v);
   for (const Planned& p : planned) {
     h.str(p.info->name);
@@ -257,30 +301,55 @@ ExportReport export_gguf(const io::Model& model, const std::string& out, const E
   while (h.b.size() % kAlign) h.b.push_back(0);
   const uint64_t data_start = h.b.size();
   ExportReport rep;
-  ExportPlan fixed = plan;  // types were decided above; the loop below follows `planned`
   commit_verified(
       out,
       [&](const auto& put) {
         put(h.b.data(), h.b.size());
-        size_t i = 0;
         const char zeros[kAlign] = {};
-        for_each_tensor(
-            model, fixed, job,
-            [&](const io::TensorInfo& info, const std::optional<DataType>&, const Tensor& x,
-                JobControl* sub) {
-              Planned& p = planned[i++];
-              const Tensor t = encode(p, x, opt, sub);
+        double total = 0, done = 0;
+        for (const Planned& p : planned)
+          total += static_cast<double>(std::max<uint64_t>(p.size, 1));
+        for (Planned& p : planned) {
+          const io::TensorInfo& info = *p.info;
+          if (job) job->check();
+          const double w = static_cast<double>(std::max<uint64_t>(p.size, 1)) / total;
+          SubJob sub(job, 0.95 * done, 0.95 * w);
+          try {
+            if (p.copy) {  // kept: the source bytes in the source's ggml type
+              const uint8_t* bytes = src->map->data() + src->data_start + p.copy->offset;
+              p.crc = crc32_of(bytes, p.size);
+              put(bytes, p.size);
+            } else {
+              Tensor x;
+              if (!p.dtype) try {
+                  x = model.load_raw(info.name);
+                } catch (const Error&) {
+                }
+              if (!x.defined()) x = model.load(info.name);
+              const Tensor t = encode(p, x, opt, job ? &sub.inner : nullptr);
               if (t.nbytes() != p.size)
                 throw Error("encoded size " + std::to_string(t.nbytes()) +
                             " differs from the planned " + std::to_string(p.size));
               p.crc = crc32_of(t.data(), t.nbytes());
               put(t.data(), t.nbytes());
-              const uint64_t pad = (kAlign - p.size % kAlign) % kAlign;
-              if (pad) put(zeros, pad);
-              rep.tensors.push_back(
-                  {info.name, p.dtype ? p.dtype->str() : std::string("keep:") + type_name(p.type),
-                   info.shape, info.nbytes, p.size});
-            });
+            }
+          } catch (const Cancelled&) {
+            throw;
+          } catch (const Error& e) {
+            throw Error("tensor '" + info.name + "' of '" + model.path() + "': " + e.what());
+          } catch (const std::bad_alloc&) {
+            throw Error("tensor '" + info.name + "' of '" + model.path() + "': out of memory");
+          }
+          const uint64_t pad = (kAlign - p.size % kAlign) % kAlign;
+          if (pad) put(zeros, pad);
+          io::release_pages(model, info.name);
+          if (job && sub.inner.cancel.load()) throw Cancelled();
+          done += w;
+          if (job) job->report(0.95 * done);
+          rep.tensors.push_back(
+              {info.name, p.dtype ? p.dtype->str() : std::string("keep:") + type_name(p.type),
+               info.shape, info.nbytes, p.size});
+        }
       },
       [&](const std::string& staged) { verify_gguf(staged, h.b, planned, data_start, job); });
   rep.files.push_back(out);

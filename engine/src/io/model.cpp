@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "format/ggml_types.hpp"
 #include "io/reader.hpp"
 
 namespace castscope::io {
@@ -31,7 +32,10 @@ bool is_float_storage(const std::string& d) {
       // ONNX
       "FLOAT", "FLOAT16", "BFLOAT16", "DOUBLE", "FLOAT8E4M3FN", "FLOAT8E5M2", "FLOAT8E4M3FNUZ",
       "FLOAT8E5M2FNUZ"};
-  return kFloat.count(d) > 0;
+  if (kFloat.count(d)) return true;
+  // GGUF block formats that decode to float32 (Q4_1, K-quants, IQ types, NVFP4, ...).
+  const ggml::TypeInfo* g = ggml::type_by_name(d);
+  return g && g->block > 1 && g->decodes;
 }
 
 namespace detail {

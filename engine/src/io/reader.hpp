@@ -12,6 +12,10 @@
 
 #include "castscope/io.hpp"
 
+namespace castscope::ggml {
+struct TypeInfo;
+}
+
 namespace castscope::io::detail {
 
 // A read-only memory map of a whole file. Pages are only touched when read, so mapping a large
@@ -79,6 +83,27 @@ std::vector<Entry> read_safetensors(const std::string& path);
 std::vector<Entry> read_npy_entries(const std::string& path);
 std::vector<Entry> read_npz(const std::string& path);
 std::vector<Entry> read_gguf(const std::string& path);
+
+// A GGUF file's header as stored: every key-value record's byte range (so an exporter can copy
+// them unchanged) and every tensor info, checked against the file.
+struct GgufKv {
+  std::string key;
+  uint64_t begin, end;  // the record: key, value type and value
+};
+struct GgufTensor {
+  std::string name;
+  Shape shape;  // slowest axis first
+  uint32_t type_id;
+  const ggml::TypeInfo* type;  // null for an id ggml's table does not know
+  uint64_t offset, nbytes;     // within the data block; nbytes 0 when the type is unknown
+};
+struct GgufHeader {
+  std::shared_ptr<const MappedFile> map;
+  std::vector<GgufKv> kvs;
+  std::vector<GgufTensor> tensors;
+  uint64_t alignment = 32, data_start = 0;
+};
+GgufHeader parse_gguf(const std::string& path);
 std::vector<Entry> read_onnx(const std::string& path);
 
 // .npy header of an in-memory buffer (file or zip member); `what` names it in errors.

@@ -1,0 +1,46 @@
+// ggml's tensor types as GGUF stores them: one table of ids, names and block geometry, shared by
+// the GGUF reader and exporter, and the decoders of every block format that ggml's Python
+// package (gguf-py, gguf.quants) can dequantize. The decoders follow gguf-py's float32
+// arithmetic operation for operation, so they give its values bit for bit.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "castscope/tensor.hpp"
+
+namespace castscope::ggml {
+
+struct TypeInfo {
+  uint32_t id;
+  const char* name;
+  uint32_t block;        // elements per block (1 for plain types)
+  uint32_t block_bytes;  // bytes per block
+  bool decodes;          // CastScope converts it to float32
+};
+
+// The entry of a ggml type id, or null for an id this table does not know.
+const TypeInfo* type_info(uint32_t id);
+const TypeInfo* type_by_name(const std::string& name);
+// The plain DType of F32, F16, BF16, F64 and the integer types; nullopt for block formats.
+std::optional<DType> plain_dtype(uint32_t id);
+// Bytes of `n` elements (n a multiple of the block).
+uint64_t row_bytes(const TypeInfo& t, uint64_t n);
+
+// Decodes `n` elements (a multiple of the block) of a type with `decodes` set into float32.
+void dequantize(uint32_t id, const uint8_t* src, uint64_t n, float* out);
+
+}  // namespace castscope::ggml
+
+namespace castscope::ggml {
+
+// Types with a quantizer here: ggml's reference quantizers (quantize_row_*_ref in
+// ggml-quants.c) as gguf-py's gguf.quants.quantize implements them, bit for bit.
+bool can_quantize(uint32_t id);
+// Quantizes `n` float32 values (a multiple of the block) into blocks. A block holding a NaN or
+// infinity, which ggml leaves undefined, gets NaN scales (and zero points) and zero codes, so it
+// decodes to NaN throughout.
+void quantize(uint32_t id, const float* x, uint64_t n, uint8_t* out);
+
+}  // namespace castscope::ggml
