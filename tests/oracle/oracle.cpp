@@ -235,7 +235,7 @@ double int_fixed_point(double x, int bits, int s, ORound r) {
 
 // Asymmetric uint data (decision 7, second half; the formulas are this oracle's reading of
 // TensorCast, which the spec does not spell out): over the tile's finite values and 0,
-//   scale = (max - min) / (2^K - 1), correctly rounded, then cast to the scale format;
+//   scale = (max - min) / (2^K - 1) in double, rounded once to the scale format;
 //   float zero point: zero = min cast to the zero format, q = round((x - zero) / scale),
 //     value = q * scale + zero;
 //   int zero point: zero = round(-min / scale) (nearest even, clamped to the zero format),
@@ -261,8 +261,10 @@ std::vector<float> cast_uint(const std::vector<float>& x, const Groups& g, const
     // (tensorcast-scaling.md) and a one-signed tile still has a range.
     lo = std::min(lo, 0.0);
     hi = std::max(hi, 0.0);
-    const double sc =
-        round_float(static_cast<float>((hi - lo) / qmax), sf, ORound::Even, OOverflow::Saturate);
+    // Decision 13 / docs/formats.md: the quotient in double, rounded once to the scale format
+    // (an intermediate float32 rounding can land on a tie of the scale format and round the
+    // other way).
+    const double sc = round_float((hi - lo) / qmax, sf, ORound::Even, OOverflow::Saturate);
     if (!(sc > 0)) {
       // No range: an all-zero tile decodes to zeros (decision 12); a constant non-zero tile, or
       // one whose range underflows the scale format, is left open by the spec.

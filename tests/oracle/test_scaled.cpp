@@ -167,6 +167,42 @@ TEST(ScaledOracle, TileLongerThanItsAxis) {
   EXPECT_GE(checked, 40);
 }
 
+// A uint tile whose scale quotient (hi - lo) / 15 lies just above a float16 tie but rounds to
+// that tie in float32 (seed 3824223654519 of EveryRegistryDatatype): the scale is rounded once,
+// from double, to 0x1.42p+1 + 2^-9 = 2.517578125 (float16 0x4109), not to the even neighbour
+// 2.515625 that a float32 intermediate would give. Engine and oracle must both say so.
+TEST(ScaledOracle, UintScaleRoundedOnceFromDouble) {
+  const DataType d = DataType::parse("uint4_ff32");  // uint4_float16_float16_t32
+  const float lo = -0x1.23722cp+5f;                  // -36.430748
+  const float hi = 0x1.517a92p+0f;                   // 1.3182765
+  std::vector<float> x(32);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = (i % 3 == 0) ? 0.044921875f : -0.029296875f;
+  x[5] = lo;
+  x[17] = hi;
+  x[30] = 0.0f;
+  const Shape shape = {1, 32};
+  for (const RoundMode& rm : kRounds) {
+    CastOptions opt;
+    opt.device = Device::CPU;
+    opt.round = parse_round(rm.name);
+    oracle::Options oo;
+    oo.round = rm.o;
+    EXPECT_EQ(compare(std::string("uint4_ff32 fixed tile ") + rm.name, x, shape, d, opt, oo, 0), 0);
+    // Z = float16(lo) = -36.4375; (x - Z) / S is 14.49 for the small values (14.50 with the
+    // doubly rounded scale, which would round up to code 15).
+    const std::vector<float> want = oracle::cast_values(x, shape, d, oo);
+    EXPECT_EQ(want[0], -1.19140625f) << rm.name;
+    EXPECT_EQ(want[1], -1.19140625f) << rm.name;
+    EXPECT_EQ(want[5], -36.4375f) << rm.name;
+    EXPECT_EQ(want[17], 1.326171875f) << rm.name;
+    opt.mode = CastMode::Actual;
+    const CastResult a = cast(make_f32(x, shape), d, opt);
+    ASSERT_EQ(a.scale.dtype(), DType::F16);
+    EXPECT_EQ(a.scale.ptr<uint16_t>()[0], 0x4109) << rm.name;  // 2.517578125
+    EXPECT_EQ(a.zero.ptr<uint16_t>()[0], 0xD08E) << rm.name;   // -36.4375
+  }
+}
+
 // ieee overflow with scaled data. The spec defines ieee by what an unscaled cast does; whether
 // it also applies to the element cast inside a scaled tile is open. Checked here: each cast
 // follows one of the two readings for every element (element-format overflow after scaling, or
