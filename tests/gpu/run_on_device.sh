@@ -2,8 +2,9 @@
 # Configure (GUI off), build, and run the GPU tests, castscope-bench and compute-sanitizer
 # (memcheck + racecheck over a reduced test filter) on a machine with an NVIDIA GPU.
 # Logs go to $OUT (default ./gpu-logs); a short table is printed last.
-#   STEPS="build test bench memcheck racecheck"   which steps to run (default: all)
-#   BUILD_DIR=build-device  JOBS=$(nproc)  BENCH_ARGS=""  SAN_FILTER=...
+#   STEPS="build test bench memcheck racecheck"   which steps to run (default: these five)
+#   "ncu" (not a default) profiles the cast kernels of `castscope-bench --quick` (NCU_KERNELS regex)
+#   BUILD_DIR=build-device  JOBS=$(nproc)  BENCH_ARGS=""  SAN_FILTER=...  TEST_FILTER=...
 set -u -o pipefail
 OUT=${OUT:-$PWD/gpu-logs}
 B=${BUILD_DIR:-build-device}
@@ -33,7 +34,7 @@ SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer
 
 if has test; then
   t0=$(now)
-  "$TEST_BIN" >"$OUT/test_gpu.log" 2>&1
+  "$TEST_BIN" --gtest_filter="${TEST_FILTER:-*}" >"$OUT/test_gpu.log" 2>&1
   rc=$?
   RESULT[test]="rc=$rc $(( $(now) - t0 ))s $(grep -E '^\[  (PASSED|FAILED)|tests? ran' "$OUT/test_gpu.log" | tr '\n' ' ')"
   grep -E "FAILED|Failure|error" "$OUT/test_gpu.log" | head -20
@@ -46,6 +47,15 @@ if has bench; then
   RESULT[bench]="rc=$rc $(( $(now) - t0 ))s"
   cat "$OUT/bench.log"
 fi
+if has ncu; then
+  t0=$(now)
+  NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
+  "$NCU" -k "regex:${NCU_KERNELS:-elementwise|fast_kernel|tcfp_kernel|reduce}" --section SpeedOfLight \
+    --section Occupancy --section LaunchStats -c "${NCU_COUNT:-60}" --csv --page details \
+    "$BENCH_BIN" --quick --no-gemms --no-update --iters 3 >"$OUT/ncu.csv" 2>"$OUT/ncu.err"
+  rc=$?
+  RESULT[ncu]="rc=$rc $(( $(now) - t0 ))s"
+fi
 for tool in memcheck racecheck; do
   has $tool || continue
   t0=$(now)
@@ -57,7 +67,7 @@ done
 
 echo
 echo "step       result"
-for s in build test bench memcheck racecheck; do
+for s in build test bench ncu memcheck racecheck; do
   [ -n "${RESULT[$s]:-}" ] && printf '%-10s %s\n' "$s" "${RESULT[$s]}"
 done
 exit 0

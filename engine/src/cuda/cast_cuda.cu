@@ -183,6 +183,19 @@ struct CastRunner::Impl {
         CS_CUDA_LAUNCH("finalize_kernel");
       }
       if (!p.scaled || p.tensor_scope) {
+        if constexpr (std::is_same<T, float>::value || std::is_same<T, __nv_bfloat16>::value) {
+          constexpr int V = Vec<T>::V;
+          const bool bytes = o.pack4 || (o.code_size == 1 && kp.data.kind != scalar::Kind::Int);
+          if (fastq && !p.scaled && n % V == 0 && o.codes && bytes) {
+            const unsigned g = grid_for(n / V, 256, cap);
+            if (fid == kE4M3FN)
+              unscaled_vec_kernel<T, kE4M3FN><<<g, 256, 0, st>>>(xp, n / V, kp, sc(), o);
+            else
+              unscaled_vec_kernel<T, kRuntime><<<g, 256, 0, st>>>(xp, n / V, kp, sc(), o);
+            CS_CUDA_LAUNCH("unscaled_vec_kernel");
+            return;
+          }
+        }
         const unsigned grid = grid_for((n + 7) / 8, 256, cap);
         if (fastq && fid == kE4M3FN && !p.scaled)
           elementwise_kernel<T, kE4M3FN><<<grid, 256, 0, st>>>(xp, n, kp, sc(), o, true);

@@ -541,6 +541,79 @@ __global__ void __launch_bounds__(256)
   commit_stats(st, s);
 }
 
+// Unscaled casts of float32 / bfloat16 input with fast rounding (round to nearest even,
+// saturation, codes only, one-byte or packed 4-bit codes, numel a multiple of the vector): U
+// 16-byte loads in flight per thread and float arithmetic throughout. elementwise_kernel held one
+// load per thread and widened every element to double, which left it issue-bound at half the
+// copy bandwidth. Non-finite inputs (rare) take the shared element_out.
+template <class T, int F>
+__global__ void __launch_bounds__(256) unscaled_vec_kernel(const T* __restrict__ x, int64_t chunks,
+                                                           KernelParams kp, Scratch* s, Outs o) {
+  if constexpr (F != kRuntime) kp.data = kp.data_codes = static_format(F);
+  constexpr int V = Vec<T>::V;
+  constexpr int U = 4;
+  const GroupScale gs{};
+  unsigned clipped = 0, nonfinite = 0;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t c0 = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; c0 < chunks;
+       c0 += U * stride) {
+    float v[U][V];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      if (c0 + u * stride < chunks) Vec<T>::load(x + (c0 + u * stride) * V, v[u]);
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int64_t c = c0 + u * stride;
+      if (c >= chunks) break;
+      uint32_t code[V];
+#pragma unroll
+      for (int k = 0; k < V; ++k) {
+        const float xv = v[u][k];
+        bool cl = false;
+        if (!(xv - xv == 0.0f)) {
+          ++nonfinite;
+          unsigned long long c2 = 0;
+          code[k] = element_out(kp, gs, xv, 0, c * V + k, o, c2);
+          clipped += static_cast<unsigned>(c2);
+          continue;
+        }
+        if constexpr (F == kE4M3FN) {
+          code[k] = code_e4m3fn(xv, cl);
+        } else {
+          const scalar::Quantized q =
+              castscope::detail::canonical(quantize_rne_f32(xv, kp.data), kp.data_codes);
+          cl = q.clipped;
+          code[k] = scalar::encode(q, kp.data);
+        }
+        clipped += cl ? 1 : 0;
+      }
+      if (o.pack4) {
+        uint32_t w = 0;
+#pragma unroll
+        for (int k = 0; k < V; ++k) w |= (code[k] & 0xFu) << (4 * k);
+        uint8_t* dst = static_cast<uint8_t*>(o.codes) + c * V / 2;
+        if (V == 4)
+          *reinterpret_cast<uint16_t*>(dst) = static_cast<uint16_t>(w);
+        else
+          *reinterpret_cast<uint32_t*>(dst) = w;
+      } else {
+        uint32_t w[V / 4];
+#pragma unroll
+        for (int q = 0; q < V / 4; ++q)
+          w[q] = (code[4 * q] & 0xFF) | (code[4 * q + 1] & 0xFF) << 8 |
+                 (code[4 * q + 2] & 0xFF) << 16 | (code[4 * q + 3] & 0xFF) << 24;
+        uint8_t* dst = static_cast<uint8_t*>(o.codes) + c * V;
+        if (V == 4)
+          *reinterpret_cast<uint32_t*>(dst) = w[0];
+        else
+          *reinterpret_cast<uint2*>(dst) = make_uint2(w[0], w[V / 4 - 1]);
+      }
+    }
+  }
+  add_counts(s, clipped, nonfinite, 0);
+}
+
 // Fast path: 1-D tiles of TILE along a contiguous last axis, float32 / bfloat16 input, one-byte
 // codes and scales, no zero point, subtile or sparsity. L = TILE / V lanes share a tile; each
 // lane loads 16 bytes, the tile's absmax is combined with shuffles, and codes go out as one

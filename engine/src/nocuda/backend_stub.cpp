@@ -32,6 +32,10 @@ bool gemm_available(std::string* reason) {
   return false;
 }
 
+int gemm_compute_capability() {
+  return 0;
+}
+
 GemmResult run_gemm(GemmKind, const GemmOptions&, JobControl*) {
   no_cuda("GEMM");
 }
