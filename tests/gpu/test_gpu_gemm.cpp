@@ -5,6 +5,10 @@
 namespace castscope::gputest {
 namespace {
 
+int compute_capability() {
+  return gemm_compute_capability();
+}
+
 TEST(GpuGemm, EveryKindWithinItsErrorBound) {
   std::string why;
   if (!gemm_available(&why)) GTEST_SKIP() << "GEMMs unavailable: " << why;
@@ -44,10 +48,6 @@ TEST(GpuGemm, EveryKindWithinItsErrorBound) {
   EXPECT_LT(tcfp16, fp8 / 4) << "the two TCFP-16 terms must be far more accurate than one FP8 term";
 }
 
-int compute_capability() {
-  return gemm_compute_capability();
-}
-
 // The GEMM against the exact product of its operands as the GPU multiplied them (decoded codes
 // times their scales, fp64 on the CPU). k = 640 gives 5 K blocks, so the 128x128 scale rows are
 // padded to 8; m != n and n = 3 x 128 catch a transposed or unpadded scale layout, which would
@@ -74,8 +74,10 @@ TEST(GpuGemm, BlockScaledFp8MatchesCpuProductOfItsOperands) {
     SCOPED_TRACE(std::string(bf16_out ? "bf16" : "fp32") + " output, seed " + std::to_string(seed));
     std::printf("fp8-block %s output: product rel.err %.3e, rel.err %.3e  %s\n",
                 bf16_out ? "bf16" : "fp32", r.product_rel_error, r.rel_error, r.note.c_str());
-    // fp32 accumulation of exact e4m3 products: only fp32 rounding remains.
-    if (!bf16_out) EXPECT_LT(r.product_rel_error, 1e-5);
+    // Hopper's FP8 tensor cores add the products of each 128-deep K block with about 14
+    // significant bits before cuBLASLt promotes the block sum to fp32: measured 1.26e-4 at
+    // 4096^3 and 8192^3 (docs/performance.md). A wrong scale layout gives errors near 1.
+    if (!bf16_out) EXPECT_LT(r.product_rel_error, 1e-3);
     // bf16 output: the output rounding (2^-9 relative at most) dominates, and it cannot vanish.
     if (bf16_out) {
       EXPECT_GT(r.product_rel_error, 1e-4);

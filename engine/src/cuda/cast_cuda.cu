@@ -7,6 +7,7 @@
 #include "cpu/cast_cpu.hpp"
 #include "cuda/cast_kernels.cuh"
 #include "cuda/cuda_internal.hpp"
+#include "cuda/tcfp_kernel.cuh"
 
 namespace castscope::tcfp {
 // Defined in tcfp.cpp: the block parameters of a TCFP cast (kept in one place).
@@ -159,9 +160,9 @@ struct CastRunner::Impl {
       const T* xp = static_cast<const T*>(x.data());
       if (is_tcfp) {
         const int64_t groups = p.groups();
-        tcfp_kernel<T>
-            <<<grid_for(groups, 128, cap * 2), 128, 0, st>>>(xp, p.C, p.gc, groups, bp, sc(), o);
-        CS_CUDA_LAUNCH("tcfp_kernel");
+        tcfp_warp_kernel<T>
+            <<<grid_for(groups * 32, 256, cap), 256, 0, st>>>(xp, p.C, p.gc, groups, bp, sc(), o);
+        CS_CUDA_LAUNCH("tcfp_warp_kernel");
         return;
       }
       if (p.multiscale || (p.scaled && p.tensor_scope)) {

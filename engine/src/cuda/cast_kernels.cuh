@@ -769,38 +769,4 @@ __global__ void __launch_bounds__(256, MODE == 3 ? 4 : 1)
   add_counts(s, clipped, nonfinite, 0);
 }
 
-// TCFP: one thread per 32-value block, the block cast of tcfp_block.hpp as the CPU runs it.
-template <class T>
-__global__ void __launch_bounds__(128)
-    tcfp_kernel(const T* __restrict__ x, int64_t C, int64_t gc, int64_t groups, tcb::BlockParams bp,
-                Scratch* s, Outs o) {
-  unsigned long long clipped = 0, nonfinite = 0;
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t g = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; g < groups;
-       g += stride) {
-    const int64_t row = g / gc, c0 = (g % gc) * tcb::kBlock;
-    const int n = C - c0 < tcb::kBlock ? static_cast<int>(C - c0) : tcb::kBlock;
-    const int64_t first = row * C + c0;
-    double xb[tcb::kBlock];
-    for (int i = 0; i < n; ++i) {
-      xb[i] = Load<T>::get(x, first + i);
-      nonfinite += (xb[i] - xb[i] == 0) ? 0 : 1;
-    }
-    uint32_t mc[tcb::kBlock], rc[tcb::kBlock];
-    float vb[tcb::kBlock];
-    int64_t clip = 0;
-    const tcb::BlockCodes bc =
-        tcb::cast_block(bp, xb, n, first, mc, rc, o.values ? vb : nullptr, &clip);
-    clipped += static_cast<unsigned long long>(clip);
-    for (int i = 0; i < n; ++i) {
-      if (o.codes) static_cast<uint8_t*>(o.codes)[first + i] = static_cast<uint8_t>(mc[i]);
-      if (o.residual) store_code(o.residual, 1, first + i, rc[i], bp.residual);
-      if (o.values) o.values[first + i] = canon_nan(vb[i]);
-    }
-    if (o.scale) static_cast<uint8_t*>(o.scale)[g] = static_cast<uint8_t>(bc.scale);
-    if (o.rscale) o.rscale[g] = static_cast<uint8_t>(bc.rscale);
-  }
-  add_counts(s, clipped, nonfinite, 0);
-}
-
 }  // namespace castscope::gpu::detail
