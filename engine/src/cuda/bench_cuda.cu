@@ -120,7 +120,9 @@ int run_benchmark(const BenchOptions& opt, std::FILE* out) {
                  "% copy");
     for (DType in : {DType::BF16, DType::F32}) {
       DeviceTensor x = random_tensor(rows, cols, in, 7);
-      for (const char* name : {"mxfp8e4", "mxfp4e2", "nvfp4", "mxint8", "tcfp8", "float8_e4m3fn"}) {
+      for (const char* name :
+           {"mxfp8e4", "mxfp8e5", "mxfp6e2", "mxfp6e3", "mxfp4e2", "mxint8", "bfp16", "nvfp4",
+            "tcfp8", "tcfp12", "tcfp16", "float8_e4m3fn", "float8_e5m2", "bfloat16"}) {
         CastOptions o;
         o.mode = CastMode::Compress;
         detail::CastRunner runner(x, DataType::parse(name), o, false);
@@ -129,10 +131,18 @@ int run_benchmark(const BenchOptions& opt, std::FILE* out) {
         std::fprintf(out, "%-10s %-15s %-12s %10.3f %10.1f %8.1f%%\n", dtype_name(in), name,
                      runner.path(), ms, gbs, 100.0 * gbs / copy_gbs);
         const std::string n(name);
-        if (n == "mxfp8e4" || n == "mxfp4e2" || n == "nvfp4" || n == "mxint8")
-          goals.push_back(
-              {std::string("compress ") + name + " from " + dtype_name(in) + " (% of copy)",
-               100.0 * gbs / copy_gbs, 90.0, true});
+        // NVFP4 reads its input twice (tensor absmax, then the cast): its goal is 90% of the
+        // bound that sets, counted here as a share of the copy bandwidth for both reads.
+        const bool nv = n == "nvfp4", tc = n.rfind("tcfp", 0) == 0;
+        const double pct = 100.0 * (nv ? (runner.min_bytes() + x.nbytes()) : runner.min_bytes()) /
+                           (ms * 1e-3) / 1e9 / copy_gbs;
+        goals.push_back({std::string("compress ") + name + " from " + dtype_name(in) +
+                             (nv ? " (% of copy, both reads)" : " (% of copy)"),
+                         pct,
+                         nv   ? 90.0
+                         : tc ? 50.0
+                              : 90.0,
+                         true});
       }
     }
   }
@@ -194,37 +204,44 @@ int run_benchmark(const BenchOptions& opt, std::FILE* out) {
     const int64_t n = opt.update_n;
     DeviceTensor x = random_tensor(n, n, DType::F32, 11);
     std::fprintf(out,
-                 "\ninteractive update of a %lldx%lld float32 tensor on the device (cast + value, "
-                 "exponent and "
-                 "error histograms + stats + tile map; wall clock incl. copies of the results to "
-                 "the host)\n",
+                 "\ninteractive update of a %lldx%lld float32 tensor on the device: cast + value, "
+                 "exponent and error histograms + stats + tile map, wall clock incl. copies to "
+                 "the host; 'device': the tile map stays on the device and a view copies a "
+                 "64x64-tile window, 'full': all of it is copied\n",
                  static_cast<long long>(n), static_cast<long long>(n));
     for (const char* name : {"mxfp8e4", "nvfp4", "fp8e4_block128"}) {
       CastOptions o;
       o.mode = CastMode::Actual;
       const DataType d = DataType::parse(name);
-      auto update = [&] {
+      auto update = [&](bool full) {
         DeviceCastResult r = cast(x, d, o, true);
         Stats s = compute_stats(x, r.values, r.counts.clipped);
         Histogram h = histogram(r.values, -8, 8, 256);
         Histogram eh = error_histogram(x, r.values, -0.5, 0.5, 256);
         ExponentHistogram xh = exponent_histogram(r.values);
-        TileMap tm = tile_map(x, r.values, r);
+        const DeviceTileMap dm = tile_map_device(x, r.values, r);
+        const TileMap tm = full ? dm.download() : dm.window(0, 0, 64, 64);
         return s.snr_db + h.counts.size() + eh.counts.size() + xh.counts.size() +
                tm.scale_code.size();
       };
-      for (int i = 0; i < 3; ++i) update();
-      std::vector<double> t;
-      for (int i = 0; i < iters; ++i) {
-        const auto t0 = std::chrono::steady_clock::now();
-        update();
-        t.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
-                        .count());
+      double med[2];
+      for (int full = 0; full < 2; ++full) {
+        for (int i = 0; i < 3; ++i) update(full);
+        std::vector<double> t;
+        for (int i = 0; i < iters; ++i) {
+          const auto t0 = std::chrono::steady_clock::now();
+          update(full);
+          t.push_back(
+              std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                  .count());
+        }
+        std::sort(t.begin(), t.end());
+        med[full] = t[t.size() / 2];
       }
-      std::sort(t.begin(), t.end());
-      std::fprintf(out, "  %-15s %8.3f ms (median of %d)\n", name, t[t.size() / 2], iters);
+      std::fprintf(out, "  %-15s device %8.3f ms   full %8.3f ms (medians of %d)\n", name, med[0],
+                   med[1], iters);
       goals.push_back(
-          {std::string("interactive update ") + name + " (ms)", t[t.size() / 2], 20.0, false});
+          {std::string("interactive update ") + name + ", device (ms)", med[0], 10.0, false});
     }
   }
 

@@ -160,8 +160,10 @@ struct CastRunner::Impl {
       const T* xp = static_cast<const T*>(x.data());
       if (is_tcfp) {
         const int64_t groups = p.groups();
-        tcfp_warp_kernel<T>
-            <<<grid_for(groups * 32, 256, cap), 256, 0, st>>>(xp, p.C, p.gc, groups, bp, sc(), o);
+        // Double input: half the warps per block, so that the tiles fit static shared memory.
+        const int threads = std::is_same<T, double>::value ? kTcfpThreads / 2 : kTcfpThreads;
+        tcfp_warp_kernel<T><<<grid_for((groups + 31) / 32 * 32, threads, cap), threads, 0, st>>>(
+            xp, p.C, p.gc, groups, bp, sc(), o);
         CS_CUDA_LAUNCH("tcfp_warp_kernel");
         return;
       }
@@ -186,7 +188,8 @@ struct CastRunner::Impl {
       if (!p.scaled || p.tensor_scope) {
         if constexpr (std::is_same<T, float>::value || std::is_same<T, __nv_bfloat16>::value) {
           constexpr int V = Vec<T>::V;
-          const bool bytes = o.pack4 || (o.code_size == 1 && kp.data.kind != scalar::Kind::Int);
+          const bool bytes = o.pack4 || ((o.code_size == 1 || o.code_size == 2) &&
+                                         kp.data.kind != scalar::Kind::Int);
           if (fastq && !p.scaled && n % V == 0 && o.codes && bytes) {
             const unsigned g = grid_for(n / V, 256, cap);
             if (fid == kE4M3FN)

@@ -542,7 +542,8 @@ __global__ void __launch_bounds__(256)
 }
 
 // Unscaled casts of float32 / bfloat16 input with fast rounding (round to nearest even,
-// saturation, codes only, one-byte or packed 4-bit codes, numel a multiple of the vector): U
+// saturation, codes only; float codes of one or two bytes or packed 4-bit codes; numel a
+// multiple of the vector): U
 // 16-byte loads in flight per thread and float arithmetic throughout. elementwise_kernel held one
 // load per thread and widened every element to double, which left it issue-bound at half the
 // copy bandwidth. Non-finite inputs (rare) take the shared element_out.
@@ -588,7 +589,17 @@ __global__ void __launch_bounds__(256) unscaled_vec_kernel(const T* __restrict__
         }
         clipped += cl ? 1 : 0;
       }
-      if (o.pack4) {
+      if (o.code_size == 2) {  // 16-bit floats (bfloat16, float16)
+        uint32_t w[V / 2];
+#pragma unroll
+        for (int q = 0; q < V / 2; ++q) w[q] = (code[2 * q] & 0xFFFFu) | code[2 * q + 1] << 16;
+        uint16_t* dst = static_cast<uint16_t*>(o.codes) + c * V;
+        if (V == 4)
+          *reinterpret_cast<uint2*>(dst) = make_uint2(w[0], w[1 % (V / 2)]);
+        else
+          *reinterpret_cast<uint4*>(dst) =
+              make_uint4(w[0], w[1 % (V / 2)], w[2 % (V / 2)], w[3 % (V / 2)]);
+      } else if (o.pack4) {
         uint32_t w = 0;
 #pragma unroll
         for (int k = 0; k < V; ++k) w |= (code[k] & 0xFu) << (4 * k);

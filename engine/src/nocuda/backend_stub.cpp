@@ -80,6 +80,15 @@ ExponentHistogram exponent_histogram(const DeviceTensor&) {
 TileMap tile_map(const DeviceTensor&, const DeviceTensor&, const DeviceCastResult&) {
   no_cuda("GPU tile map");
 }
+DeviceTileMap tile_map_device(const DeviceTensor&, const DeviceTensor&, const DeviceCastResult&) {
+  no_cuda("GPU tile map");
+}
+TileMap DeviceTileMap::download() const {
+  no_cuda("GPU tile map");
+}
+TileMap DeviceTileMap::window(int64_t, int64_t, int64_t, int64_t) const {
+  no_cuda("GPU tile map");
+}
 
 int run_benchmark(const BenchOptions&, std::FILE* out) {
   std::fprintf(out, "castscope bench: no usable GPU (%s); nothing to measure.\n", kNoCuda);
