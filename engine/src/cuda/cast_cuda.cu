@@ -103,9 +103,10 @@ struct CastRunner::Impl {
       return;
     }
     const bool tiles = p.scaled && !p.tensor_scope;
-    const bool fast = tiles && !p.permuted && p.R == 1 && p.tr == 1 && (p.tc == 16 || p.tc == 32) &&
-                      p.C % p.tc == 0 && p.sub == 0 && p.sparse_dim < 0 && p.zero_kind == 0 &&
-                      dtype_size(p.code_dtype) == 1 && dtype_size(p.scale_dtype) == 1 &&
+    const bool fast = tiles && !p.permuted && p.R == 1 && p.tr == 1 &&
+                      (p.tc == 8 || p.tc == 16 || p.tc == 32) && p.C % p.tc == 0 && p.sub == 0 &&
+                      p.sparse_dim < 0 && p.zero_kind == 0 && dtype_size(p.code_dtype) == 1 &&
+                      dtype_size(p.scale_dtype) == 1 &&
                       (x.dtype() == DType::F32 || x.dtype() == DType::BF16);
     path = !tiles ? "elementwise" : fast ? "fast" : "group";
     fastq = opt.round == Round::Even && fast_quant_ok(p.data) && !o.values &&
@@ -194,6 +195,8 @@ struct CastRunner::Impl {
             const unsigned g = grid_for(n / V, 256, cap);
             if (fid == kE4M3FN)
               unscaled_vec_kernel<T, kE4M3FN><<<g, 256, 0, st>>>(xp, n / V, kp, sc(), o);
+            else if (fid == kE5M2)
+              unscaled_vec_kernel<T, kE5M2><<<g, 256, 0, st>>>(xp, n / V, kp, sc(), o);
             else
               unscaled_vec_kernel<T, kRuntime><<<g, 256, 0, st>>>(xp, n / V, kp, sc(), o);
             CS_CUDA_LAUNCH("unscaled_vec_kernel");
@@ -230,6 +233,9 @@ struct CastRunner::Impl {
             else if (mode == 1 && fid == kE4M3FN)
               fast_kernel<T, TL, 1, kE4M3FN>
                   <<<grid, 256, 0, st>>>(xp, ntiles, kp, sc(), o, fast_scale);
+            else if (mode == 1 && fid == kE5M2)
+              fast_kernel<T, TL, 1, kE5M2>
+                  <<<grid, 256, 0, st>>>(xp, ntiles, kp, sc(), o, fast_scale);
             else if (mode == 1 && fid == kE2M1FNUZ)
               fast_kernel<T, TL, 1, kE2M1FNUZ>
                   <<<grid, 256, 0, st>>>(xp, ntiles, kp, sc(), o, fast_scale);
@@ -251,8 +257,10 @@ struct CastRunner::Impl {
           };
           if (p.tc == 32)
             go(std::integral_constant<int, 32>{});
-          else
+          else if (p.tc == 16)
             go(std::integral_constant<int, 16>{});
+          else
+            go(std::integral_constant<int, 8>{});
           CS_CUDA_LAUNCH("fast_kernel");
           return;
         }
@@ -468,6 +476,7 @@ __global__ void verify_kernel(scalar::Format f, int hw, uint64_t extra, uint64_t
     if (f32 && hw) {
       bool c2 = false;
       const uint32_t hc = hw == kE4M3FN     ? code_e4m3fn(static_cast<float>(y), c2)
+                          : hw == kE5M2     ? code_e5m2(static_cast<float>(y), c2)
                           : hw == kE2M1FNUZ ? code_e2m1fnuz(static_cast<float>(y), c2)
                                             : code_int8q6(static_cast<float>(y), c2);
       ok = ok && hc == want && c2 == c0;

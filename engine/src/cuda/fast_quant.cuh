@@ -109,7 +109,7 @@ __device__ __forceinline__ bool near_midpoint(double y, const scalar::Format& f,
 // Compile-time copies of the hottest data grids (values as NumberSpec builds them; the host picks
 // one only when the plan's grid equals it field for field), so the shared encode / canonical fold
 // to a handful of instructions.
-enum StaticFormat { kRuntime = 0, kE4M3FN = 1, kE2M1FNUZ = 2, kInt8Fixed = 3 };
+enum StaticFormat { kRuntime = 0, kE4M3FN = 1, kE2M1FNUZ = 2, kInt8Fixed = 3, kE5M2 = 4 };
 
 __host__ __device__ constexpr scalar::Format static_format(int id) {
   return id == kE4M3FN     ? scalar::Format{scalar::Kind::Float,
@@ -126,6 +126,23 @@ __host__ __device__ constexpr scalar::Format static_format(int id) {
                                         5,
                                         8,
                                         false,
+                                        true,
+                                        true,
+                                        true}
+         : id == kE5M2     ? scalar::Format{scalar::Kind::Float,
+                                        scalar::InfNan::IEEE,
+                                        8,
+                                        5,
+                                        2,
+                                        15,
+                                        15,
+                                        -14,
+                                        2,
+                                        -16,
+                                        7ull,
+                                        13,
+                                        15,
+                                        true,
                                         true,
                                         true,
                                         true}
@@ -172,6 +189,11 @@ __host__ __device__ constexpr scalar::Format static_format(int id) {
 __device__ __forceinline__ uint32_t code_e4m3fn(float y, bool& clipped) {
   clipped = fabsf(y) > 464.0f;  // the midpoint between 448 and 480 rounds to even, down to 448
   return __nv_cvt_float_to_fp8(y, __NV_SATFINITE, __NV_E4M3);
+}
+__device__ __forceinline__ uint32_t code_e5m2(float y, bool& clipped) {
+  // The midpoint between 57344 and the next binade's 65536 rounds to even, up: it saturates.
+  clipped = fabsf(y) >= 61440.0f;
+  return __nv_cvt_float_to_fp8(y, __NV_SATFINITE, __NV_E5M2);
 }
 __device__ __forceinline__ uint32_t code_e2m1fnuz(float y, bool& clipped) {
   // The grid's quantum is 2^(Q-1) in the binade group Q (0: below 2, 1: [2, 4), 2: [4, 8), 3: the
@@ -337,7 +359,7 @@ __device__ __forceinline__ castscope::detail::GroupScale choose_e4m3_scale_f32(
 }
 
 inline int static_format_id(const scalar::Format& f) {
-  for (int id : {kE4M3FN, kE2M1FNUZ, kInt8Fixed}) {
+  for (int id : {kE4M3FN, kE2M1FNUZ, kInt8Fixed, kE5M2}) {
     const scalar::Format s = static_format(id);
     if (s.kind == f.kind && s.infnan == f.infnan && s.bits == f.bits && s.ebits == f.ebits &&
         s.mbits == f.mbits && s.bias == f.bias && s.emax == f.emax && s.emin == f.emin &&
