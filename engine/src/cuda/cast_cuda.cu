@@ -233,6 +233,12 @@ struct CastRunner::Impl {
             else if (mode == 1 && fid == kE4M3FN)
               fast_kernel<T, TL, 1, kE4M3FN>
                   <<<grid, 256, 0, st>>>(xp, ntiles, kp, sc(), o, fast_scale);
+            else if (mode == 1 && fid == kE2M3FNUZ)
+              fast_kernel<T, TL, 1, kE2M3FNUZ>
+                  <<<grid, 256, 0, st>>>(xp, ntiles, kp, sc(), o, fast_scale);
+            else if (mode == 1 && fid == kE3M2FNUZ)
+              fast_kernel<T, TL, 1, kE3M2FNUZ>
+                  <<<grid, 256, 0, st>>>(xp, ntiles, kp, sc(), o, fast_scale);
             else if (mode == 1 && fid == kE5M2)
               fast_kernel<T, TL, 1, kE5M2>
                   <<<grid, 256, 0, st>>>(xp, ntiles, kp, sc(), o, fast_scale);
@@ -513,7 +519,8 @@ uint64_t verify_fast_quantizer(const scalar::Format& f, uint64_t extra, uint64_t
   DeviceTensor out = DeviceTensor::empty(DType::U64, {2}, true);
   unsigned long long* p = static_cast<unsigned long long*>(out.mutable_data());
   const int id = static_format_id(f);
-  const int hw = id;
+  // Grids with a dedicated code function (the MXFP6 grids only have the shared one, folded).
+  const int hw = id == kE2M3FNUZ || id == kE3M2FNUZ ? kRuntime : id;
   verify_kernel<<<static_cast<unsigned>(sm_count()) * 8, 256, 0, stream()>>>(f, hw, extra, seed, p,
                                                                              p + 1);
   CS_CUDA_LAUNCH("verify_kernel");

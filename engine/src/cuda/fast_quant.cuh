@@ -109,7 +109,15 @@ __device__ __forceinline__ bool near_midpoint(double y, const scalar::Format& f,
 // Compile-time copies of the hottest data grids (values as NumberSpec builds them; the host picks
 // one only when the plan's grid equals it field for field), so the shared encode / canonical fold
 // to a handful of instructions.
-enum StaticFormat { kRuntime = 0, kE4M3FN = 1, kE2M1FNUZ = 2, kInt8Fixed = 3, kE5M2 = 4 };
+enum StaticFormat {
+  kRuntime = 0,
+  kE4M3FN = 1,
+  kE2M1FNUZ = 2,
+  kInt8Fixed = 3,
+  kE5M2 = 4,
+  kE2M3FNUZ = 5,  // MXFP6's grids: no conversion instruction on sm_90, but with the format a
+  kE3M2FNUZ = 6,  // compile-time constant the shared quantize / encode fold to a few instructions
+};
 
 __host__ __device__ constexpr scalar::Format static_format(int id) {
   return id == kE4M3FN     ? scalar::Format{scalar::Kind::Float,
@@ -146,6 +154,40 @@ __host__ __device__ constexpr scalar::Format static_format(int id) {
                                         true,
                                         true,
                                         true}
+         : id == kE2M3FNUZ ? scalar::Format{scalar::Kind::Float,
+                                            scalar::InfNan::FNUZ,
+                                            6,
+                                            2,
+                                            3,
+                                            1,
+                                            2,
+                                            0,
+                                            3,
+                                            -3,
+                                            15ull,
+                                            -1,
+                                            2,
+                                            false,
+                                            true,
+                                            false,
+                                            true}
+         : id == kE3M2FNUZ ? scalar::Format{scalar::Kind::Float,
+                                            scalar::InfNan::FNUZ,
+                                            6,
+                                            3,
+                                            2,
+                                            3,
+                                            4,
+                                            -2,
+                                            2,
+                                            -4,
+                                            7ull,
+                                            2,
+                                            4,
+                                            false,
+                                            true,
+                                            false,
+                                            true}
          : id == kE2M1FNUZ ? scalar::Format{scalar::Kind::Float,
                                             scalar::InfNan::FNUZ,
                                             4,
@@ -359,7 +401,7 @@ __device__ __forceinline__ castscope::detail::GroupScale choose_e4m3_scale_f32(
 }
 
 inline int static_format_id(const scalar::Format& f) {
-  for (int id : {kE4M3FN, kE2M1FNUZ, kInt8Fixed, kE5M2}) {
+  for (int id : {kE4M3FN, kE2M1FNUZ, kInt8Fixed, kE5M2, kE2M3FNUZ, kE3M2FNUZ}) {
     const scalar::Format s = static_format(id);
     if (s.kind == f.kind && s.infnan == f.infnan && s.bits == f.bits && s.ebits == f.ebits &&
         s.mbits == f.mbits && s.bias == f.bias && s.emax == f.emax && s.emin == f.emin &&
