@@ -25,11 +25,12 @@ const Tensor& input() {
   return x;
 }
 
-void cast_bench(benchmark::State& state, const char* dtype, CastMode mode) {
+void cast_bench(benchmark::State& state, const char* dtype, CastMode mode, int threads = 0) {
   const DataType d = DataType::parse(dtype);
   CastOptions o;
   o.device = Device::CPU;
   o.mode = mode;
+  o.threads = threads;
   const Tensor& x = input();
   for (auto _ : state) {
     CastResult r = cast(x, d, o);
@@ -53,7 +54,20 @@ CAST_BENCH(nvfp4, Virtual);
 CAST_BENCH(int8_sc, Virtual);
 CAST_BENCH(bfloat16, Virtual);
 CAST_BENCH(tcfp8, Virtual);
+CAST_BENCH(uint4_ss32, Virtual);
+CAST_BENCH(float8_e4m3fn, Virtual);
 CAST_BENCH(mxfp4e2, Compress);
 CAST_BENCH(mxfp8e4, Compress);
+CAST_BENCH(nvfp4, Compress);
+
+// One thread, for the per-thread comparison with ml_dtypes' astype (bench/cpu_vs_ml_dtypes.py).
+#define CAST_BENCH_1T(name, mode)                                                  \
+  BENCHMARK_CAPTURE(cast_bench, name##_##mode##_1thread, #name, CastMode::mode, 1) \
+      ->Unit(benchmark::kMillisecond)                                              \
+      ->MeasureProcessCPUTime()                                                    \
+      ->UseRealTime()
+
+CAST_BENCH_1T(bfloat16, Virtual);
+CAST_BENCH_1T(float8_e4m3fn, Virtual);
 
 BENCHMARK_MAIN();

@@ -9,6 +9,7 @@
 #include "codebook/cb_cast.hpp"
 #include "cpu/cast_cpu.hpp"
 #include "cpu/ggml_cast.hpp"
+#include "parallel.hpp"
 #include "plan.hpp"
 
 namespace castscope {
@@ -129,7 +130,7 @@ int code_width(int bits) {
 }
 
 // Pack the low `width` bits of each byte-sized element along the last axis.
-Tensor pack_bits(const Tensor& t, int width) {
+Tensor pack_bits(const Tensor& t, int width, int threads) {
   const Shape& s = t.shape();
   const int64_t last = s.empty() ? 1 : s.back();
   const int64_t rows = t.numel() / last;
@@ -140,6 +141,21 @@ Tensor pack_bits(const Tensor& t, int width) {
   const uint8_t* in = t.ptr<uint8_t>();
   uint8_t* dst = out.mutable_ptr<uint8_t>();
   const uint8_t mask = static_cast<uint8_t>((1u << width) - 1);
+  if (last % per == 0) {
+    // No row ends inside a byte: the packing is one flat pass, split over threads. It ran on one
+    // thread, a byte at a time, at a third of the cast's speed.
+    detail::parallel_for(out.numel(), int64_t{1} << 18, threads, nullptr,
+                         [&](int64_t b, int64_t e) {
+                           for (int64_t j = b; j < e; ++j) {
+                             const uint8_t* src = in + j * per;
+                             uint8_t v = 0;
+                             for (int k = 0; k < per; ++k)
+                               v |= static_cast<uint8_t>((src[k] & mask) << (k * width));
+                             dst[j] = v;
+                           }
+                         });
+    return out;
+  }
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t k = 0; k < last; ++k)
       dst[r * o.back() + k / per] |=
@@ -246,10 +262,11 @@ CastResult pack(const CastResult& a) {
   }
   const int bits = p.data.bits;
   if (sign_magnitude(p)) codes = convert_sign(codes, bits, true);
-  if (bits <= 4) codes = pack_bits(codes, code_width(bits));
+  const int nt = a.options.threads;
+  if (bits <= 4) codes = pack_bits(codes, code_width(bits), nt);
   r.codes = codes;
-  if (a.mask) r.mask = pack_bits(a.mask, 1);
-  if (a.meta) r.meta = pack_bits(a.meta, p.offset_bits);
+  if (a.mask) r.mask = pack_bits(a.mask, 1, nt);
+  if (a.meta) r.meta = pack_bits(a.meta, p.offset_bits, nt);
   return r;
 }
 

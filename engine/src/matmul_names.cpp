@@ -15,6 +15,10 @@ const char* to_string(GemmKind k) {
       return "tcfp12";
     case GemmKind::TCFP16:
       return "tcfp16";
+    case GemmKind::MXFP8Block:
+      return "mxfp8-block";
+    case GemmKind::NVFP4Block:
+      return "nvfp4-block";
   }
   return "?";
 }

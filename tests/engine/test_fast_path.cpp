@@ -63,6 +63,15 @@ TEST(FastPath, MatchesGenericPathBitForBit) {
           v[j] = std::ldexp(1.0f + j / 64.0f, -140);
           v[64 + j] = std::ldexp(1.0f + j / 64.0f, 126);
         }
+        // Around bfloat16's largest value and its rounding midpoint to the next binade.
+        const uint32_t top[] = {0x7F7F7FFFu, 0x7F7F8000u, 0x7F7F8001u, 0x7F7FFFFFu,
+                                0x7F7EFFFFu, 0x7F7E8000u, 0x7F7F0000u, 0x7F000000u};
+        for (int j = 0; j < 8; ++j) {
+          float f;
+          std::memcpy(&f, &top[j], 4);
+          v[128 + 2 * j] = f;
+          v[129 + 2 * j] = -f;
+        }
         Tensor x32 = Tensor::empty(DType::F32, {64, 96});
         Tensor x64 = Tensor::empty(DType::F64, {64, 96});
         for (size_t i = 0; i < v.size(); ++i) {

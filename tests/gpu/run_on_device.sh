@@ -2,9 +2,10 @@
 # Configure (GUI off), build, and run the GPU tests, castscope-bench and compute-sanitizer
 # (memcheck + racecheck over a reduced test filter) on a machine with an NVIDIA GPU.
 # Logs go to $OUT (default ./gpu-logs); a short table is printed last.
-#   STEPS="build test bench memcheck racecheck python"   which steps to run (default: all;
+#   STEPS="build test bench memcheck racecheck python"   which steps to run (default: these six;
 #   python: the Python package's pytest suite with CUDA tensors, where nanobind and torch import)
-#   BUILD_DIR=build-device  JOBS=$(nproc)  BENCH_ARGS=""  SAN_FILTER=...
+#   "ncu" (not a default) profiles the cast kernels of `castscope-bench --quick` (NCU_KERNELS regex)
+#   BUILD_DIR=build-device  JOBS=$(nproc)  BENCH_ARGS=""  SAN_FILTER=...  TEST_FILTER=...
 set -u -o pipefail
 OUT=${OUT:-$PWD/gpu-logs}
 B=${BUILD_DIR:-build-device}
@@ -37,7 +38,7 @@ SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer
 
 if has test; then
   t0=$(now)
-  "$TEST_BIN" >"$OUT/test_gpu.log" 2>&1
+  "$TEST_BIN" --gtest_filter="${TEST_FILTER:-*}" >"$OUT/test_gpu.log" 2>&1
   rc=$?
   RESULT[test]="rc=$rc $(( $(now) - t0 ))s $(grep -E '^\[  (PASSED|FAILED)|tests? ran' "$OUT/test_gpu.log" | tr '\n' ' ')"
   grep -E "FAILED|Failure|error" "$OUT/test_gpu.log" | head -20
@@ -49,6 +50,15 @@ if has bench; then
   rc=$?
   RESULT[bench]="rc=$rc $(( $(now) - t0 ))s"
   cat "$OUT/bench.log"
+fi
+if has ncu; then
+  t0=$(now)
+  NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
+  "$NCU" -k "regex:${NCU_KERNELS:-elementwise|fast_kernel|tcfp_kernel|reduce}" --section SpeedOfLight \
+    --section Occupancy --section LaunchStats -c "${NCU_COUNT:-60}" --csv --page details \
+    "$BENCH_BIN" --quick --no-gemms --no-update --iters 3 >"$OUT/ncu.csv" 2>"$OUT/ncu.err"
+  rc=$?
+  RESULT[ncu]="rc=$rc $(( $(now) - t0 ))s"
 fi
 for tool in memcheck racecheck; do
   has $tool || continue
@@ -73,7 +83,7 @@ fi
 
 echo
 echo "step       result"
-for s in build test bench memcheck racecheck python; do
+for s in build test bench ncu memcheck racecheck python; do
   [ -n "${RESULT[$s]:-}" ] && printf '%-10s %s\n' "$s" "${RESULT[$s]}"
 done
 exit 0

@@ -5,6 +5,10 @@
 namespace castscope::gputest {
 namespace {
 
+int compute_capability() {
+  return gemm_compute_capability();
+}
+
 TEST(GpuGemm, EveryKindWithinItsErrorBound) {
   std::string why;
   if (!gemm_available(&why)) GTEST_SKIP() << "GEMMs unavailable: " << why;
@@ -28,7 +32,7 @@ TEST(GpuGemm, EveryKindWithinItsErrorBound) {
     try {
       r = run_gemm(b.kind, o);
     } catch (const Error& e) {
-      if (b.kind == GemmKind::FP8Block) {
+      if (b.kind == GemmKind::FP8Block && compute_capability() / 10 != 9) {
         std::printf("fp8-block unavailable here: %s\n", e.what());
         continue;
       }
@@ -42,6 +46,66 @@ TEST(GpuGemm, EveryKindWithinItsErrorBound) {
     std::printf("%-10s rel.err %.3e  %s\n", to_string(b.kind), r.rel_error, r.note.c_str());
   }
   EXPECT_LT(tcfp16, fp8 / 4) << "the two TCFP-16 terms must be far more accurate than one FP8 term";
+}
+
+// The GEMM against the exact product of its operands as the GPU multiplied them (decoded codes
+// times their scales, fp64 on the CPU). k = 640 gives 5 K blocks, so the 128x128 scale rows are
+// padded to 8; m != n and n = 3 x 128 catch a transposed or unpadded scale layout, which would
+// put the error near 1.
+TEST(GpuGemm, BlockScaledFp8MatchesCpuProductOfItsOperands) {
+  std::string why;
+  if (!gemm_available(&why)) GTEST_SKIP() << "GEMMs unavailable: " << why;
+  const uint64_t seed = run_seed();
+  GemmOptions o;
+  o.m = 256, o.n = 384, o.k = 640;
+  o.seed = seed;
+  o.warmup = 1;
+  o.iters = 2;
+  for (bool bf16_out : {false, true}) {
+    o.bf16_output = bf16_out;
+    GemmResult r;
+    try {
+      r = run_gemm(GemmKind::FP8Block, o);
+    } catch (const Error& e) {
+      // cuBLASLt has the 1x128 / 128x128 modes on Hopper only (not on Ada or Blackwell).
+      if (compute_capability() / 10 == 9) FAIL() << "fp8-block on Hopper: " << e.what();
+      GTEST_SKIP() << "fp8-block unavailable here: " << e.what();
+    }
+    SCOPED_TRACE(std::string(bf16_out ? "bf16" : "fp32") + " output, seed " + std::to_string(seed));
+    std::printf("fp8-block %s output: product rel.err %.3e, rel.err %.3e  %s\n",
+                bf16_out ? "bf16" : "fp32", r.product_rel_error, r.rel_error, r.note.c_str());
+    // Hopper's FP8 tensor cores add the products of each 128-deep K block with about 14
+    // significant bits before cuBLASLt promotes the block sum to fp32: measured 1.26e-4 at
+    // 4096^3 and 8192^3 (docs/performance.md). A wrong scale layout gives errors near 1.
+    if (!bf16_out) EXPECT_LT(r.product_rel_error, 1e-3);
+    // bf16 output: the output rounding (2^-9 relative at most) dominates, and it cannot vanish.
+    if (bf16_out) {
+      EXPECT_GT(r.product_rel_error, 1e-4);
+      EXPECT_LT(r.product_rel_error, 4e-3);
+    }
+    EXPECT_GT(r.rel_error, 5e-3);  // e4m3 quantization of N(0,1) operands
+    EXPECT_LT(r.rel_error, 8e-2);
+  }
+  // The unscaled and per-tensor GEMMs against their own operands too.
+  o.bf16_output = false;
+  EXPECT_LT(run_gemm(GemmKind::BF16, o).product_rel_error, 1e-5);
+  EXPECT_LT(run_gemm(GemmKind::FP8, o).product_rel_error, 1e-2);
+}
+
+TEST(GpuGemm, BlackwellBlockScaledModesSayTheyNeedSm100) {
+  std::string why;
+  if (!gemm_available(&why)) GTEST_SKIP() << "GEMMs unavailable: " << why;
+  if (compute_capability() >= 100) GTEST_SKIP() << "an sm_100 GPU";
+  GemmOptions o;
+  o.m = o.n = o.k = 256;
+  for (GemmKind kind : {GemmKind::MXFP8Block, GemmKind::NVFP4Block}) {
+    try {
+      run_gemm(kind, o);
+      ADD_FAILURE() << to_string(kind) << " ran on a GPU older than sm_100";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("needs an sm_100"), std::string::npos) << e.what();
+    }
+  }
 }
 
 TEST(GpuGemm, BadSizesAreErrors) {

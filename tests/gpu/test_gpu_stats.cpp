@@ -83,6 +83,20 @@ TEST(GpuStats, MatchHostStatisticsHistogramsAndTileMaps) {
     EXPECT_EQ(ce.nonfinite, ge.nonfinite) << tag;
 
     const TileMap ct = tile_map(x, hv, host), gt = gpu::tile_map(dx, dr.values, dr);
+    // A view's window of the map left on the device: the same tiles as the full map.
+    const gpu::DeviceTileMap dm = gpu::tile_map_device(dx, dr.values, dr);
+    const int64_t r0 = dm.rows / 3, c0 = dm.cols / 2, h = dm.rows - r0 + 5, w = 3;
+    const TileMap win = dm.window(r0, c0, h, w);
+    ASSERT_EQ(win.rows, dm.rows - r0) << tag;  // clipped to the map
+    ASSERT_EQ(win.cols, std::min<int64_t>(w, dm.cols - c0)) << tag;
+    for (int64_t r = 0; r < win.rows; ++r)
+      for (int64_t c = 0; c < win.cols; ++c) {
+        const size_t wi = static_cast<size_t>(r * win.cols + c),
+                     ci = static_cast<size_t>((r0 + r) * ct.cols + c0 + c);
+        EXPECT_EQ(win.scale_code[wi], ct.scale_code[ci]) << tag << " window tile " << r << "," << c;
+        EXPECT_EQ(win.absmax[wi], ct.absmax[ci]) << tag << " window tile " << r << "," << c;
+      }
+    EXPECT_THROW(dm.window(dm.rows, 0, 1, 1), Error) << tag;
     EXPECT_EQ(ct.rows, gt.rows) << tag;
     EXPECT_EQ(ct.cols, gt.cols) << tag;
     EXPECT_EQ(ct.scale_code, gt.scale_code) << tag;

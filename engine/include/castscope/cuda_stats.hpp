@@ -92,6 +92,20 @@ ExponentHistogram exponent_histogram(const DeviceTensor& values_f32);
 TileMap tile_map(const DeviceTensor& x_f32, const DeviceTensor& values,
                  const DeviceCastResult& actual);
 
+// The tile map left on the device (rows x cols tiles, row-major), for an interactive view that
+// shows only part of a large map: window() copies that part, download() all of it.
+struct DeviceTileMap {
+  int64_t rows = 0, cols = 0;
+  int64_t tile_rows = 1, tile_cols = 1;
+  DeviceTensor scale_code, scale_value, absmax, snr_db;  // U32, F32, F32, F32
+  TileMap download() const;
+  // Tiles [r0, r0 + h) x [c0, c0 + w), clipped to the map; the result's rows / cols are the
+  // window's. Throws Error for a window outside the map.
+  TileMap window(int64_t r0, int64_t c0, int64_t h, int64_t w) const;
+};
+DeviceTileMap tile_map_device(const DeviceTensor& x_f32, const DeviceTensor& values,
+                              const DeviceCastResult& actual);
+
 // The GPU benchmark behind `castscope-bench` and `castscope-cli bench`: copy bandwidth, cast
 // throughput, GEMM rates and the interactive update, printed as tables to `out`. Returns 0, or
 // prints why nothing ran (no GPU) and returns 0 as well; throws Error for failures on the GPU.

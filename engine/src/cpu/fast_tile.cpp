@@ -59,6 +59,27 @@ CASTSCOPE_CLONES int64_t values_stochastic(const TileParams& t, const float* x, 
   return values_loop<3>(t, x, n, s, f, v);
 }
 
+// bfloat16 values of finite float32 input, round to nearest even, saturating: the rounding is
+// one integer add on the bits (bfloat16 keeps float32's exponent range, so subnormals round the
+// same way), the result past the largest finite value clips to it. Same bits as cast_one, at
+// the cost of an integer add, a mask and a compare per element.
+CASTSCOPE_CLONES int64_t values_bf16(const float* x, int n, float* v) {
+  int64_t clipped = 0;
+  for (int i = 0; i < n; ++i) {
+    const uint32_t u = scalar::float_bits(x[i]);
+    uint32_t r = (u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u;
+    const uint32_t over = (r & 0x7FFFFFFFu) >= 0x7F800000u;
+    r = over ? (u & 0x80000000u) | 0x7F7F0000u : r;
+    v[i] = scalar::bits_float(r);
+    clipped += over;
+  }
+  return clipped;
+}
+
+bool bf16_grid(const TileParams& t) {
+  return t.mgrid == 7 && t.qmin == -133 && t.maxe == 120 && t.maxr == 255 && t.keep_negzero;
+}
+
 }  // namespace
 
 CASTSCOPE_CLONES uint32_t abs_max_bits(const float* x, int64_t n) {
@@ -73,6 +94,7 @@ CASTSCOPE_CLONES uint32_t abs_max_bits(const float* x, int64_t n) {
 int64_t cast_tile(const TileParams& t, const float* x, int n, int s, uint64_t first_index,
                   float* values, uint32_t* rr, int32_t* qq, uint8_t* neg) {
   if (values) {
+    if (t.mode == 0 && s == 0 && bf16_grid(t)) return values_bf16(x, n, values);
     switch (t.mode) {
       case 0:
         return values_even(t, x, n, s, first_index, values);

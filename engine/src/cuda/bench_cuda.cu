@@ -120,7 +120,9 @@ int run_benchmark(const BenchOptions& opt, std::FILE* out) {
                  "% copy");
     for (DType in : {DType::BF16, DType::F32}) {
       DeviceTensor x = random_tensor(rows, cols, in, 7);
-      for (const char* name : {"mxfp8e4", "mxfp4e2", "nvfp4", "mxint8", "tcfp8", "float8_e4m3fn"}) {
+      for (const char* name :
+           {"mxfp8e4", "mxfp8e5", "mxfp6e2", "mxfp6e3", "mxfp4e2", "mxint8", "bfp16", "nvfp4",
+            "tcfp8", "tcfp12", "tcfp16", "float8_e4m3fn", "float8_e5m2", "bfloat16"}) {
         CastOptions o;
         o.mode = CastMode::Compress;
         detail::CastRunner runner(x, DataType::parse(name), o, false);
@@ -129,10 +131,18 @@ int run_benchmark(const BenchOptions& opt, std::FILE* out) {
         std::fprintf(out, "%-10s %-15s %-12s %10.3f %10.1f %8.1f%%\n", dtype_name(in), name,
                      runner.path(), ms, gbs, 100.0 * gbs / copy_gbs);
         const std::string n(name);
-        if (n == "mxfp8e4" || n == "mxfp4e2" || n == "nvfp4" || n == "mxint8")
-          goals.push_back(
-              {std::string("compress ") + name + " from " + dtype_name(in) + " (% of copy)",
-               100.0 * gbs / copy_gbs, 90.0, true});
+        // NVFP4 reads its input twice (tensor absmax, then the cast): its goal is 90% of the
+        // bound that sets, counted here as a share of the copy bandwidth for both reads.
+        const bool nv = n == "nvfp4", tc = n.rfind("tcfp", 0) == 0;
+        const double pct = 100.0 * (nv ? (runner.min_bytes() + x.nbytes()) : runner.min_bytes()) /
+                           (ms * 1e-3) / 1e9 / copy_gbs;
+        goals.push_back({std::string("compress ") + name + " from " + dtype_name(in) +
+                             (nv ? " (% of copy, both reads)" : " (% of copy)"),
+                         pct,
+                         nv   ? 90.0
+                         : tc ? 50.0
+                              : 90.0,
+                         true});
       }
     }
   }
@@ -143,30 +153,47 @@ int run_benchmark(const BenchOptions& opt, std::FILE* out) {
       std::fprintf(out, "\nGEMMs skipped: %s\n", why.c_str());
     } else {
       std::fprintf(out,
-                   "\nGEMMs (cuBLASLt, fp32 output), relative error vs fp64 on a 64x64 block\n");
-      std::fprintf(out, "%-6s %-10s %10s %10s %9s %9s %10s  %s\n", "size", "kind", "ms", "TFLOP/s",
-                   "x bf16", "time/bf16", "rel.err", "note");
+                   "\nGEMMs (cuBLASLt), relative error vs fp64 on a 64x64 block: rel.err against "
+                   "the float32 inputs, prod.err against the product of the operands as "
+                   "multiplied\n");
+      std::fprintf(out, "%-6s %-10s %-4s %10s %10s %9s %9s %10s %10s  %s\n", "size", "kind", "out",
+                   "ms", "TFLOP/s", "x bf16", "time/bf16", "rel.err", "prod.err", "note");
+      struct Run {
+        GemmKind kind;
+        bool bf16_out;
+      };
+      const Run runs[] = {{GemmKind::BF16, false},      {GemmKind::BF16, true},
+                          {GemmKind::FP8, false},       {GemmKind::FP8Block, false},
+                          {GemmKind::FP8Block, true},   {GemmKind::TCFP12, false},
+                          {GemmKind::TCFP16, false},    {GemmKind::MXFP8Block, false},
+                          {GemmKind::NVFP4Block, false}};
       for (int s : opt.gemm_sizes) {
         double bf16_ms = 0, bf16_tf = 0;
-        for (GemmKind k : {GemmKind::BF16, GemmKind::FP8, GemmKind::FP8Block, GemmKind::TCFP12,
-                           GemmKind::TCFP16}) {
+        for (const Run& run : runs) {
+          const GemmKind k = run.kind;
           GemmOptions g;
           g.m = g.n = g.k = s;
           g.iters = std::max(5, iters / 2);
+          g.bf16_output = run.bf16_out;
+          const char* o = run.bf16_out ? "bf16" : "fp32";
           try {
             GemmResult r = run_gemm(k, g);
-            if (k == GemmKind::BF16) bf16_ms = r.ms, bf16_tf = r.tflops;
+            if (k == GemmKind::BF16 && !run.bf16_out) bf16_ms = r.ms, bf16_tf = r.tflops;
             const double x = bf16_tf > 0 ? r.tflops / bf16_tf : 0,
                          tr = bf16_ms > 0 ? r.ms / bf16_ms : 0;
-            std::fprintf(out, "%-6d %-10s %10.3f %10.1f %9.2f %9.2f %10.2e  %s\n", s, to_string(k),
-                         r.ms, r.tflops, x, tr, r.rel_error, r.note.c_str());
+            std::fprintf(out, "%-6d %-10s %-4s %10.3f %10.1f %9.2f %9.2f %10.2e %10.2e  %s\n", s,
+                         to_string(k), o, r.ms, r.tflops, x, tr, r.rel_error, r.product_rel_error,
+                         r.note.c_str());
             if (s == 8192 && k == GemmKind::FP8)
               goals.push_back({"FP8 GEMM 8192^3 (x BF16 TFLOP/s)", x, 1.75, true});
+            if (s == 8192 && k == GemmKind::FP8Block)
+              goals.push_back({std::string("FP8 block GEMM 8192^3, ") + o + " out (x BF16 TFLOP/s)",
+                               x, 1.55, true});
             if (s == 8192 && (k == GemmKind::TCFP12 || k == GemmKind::TCFP16))
               goals.push_back(
                   {std::string(to_string(k)) + " GEMM 8192^3 (time / BF16 time)", tr, 1.8, false});
           } catch (const Error& e) {
-            std::fprintf(out, "%-6d %-10s unavailable: %s\n", s, to_string(k), e.what());
+            std::fprintf(out, "%-6d %-10s %-4s unavailable: %s\n", s, to_string(k), o, e.what());
           }
         }
       }
@@ -177,37 +204,44 @@ int run_benchmark(const BenchOptions& opt, std::FILE* out) {
     const int64_t n = opt.update_n;
     DeviceTensor x = random_tensor(n, n, DType::F32, 11);
     std::fprintf(out,
-                 "\ninteractive update of a %lldx%lld float32 tensor on the device (cast + value, "
-                 "exponent and "
-                 "error histograms + stats + tile map; wall clock incl. copies of the results to "
-                 "the host)\n",
+                 "\ninteractive update of a %lldx%lld float32 tensor on the device: cast + value, "
+                 "exponent and error histograms + stats + tile map, wall clock incl. copies to "
+                 "the host; 'device': the tile map stays on the device and a view copies a "
+                 "64x64-tile window, 'full': all of it is copied\n",
                  static_cast<long long>(n), static_cast<long long>(n));
     for (const char* name : {"mxfp8e4", "nvfp4", "fp8e4_block128"}) {
       CastOptions o;
       o.mode = CastMode::Actual;
       const DataType d = DataType::parse(name);
-      auto update = [&] {
+      auto update = [&](bool full) {
         DeviceCastResult r = cast(x, d, o, true);
         Stats s = compute_stats(x, r.values, r.counts.clipped);
         Histogram h = histogram(r.values, -8, 8, 256);
         Histogram eh = error_histogram(x, r.values, -0.5, 0.5, 256);
         ExponentHistogram xh = exponent_histogram(r.values);
-        TileMap tm = tile_map(x, r.values, r);
+        const DeviceTileMap dm = tile_map_device(x, r.values, r);
+        const TileMap tm = full ? dm.download() : dm.window(0, 0, 64, 64);
         return s.snr_db + h.counts.size() + eh.counts.size() + xh.counts.size() +
                tm.scale_code.size();
       };
-      for (int i = 0; i < 3; ++i) update();
-      std::vector<double> t;
-      for (int i = 0; i < iters; ++i) {
-        const auto t0 = std::chrono::steady_clock::now();
-        update();
-        t.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
-                        .count());
+      double med[2];
+      for (int full = 0; full < 2; ++full) {
+        for (int i = 0; i < 3; ++i) update(full);
+        std::vector<double> t;
+        for (int i = 0; i < iters; ++i) {
+          const auto t0 = std::chrono::steady_clock::now();
+          update(full);
+          t.push_back(
+              std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                  .count());
+        }
+        std::sort(t.begin(), t.end());
+        med[full] = t[t.size() / 2];
       }
-      std::sort(t.begin(), t.end());
-      std::fprintf(out, "  %-15s %8.3f ms (median of %d)\n", name, t[t.size() / 2], iters);
+      std::fprintf(out, "  %-15s device %8.3f ms   full %8.3f ms (medians of %d)\n", name, med[0],
+                   med[1], iters);
       goals.push_back(
-          {std::string("interactive update ") + name + " (ms)", t[t.size() / 2], 20.0, false});
+          {std::string("interactive update ") + name + ", device (ms)", med[0], 10.0, false});
     }
   }
 

@@ -8,6 +8,7 @@
 #include "cpu/cast_cpu.hpp"
 #include "cuda/cast_kernels.cuh"
 #include "cuda/cuda_internal.hpp"
+#include "cuda/tcfp_kernel.cuh"
 
 namespace castscope::tcfp {
 // Defined in tcfp.cpp: the block parameters of a TCFP cast (kept in one place).
@@ -108,9 +109,10 @@ struct CastRunner::Impl {
       return;
     }
     const bool tiles = p.scaled && !p.tensor_scope;
-    const bool fast = tiles && !p.permuted && p.R == 1 && p.tr == 1 && (p.tc == 16 || p.tc == 32) &&
-                      p.C % p.tc == 0 && p.sub == 0 && p.sparse_dim < 0 && p.zero_kind == 0 &&
-                      dtype_size(p.code_dtype) == 1 && dtype_size(p.scale_dtype) == 1 &&
+    const bool fast = tiles && !p.permuted && p.R == 1 && p.tr == 1 &&
+                      (p.tc == 8 || p.tc == 16 || p.tc == 32) && p.C % p.tc == 0 && p.sub == 0 &&
+                      p.sparse_dim < 0 && p.zero_kind == 0 && dtype_size(p.code_dtype) == 1 &&
+                      dtype_size(p.scale_dtype) == 1 &&
                       (x.dtype() == DType::F32 || x.dtype() == DType::BF16);
     path = !tiles ? "elementwise" : fast ? "fast" : "group";
     fastq = opt.round == Round::Even && fast_quant_ok(p.data) && !o.values &&
@@ -165,9 +167,11 @@ struct CastRunner::Impl {
       const T* xp = static_cast<const T*>(x.data());
       if (is_tcfp) {
         const int64_t groups = p.groups();
-        tcfp_kernel<T>
-            <<<grid_for(groups, 128, cap * 2), 128, 0, st>>>(xp, p.C, p.gc, groups, bp, sc(), o);
-        CS_CUDA_LAUNCH("tcfp_kernel");
+        // Double input: half the warps per block, so that the tiles fit static shared memory.
+        const int threads = std::is_same<T, double>::value ? kTcfpThreads / 2 : kTcfpThreads;
+        tcfp_warp_kernel<T><<<grid_for((groups + 31) / 32 * 32, threads, cap), threads, 0, st>>>(
+            xp, p.C, p.gc, groups, bp, sc(), o);
+        CS_CUDA_LAUNCH("tcfp_warp_kernel");
         return;
       }
       if (p.multiscale || (p.scaled && p.tensor_scope)) {
@@ -189,6 +193,22 @@ struct CastRunner::Impl {
         CS_CUDA_LAUNCH("finalize_kernel");
       }
       if (!p.scaled || p.tensor_scope) {
+        if constexpr (std::is_same<T, float>::value || std::is_same<T, __nv_bfloat16>::value) {
+          constexpr int V = Vec<T>::V;
+          const bool bytes = o.pack4 || ((o.code_size == 1 || o.code_size == 2) &&
+                                         kp.data.kind != scalar::Kind::Int);
+          if (fastq && !p.scaled && n % V == 0 && o.codes && bytes) {
+            const unsigned g = grid_for(n / V, 256, cap);
+            if (fid == kE4M3FN)
+              unscaled_vec_kernel<T, kE4M3FN><<<g, 256, 0, st>>>(xp, n / V, kp, sc(), o);
+            else if (fid == kE5M2)
+              unscaled_vec_kernel<T, kE5M2><<<g, 256, 0, st>>>(xp, n / V, kp, sc(), o);
+            else
+              unscaled_vec_kernel<T, kRuntime><<<g, 256, 0, st>>>(xp, n / V, kp, sc(), o);
+            CS_CUDA_LAUNCH("unscaled_vec_kernel");
+            return;
+          }
+        }
         const unsigned grid = grid_for((n + 7) / 8, 256, cap);
         if (fastq && fid == kE4M3FN && !p.scaled)
           elementwise_kernel<T, kE4M3FN><<<grid, 256, 0, st>>>(xp, n, kp, sc(), o, true);
@@ -219,6 +239,15 @@ struct CastRunner::Impl {
             else if (mode == 1 && fid == kE4M3FN)
               fast_kernel<T, TL, 1, kE4M3FN>
                   <<<grid, 256, 0, st>>>(xp, ntiles, kp, sc(), o, fast_scale);
+            else if (mode == 1 && fid == kE2M3FNUZ)
+              fast_kernel<T, TL, 1, kE2M3FNUZ>
+                  <<<grid, 256, 0, st>>>(xp, ntiles, kp, sc(), o, fast_scale);
+            else if (mode == 1 && fid == kE3M2FNUZ)
+              fast_kernel<T, TL, 1, kE3M2FNUZ>
+                  <<<grid, 256, 0, st>>>(xp, ntiles, kp, sc(), o, fast_scale);
+            else if (mode == 1 && fid == kE5M2)
+              fast_kernel<T, TL, 1, kE5M2>
+                  <<<grid, 256, 0, st>>>(xp, ntiles, kp, sc(), o, fast_scale);
             else if (mode == 1 && fid == kE2M1FNUZ)
               fast_kernel<T, TL, 1, kE2M1FNUZ>
                   <<<grid, 256, 0, st>>>(xp, ntiles, kp, sc(), o, fast_scale);
@@ -240,8 +269,10 @@ struct CastRunner::Impl {
           };
           if (p.tc == 32)
             go(std::integral_constant<int, 32>{});
-          else
+          else if (p.tc == 16)
             go(std::integral_constant<int, 16>{});
+          else
+            go(std::integral_constant<int, 8>{});
           CS_CUDA_LAUNCH("fast_kernel");
           return;
         }
@@ -468,6 +499,7 @@ __global__ void verify_kernel(scalar::Format f, int hw, uint64_t extra, uint64_t
     if (f32 && hw) {
       bool c2 = false;
       const uint32_t hc = hw == kE4M3FN     ? code_e4m3fn(static_cast<float>(y), c2)
+                          : hw == kE5M2     ? code_e5m2(static_cast<float>(y), c2)
                           : hw == kE2M1FNUZ ? code_e2m1fnuz(static_cast<float>(y), c2)
                                             : code_int8q6(static_cast<float>(y), c2);
       ok = ok && hc == want && c2 == c0;
@@ -504,7 +536,8 @@ uint64_t verify_fast_quantizer(const scalar::Format& f, uint64_t extra, uint64_t
   DeviceTensor out = DeviceTensor::empty(DType::U64, {2}, true);
   unsigned long long* p = static_cast<unsigned long long*>(out.mutable_data());
   const int id = static_format_id(f);
-  const int hw = id;
+  // Grids with a dedicated code function (the MXFP6 grids only have the shared one, folded).
+  const int hw = id == kE2M3FNUZ || id == kE3M2FNUZ ? kRuntime : id;
   verify_kernel<<<static_cast<unsigned>(sm_count()) * 8, 256, 0, stream()>>>(f, hw, extra, seed, p,
                                                                              p + 1);
   CS_CUDA_LAUNCH("verify_kernel");

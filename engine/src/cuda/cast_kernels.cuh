@@ -542,6 +542,92 @@ __global__ void __launch_bounds__(256)
   commit_stats(st, s);
 }
 
+// Unscaled casts of float32 / bfloat16 input with fast rounding (round to nearest even,
+// saturation, codes only; float codes of one or two bytes or packed 4-bit codes; numel a
+// multiple of the vector): U
+// 16-byte loads in flight per thread and float arithmetic throughout. elementwise_kernel held one
+// load per thread and widened every element to double, which left it issue-bound at half the
+// copy bandwidth. Non-finite inputs (rare) take the shared element_out.
+template <class T, int F>
+__global__ void __launch_bounds__(256) unscaled_vec_kernel(const T* __restrict__ x, int64_t chunks,
+                                                           KernelParams kp, Scratch* s, Outs o) {
+  if constexpr (F != kRuntime) kp.data = kp.data_codes = static_format(F);
+  constexpr int V = Vec<T>::V;
+  constexpr int U = 4;
+  const GroupScale gs{};
+  unsigned clipped = 0, nonfinite = 0;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t c0 = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; c0 < chunks;
+       c0 += U * stride) {
+    float v[U][V];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      if (c0 + u * stride < chunks) Vec<T>::load(x + (c0 + u * stride) * V, v[u]);
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int64_t c = c0 + u * stride;
+      if (c >= chunks) break;
+      uint32_t code[V];
+#pragma unroll
+      for (int k = 0; k < V; ++k) {
+        const float xv = v[u][k];
+        bool cl = false;
+        if (!(xv - xv == 0.0f)) {
+          ++nonfinite;
+          unsigned long long c2 = 0;
+          code[k] = element_out(kp, gs, xv, 0, c * V + k, o, c2);
+          clipped += static_cast<unsigned>(c2);
+          continue;
+        }
+        if constexpr (F == kE4M3FN) {
+          code[k] = code_e4m3fn(xv, cl);
+        } else if constexpr (F == kE5M2) {
+          code[k] = code_e5m2(xv, cl);
+        } else {
+          const scalar::Quantized q =
+              castscope::detail::canonical(quantize_rne_f32(xv, kp.data), kp.data_codes);
+          cl = q.clipped;
+          code[k] = scalar::encode(q, kp.data);
+        }
+        clipped += cl ? 1 : 0;
+      }
+      if (o.code_size == 2) {  // 16-bit floats (bfloat16, float16)
+        uint32_t w[V / 2];
+#pragma unroll
+        for (int q = 0; q < V / 2; ++q) w[q] = (code[2 * q] & 0xFFFFu) | code[2 * q + 1] << 16;
+        uint16_t* dst = static_cast<uint16_t*>(o.codes) + c * V;
+        if (V == 4)
+          *reinterpret_cast<uint2*>(dst) = make_uint2(w[0], w[1 % (V / 2)]);
+        else
+          *reinterpret_cast<uint4*>(dst) =
+              make_uint4(w[0], w[1 % (V / 2)], w[2 % (V / 2)], w[3 % (V / 2)]);
+      } else if (o.pack4) {
+        uint32_t w = 0;
+#pragma unroll
+        for (int k = 0; k < V; ++k) w |= (code[k] & 0xFu) << (4 * k);
+        uint8_t* dst = static_cast<uint8_t*>(o.codes) + c * V / 2;
+        if (V == 4)
+          *reinterpret_cast<uint16_t*>(dst) = static_cast<uint16_t>(w);
+        else
+          *reinterpret_cast<uint32_t*>(dst) = w;
+      } else {
+        uint32_t w[V / 4];
+#pragma unroll
+        for (int q = 0; q < V / 4; ++q)
+          w[q] = (code[4 * q] & 0xFF) | (code[4 * q + 1] & 0xFF) << 8 |
+                 (code[4 * q + 2] & 0xFF) << 16 | (code[4 * q + 3] & 0xFF) << 24;
+        uint8_t* dst = static_cast<uint8_t*>(o.codes) + c * V;
+        if (V == 4)
+          *reinterpret_cast<uint32_t*>(dst) = w[0];
+        else
+          *reinterpret_cast<uint2*>(dst) = make_uint2(w[0], w[V / 4 - 1]);
+      }
+    }
+  }
+  add_counts(s, clipped, nonfinite, 0);
+}
+
 // Fast path: 1-D tiles of TILE along a contiguous last axis, float32 / bfloat16 input, one-byte
 // codes and scales, no zero point, subtile or sparsity. L = TILE / V lanes share a tile; each
 // lane loads 16 bytes, the tile's absmax is combined with shuffles, and codes go out as one
@@ -641,10 +727,11 @@ __global__ void __launch_bounds__(256, MODE == 3 ? 4 : 1)
           unsigned long long cl = 0;
           code[k] = element_out(kp, gs, xv, 0, e0 + k, o, cl);
           clipped += static_cast<unsigned>(cl);
-        } else if (MODE == 1 && (F == kE4M3FN || F == kE2M1FNUZ || F == kInt8Fixed)) {
+        } else if (MODE == 1 && (F == kE4M3FN || F == kE5M2 || F == kE2M1FNUZ || F == kInt8Fixed)) {
           bool cl = false;
           const float y = xv * f1 * f2;
           code[k] = F == kE4M3FN     ? code_e4m3fn(y, cl)
+                    : F == kE5M2     ? code_e5m2(y, cl)
                     : F == kE2M1FNUZ ? code_e2m1fnuz(y, cl)
                                      : code_int8q6(y, cl);
           if (!fin || zero_group) code[k] = 0, cl = false;
@@ -697,40 +784,6 @@ __global__ void __launch_bounds__(256, MODE == 3 ? 4 : 1)
         }
       }
     }
-  }
-  add_counts(s, clipped, nonfinite, 0);
-}
-
-// TCFP: one thread per 32-value block, the block cast of tcfp_block.hpp as the CPU runs it.
-template <class T>
-__global__ void __launch_bounds__(128)
-    tcfp_kernel(const T* __restrict__ x, int64_t C, int64_t gc, int64_t groups, tcb::BlockParams bp,
-                Scratch* s, Outs o) {
-  unsigned long long clipped = 0, nonfinite = 0;
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t g = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; g < groups;
-       g += stride) {
-    const int64_t row = g / gc, c0 = (g % gc) * tcb::kBlock;
-    const int n = C - c0 < tcb::kBlock ? static_cast<int>(C - c0) : tcb::kBlock;
-    const int64_t first = row * C + c0;
-    double xb[tcb::kBlock];
-    for (int i = 0; i < n; ++i) {
-      xb[i] = Load<T>::get(x, first + i);
-      nonfinite += (xb[i] - xb[i] == 0) ? 0 : 1;
-    }
-    uint32_t mc[tcb::kBlock], rc[tcb::kBlock];
-    float vb[tcb::kBlock];
-    int64_t clip = 0;
-    const tcb::BlockCodes bc =
-        tcb::cast_block(bp, xb, n, first, mc, rc, o.values ? vb : nullptr, &clip);
-    clipped += static_cast<unsigned long long>(clip);
-    for (int i = 0; i < n; ++i) {
-      if (o.codes) static_cast<uint8_t*>(o.codes)[first + i] = static_cast<uint8_t>(mc[i]);
-      if (o.residual) store_code(o.residual, 1, first + i, rc[i], bp.residual);
-      if (o.values) o.values[first + i] = canon_nan(vb[i]);
-    }
-    if (o.scale) static_cast<uint8_t*>(o.scale)[g] = static_cast<uint8_t>(bc.scale);
-    if (o.rscale) o.rscale[g] = static_cast<uint8_t>(bc.rscale);
   }
   add_counts(s, clipped, nonfinite, 0);
 }

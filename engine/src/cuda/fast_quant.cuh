@@ -109,7 +109,15 @@ __device__ __forceinline__ bool near_midpoint(double y, const scalar::Format& f,
 // Compile-time copies of the hottest data grids (values as NumberSpec builds them; the host picks
 // one only when the plan's grid equals it field for field), so the shared encode / canonical fold
 // to a handful of instructions.
-enum StaticFormat { kRuntime = 0, kE4M3FN = 1, kE2M1FNUZ = 2, kInt8Fixed = 3 };
+enum StaticFormat {
+  kRuntime = 0,
+  kE4M3FN = 1,
+  kE2M1FNUZ = 2,
+  kInt8Fixed = 3,
+  kE5M2 = 4,
+  kE2M3FNUZ = 5,  // MXFP6's grids: no conversion instruction on sm_90, but with the format a
+  kE3M2FNUZ = 6,  // compile-time constant the shared quantize / encode fold to a few instructions
+};
 
 __host__ __device__ constexpr scalar::Format static_format(int id) {
   return id == kE4M3FN     ? scalar::Format{scalar::Kind::Float,
@@ -129,6 +137,57 @@ __host__ __device__ constexpr scalar::Format static_format(int id) {
                                         true,
                                         true,
                                         true}
+         : id == kE5M2     ? scalar::Format{scalar::Kind::Float,
+                                        scalar::InfNan::IEEE,
+                                        8,
+                                        5,
+                                        2,
+                                        15,
+                                        15,
+                                        -14,
+                                        2,
+                                        -16,
+                                        7ull,
+                                        13,
+                                        15,
+                                        true,
+                                        true,
+                                        true,
+                                        true}
+         : id == kE2M3FNUZ ? scalar::Format{scalar::Kind::Float,
+                                            scalar::InfNan::FNUZ,
+                                            6,
+                                            2,
+                                            3,
+                                            1,
+                                            2,
+                                            0,
+                                            3,
+                                            -3,
+                                            15ull,
+                                            -1,
+                                            2,
+                                            false,
+                                            true,
+                                            false,
+                                            true}
+         : id == kE3M2FNUZ ? scalar::Format{scalar::Kind::Float,
+                                            scalar::InfNan::FNUZ,
+                                            6,
+                                            3,
+                                            2,
+                                            3,
+                                            4,
+                                            -2,
+                                            2,
+                                            -4,
+                                            7ull,
+                                            2,
+                                            4,
+                                            false,
+                                            true,
+                                            false,
+                                            true}
          : id == kE2M1FNUZ ? scalar::Format{scalar::Kind::Float,
                                             scalar::InfNan::Finite,
                                             4,
@@ -172,6 +231,11 @@ __host__ __device__ constexpr scalar::Format static_format(int id) {
 __device__ __forceinline__ uint32_t code_e4m3fn(float y, bool& clipped) {
   clipped = fabsf(y) > 464.0f;  // the midpoint between 448 and 480 rounds to even, down to 448
   return __nv_cvt_float_to_fp8(y, __NV_SATFINITE, __NV_E4M3);
+}
+__device__ __forceinline__ uint32_t code_e5m2(float y, bool& clipped) {
+  // The midpoint between 57344 and the next binade's 65536 rounds to even, up: it saturates.
+  clipped = fabsf(y) >= 61440.0f;
+  return __nv_cvt_float_to_fp8(y, __NV_SATFINITE, __NV_E5M2);
 }
 __device__ __forceinline__ uint32_t code_e2m1fnuz(float y, bool& clipped) {
   // The grid's quantum is 2^(Q-1) in the binade group Q (0: below 2, 1: [2, 4), 2: [4, 8), 3: the
@@ -340,7 +404,7 @@ __device__ __forceinline__ castscope::detail::GroupScale choose_e4m3_scale_f32(
 }
 
 inline int static_format_id(const scalar::Format& f) {
-  for (int id : {kE4M3FN, kE2M1FNUZ, kInt8Fixed}) {
+  for (int id : {kE4M3FN, kE2M1FNUZ, kInt8Fixed, kE5M2, kE2M3FNUZ, kE3M2FNUZ}) {
     const scalar::Format s = static_format(id);
     if (s.kind == f.kind && s.infnan == f.infnan && s.bits == f.bits && s.ebits == f.ebits &&
         s.mbits == f.mbits && s.bias == f.bias && s.emax == f.emax && s.emin == f.emin &&

@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -115,13 +116,16 @@ __global__ void quantize_e4m3(const float* x, int64_t rows, int64_t cols, int rb
   }
 }
 
-// Reorders per-block scales [rowblock][colblock] into the layout cuBLASLt reads: outer-dimension
-// major for 1x128 (index kb * rows + r), column-of-blocks major for 128x128 (kb * nblocks + nb).
-__global__ void reorder_scales(const float* s, int64_t rblocks, int64_t kblocks, float* out) {
+// Scatters per-block scales [rowblock][kblock] into the layout cuBLASLt reads:
+// out[r * stride_r + kb * stride_k]. 1x128 (VEC128_32F): outer dimension contiguous
+// (stride_r 1, stride_k rows). 128x128 (BLK128x128_32F): K blocks contiguous, each row of blocks
+// padded to a multiple of 4 K blocks (stride_r round_up(kblocks, 4), stride_k 1).
+__global__ void scatter_scales(const float* s, int64_t rblocks, int64_t kblocks, int64_t stride_r,
+                               int64_t stride_k, float* out) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
        i < rblocks * kblocks; i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t r = i / kblocks, kb = i % kblocks;
-    out[kb * rblocks + r] = s[i];
+    out[r * stride_r + kb * stride_k] = s[i];
   }
 }
 
@@ -158,16 +162,18 @@ __global__ void max_u8(const uint8_t* s, int64_t n, unsigned* out) {
 }
 
 struct Operands {
-  DeviceTensor a, b;    // device operands (bf16 or e4m3 codes)
-  DeviceTensor sa, sb;  // scale tensors (per-tensor: 1 float each)
-  int kk = 0;           // K of the GEMM as run (3k for TCFP)
+  DeviceTensor a, b;            // device operands (bf16 or e4m3 codes)
+  DeviceTensor sa, sb;          // scale tensors as cuBLASLt reads them (per-tensor: 1 float each)
+  DeviceTensor sa_raw, sb_raw;  // the same scales as [rowblock][kblock], for the host check
+  int kk = 0;                   // K of the GEMM as run (3k for TCFP)
   float alpha = 1.0f;
   bool fp8 = false, block = false;
 };
 
-// FP8 operand with per-tensor (rb = rows, cb = cols) or per-block scales.
+// FP8 operand with per-tensor (rb = rows, cb = cols) or per-block scales; `layout` 0 keeps the
+// scales as they are, 1 lays them out for VEC128_32F, 2 for BLK128x128_32F.
 void fp8_operand(const DeviceTensor& x, int64_t rows, int64_t cols, int rb, int cb,
-                 DeviceTensor& codes, DeviceTensor& scales, bool reorder) {
+                 DeviceTensor& codes, DeviceTensor& scales, DeviceTensor& raw, int layout) {
   const int64_t rblocks = (rows + rb - 1) / rb, cblocks = (cols + cb - 1) / cb;
   DeviceTensor amax = DeviceTensor::empty(DType::U32, {rblocks * cblocks}, true);
   block_amax<<<grid_for(rows * cols, 256, 1 << 16), 256, 0, stream()>>>(
@@ -175,21 +181,23 @@ void fp8_operand(const DeviceTensor& x, int64_t rows, int64_t cols, int rb, int 
       static_cast<unsigned*>(amax.mutable_data()), cblocks);
   CS_CUDA_LAUNCH("block_amax");
   codes = DeviceTensor::empty(DType::F8E4M3, {rows, cols});
-  DeviceTensor s = DeviceTensor::empty(DType::F32, {rblocks * cblocks});
+  raw = DeviceTensor::empty(DType::F32, {rblocks * cblocks});
   quantize_e4m3<<<grid_for(rows * cols, 256, 1 << 16), 256, 0, stream()>>>(
       static_cast<const float*>(x.data()), rows, cols, rb, cb,
       static_cast<const unsigned*>(amax.data()), cblocks, NumberSpec::parse("e4m3fn").format(),
-      static_cast<uint8_t*>(codes.mutable_data()), static_cast<float*>(s.mutable_data()));
+      static_cast<uint8_t*>(codes.mutable_data()), static_cast<float*>(raw.mutable_data()));
   CS_CUDA_LAUNCH("quantize_e4m3");
-  if (!reorder) {
-    scales = s;
+  if (layout == 0) {
+    scales = raw;
     return;
   }
-  scales = DeviceTensor::empty(DType::F32, {rblocks * cblocks});
-  reorder_scales<<<grid_for(rblocks * cblocks, 256, 1 << 12), 256, 0, stream()>>>(
-      static_cast<const float*>(s.data()), rblocks, cblocks,
+  const int64_t k4 = (cblocks + 3) / 4 * 4;
+  const int64_t stride_r = layout == 1 ? 1 : k4, stride_k = layout == 1 ? rblocks : 1;
+  scales = DeviceTensor::empty(DType::F32, {layout == 1 ? rblocks * cblocks : rblocks * k4}, true);
+  scatter_scales<<<grid_for(rblocks * cblocks, 256, 1 << 12), 256, 0, stream()>>>(
+      static_cast<const float*>(raw.data()), rblocks, cblocks, stride_r, stride_k,
       static_cast<float*>(scales.mutable_data()));
-  CS_CUDA_LAUNCH("reorder_scales");
+  CS_CUDA_LAUNCH("scatter_scales");
 }
 
 // TCFP operand: cast with the TCFP kernels, fold into the tripled-K e4m3 row layout.
@@ -223,7 +231,93 @@ double median(std::vector<float> v) {
   return v.empty() ? 0.0 : v[v.size() / 2];
 }
 
+// Host check on the leading 64 x 64 block of C: against the fp64 product of the float32 inputs
+// the operands were made from (rel_error), and against the fp64 product of the operands as the
+// GPU multiplied them, decoded codes times their scales (product_rel_error).
+void check_block(const Operands& op, const DeviceTensor& a32, const DeviceTensor& b32,
+                 const DeviceTensor& d, bool out_bf16, GemmKind kind, int m, int n, int k,
+                 GemmResult& res) {
+  const int bm = std::min(m, 64), bn = std::min(n, 64);
+  auto fetch = [](const DeviceTensor& t, size_t bytes) {
+    std::vector<uint8_t> h(bytes);
+    CS_CUDA(cudaMemcpyAsync(h.data(), t.data(), bytes, cudaMemcpyDeviceToHost, stream()));
+    return h;
+  };
+  const size_t esize = out_bf16 ? 2 : 4;
+  const std::vector<uint8_t> ha = fetch(a32, size_t(bm) * k * 4),
+                             hb = fetch(b32, size_t(bn) * k * 4),
+                             hd = fetch(d, size_t(m) * bn * esize);
+  const bool tcfp = kind == GemmKind::TCFP12 || kind == GemmKind::TCFP16;
+  std::vector<uint8_t> qa, qb, sa, sb;
+  if (!tcfp) {
+    const size_t eb = op.fp8 ? 1 : 2;
+    qa = fetch(op.a, size_t(bm) * k * eb);
+    qb = fetch(op.b, size_t(bn) * k * eb);
+    if (op.fp8) {
+      sa = fetch(op.sa_raw, size_t(op.sa_raw.numel()) * 4);
+      sb = fetch(op.sb_raw, size_t(op.sb_raw.numel()) * 4);
+    }
+  }
+  CS_CUDA(cudaStreamSynchronize(stream()));
+  auto f32 = [](const uint8_t* p, size_t i) {
+    float v;
+    std::memcpy(&v, p + 4 * i, 4);
+    return v;
+  };
+  auto bf16 = [](const uint8_t* p, size_t i) {
+    const uint32_t u = uint32_t(p[2 * i]) | uint32_t(p[2 * i + 1]) << 8;
+    float v;
+    const uint32_t w = u << 16;
+    std::memcpy(&v, &w, 4);
+    return v;
+  };
+  const scalar::Format e4m3 = NumberSpec::parse("e4m3fn").format();
+  std::vector<double> lut(256);
+  for (int c = 0; c < 256; ++c) lut[c] = scalar::decode_value(uint32_t(c), e4m3);
+  const int64_t kb = k / 128;
+  // Decoded operand value times its scale: per-tensor (one scale) or 1x128 / 128x128 blocks.
+  auto qval = [&](const std::vector<uint8_t>& q, const std::vector<uint8_t>& s, int row, int t,
+                  bool is_b) {
+    if (!op.fp8) return double(bf16(q.data(), size_t(row) * k + t));
+    double scale = f32(s.data(), 0);
+    if (op.block) scale = f32(s.data(), size_t(is_b ? row / 128 : row) * kb + t / 128);
+    return lut[q[size_t(row) * k + t]] * scale;
+  };
+  double num = 0, den = 0, pnum = 0, pden = 0;
+  for (int j = 0; j < bn; ++j)
+    for (int i = 0; i < bm; ++i) {
+      double ref = 0, pref = 0;
+      for (int t = 0; t < k; ++t) {
+        ref += double(f32(ha.data(), size_t(i) * k + t)) * f32(hb.data(), size_t(j) * k + t);
+        if (!tcfp) pref += qval(qa, sa, i, t, false) * qval(qb, sb, j, t, true);
+      }
+      const size_t at = size_t(j) * m + i;
+      const double got = out_bf16 ? bf16(hd.data(), at) : f32(hd.data(), at);
+      num += (got - ref) * (got - ref);
+      den += ref * ref;
+      pnum += (got - pref) * (got - pref);
+      pden += pref * pref;
+    }
+  auto rel = [](double a, double b) {
+    const double r = b > 0 ? std::sqrt(a / b) : 0.0;
+    return std::isfinite(r) ? r : std::numeric_limits<double>::infinity();
+  };
+  res.rel_error = rel(num, den);
+  if (!tcfp) res.product_rel_error = rel(pnum, pden);
+}
+
 }  // namespace
+
+int gemm_compute_capability() {
+  int dev = 0, major = 0, minor = 0;
+  if (!gpu::available(nullptr) || cudaGetDevice(&dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return major * 10 + minor;
+}
 
 bool gemm_available(std::string* reason) {
   std::string why;
@@ -251,6 +345,16 @@ bool gemm_available(std::string* reason) {
 GemmResult run_gemm(GemmKind kind, const GemmOptions& opt, JobControl* job) {
   std::string why;
   if (!gemm_available(&why)) throw Error("GEMM unavailable: " + why);
+  if (kind == GemmKind::MXFP8Block || kind == GemmKind::NVFP4Block) {
+    const std::string mode = kind == GemmKind::MXFP8Block
+                                 ? "MXFP8 (32-value e8m0 scales, cuBLASLt VEC32_UE8M0)"
+                                 : "NVFP4 (16-value e4m3 scales, cuBLASLt VEC16_UE4M3)";
+    throw Error("the " + mode +
+                " block-scaled GEMM needs an sm_100 (Blackwell) GPU: its scales are applied by "
+                "the 5th-generation tensor cores, which this GPU (sm_" +
+                std::to_string(gemm_compute_capability()) +
+                ") does not have; CastScope does not emulate it");
+  }
   const int m = opt.m, n = opt.n, k = opt.k;
   const int align = kind == GemmKind::FP8Block ? 128 : 32;
   if (m <= 0 || n <= 0 || k <= 0 || m % 16 || n % 16 || k % align)
@@ -286,13 +390,13 @@ GemmResult run_gemm(GemmKind kind, const GemmOptions& opt, JobControl* job) {
       break;
     case GemmKind::FP8:
       op.fp8 = true;
-      fp8_operand(a32, m, k, m, k, op.a, op.sa, false);
-      fp8_operand(b32, n, k, n, k, op.b, op.sb, false);
+      fp8_operand(a32, m, k, m, k, op.a, op.sa, op.sa_raw, 0);
+      fp8_operand(b32, n, k, n, k, op.b, op.sb, op.sb_raw, 0);
       break;
     case GemmKind::FP8Block:
       op.fp8 = op.block = true;
-      fp8_operand(a32, m, k, 1, 128, op.a, op.sa, true);
-      fp8_operand(b32, n, k, 128, 128, op.b, op.sb, true);
+      fp8_operand(a32, m, k, 1, 128, op.a, op.sa, op.sa_raw, 1);
+      fp8_operand(b32, n, k, 128, 128, op.b, op.sb, op.sb_raw, 2);
       break;
     case GemmKind::TCFP12:
     case GemmKind::TCFP16: {
@@ -304,6 +408,9 @@ GemmResult run_gemm(GemmKind kind, const GemmOptions& opt, JobControl* job) {
       op.alpha = static_cast<float>(std::ldexp(1.0, sa + sb));
       break;
     }
+    case GemmKind::MXFP8Block:
+    case GemmKind::NVFP4Block:
+      break;  // refused above
   }
 
   LtHandle lt;
@@ -323,12 +430,18 @@ GemmResult run_gemm(GemmKind kind, const GemmOptions& opt, JobControl* job) {
     desc.set(CUBLASLT_MATMUL_DESC_B_SCALE_MODE, mb);
   }
   if (op.fp8) {
-    const int8_t fast = 1;  // FP8 accumulation without periodic promotion: the throughput setting
+    // Fast accumulation (no periodic promotion to fp32) is the throughput setting of the
+    // per-tensor and TCFP GEMMs; cuBLASLt has no block-scaled kernel with it, and the block
+    // scales are applied at each promotion anyway.
+    const int8_t fast = op.block ? 0 : 1;
     desc.set(CUBLASLT_MATMUL_DESC_FAST_ACCUM, fast);
   }
-  Layout la(in_t, op.kk, m, op.kk), lb(in_t, op.kk, n, op.kk), lc(CUDA_R_32F, m, n, m);
-  // fp32 C: a bf16 output would round away the accuracy TCFP-16 buys.
-  DeviceTensor d = DeviceTensor::empty(DType::F32, {n, m});
+  // fp32 C by default: a bf16 output would round away the accuracy TCFP-16 buys.
+  const bool tcfp = kind == GemmKind::TCFP12 || kind == GemmKind::TCFP16;
+  const bool out_bf16 = opt.bf16_output && !tcfp;
+  const cudaDataType_t out_t = out_bf16 ? CUDA_R_16BF : CUDA_R_32F;
+  Layout la(in_t, op.kk, m, op.kk), lb(in_t, op.kk, n, op.kk), lc(out_t, m, n, m);
+  DeviceTensor d = DeviceTensor::empty(out_bf16 ? DType::BF16 : DType::F32, {n, m});
   const size_t ws_bytes = size_t{64} << 20;
   DeviceTensor ws = DeviceTensor::empty(DType::U8, {static_cast<int64_t>(ws_bytes)});
   Preference pref;
@@ -373,33 +486,12 @@ GemmResult run_gemm(GemmKind kind, const GemmOptions& opt, JobControl* job) {
   cudaEventDestroy(e1);
   res.ms = median(times);
   res.tflops = 2.0 * m * n * double(k) / (res.ms * 1e-3) / 1e12;
-  res.note =
-      std::string(op.fp8 ? "e4m3" : "bf16") +
-      (op.block ? ", 1x128 A / 128x128 B fp32 block scales" : "") +
-      (kind == GemmKind::TCFP12 || kind == GemmKind::TCFP16 ? ", one FP8 GEMM over 3k" : "") +
-      (op.fp8 ? ", fast accumulation" : "");
-  if (opt.check) {
-    // fp64 reference on a 64 x 64 block of C from the float32 inputs the operands were made from.
-    const int bm = std::min(m, 64), bn = std::min(n, 64);
-    std::vector<float> ha(size_t(bm) * k), hb(size_t(bn) * k), hd(size_t(m) * bn);
-    CS_CUDA(
-        cudaMemcpyAsync(ha.data(), a32.data(), ha.size() * 4, cudaMemcpyDeviceToHost, stream()));
-    CS_CUDA(
-        cudaMemcpyAsync(hb.data(), b32.data(), hb.size() * 4, cudaMemcpyDeviceToHost, stream()));
-    CS_CUDA(cudaMemcpyAsync(hd.data(), d.data(), hd.size() * 4, cudaMemcpyDeviceToHost, stream()));
-    CS_CUDA(cudaStreamSynchronize(stream()));
-    double num = 0, den = 0;
-    for (int j = 0; j < bn; ++j)
-      for (int i = 0; i < bm; ++i) {
-        double ref = 0;
-        for (int t = 0; t < k; ++t) ref += double(ha[size_t(i) * k + t]) * hb[size_t(j) * k + t];
-        const double got = hd[size_t(j) * m + i];
-        num += (got - ref) * (got - ref);
-        den += ref * ref;
-      }
-    res.rel_error = den > 0 ? std::sqrt(num / den) : 0.0;
-    if (!std::isfinite(res.rel_error)) res.rel_error = std::numeric_limits<double>::infinity();
-  }
+  res.note = std::string(op.fp8 ? "e4m3" : "bf16") +
+             (op.block ? ", 1x128 A / 128x128 B fp32 block scales" : "") +
+             (tcfp ? ", one FP8 GEMM over 3k" : "") +
+             (op.fp8 ? (op.block ? ", fp32 accumulation" : ", fast accumulation") : "") +
+             (out_bf16 ? ", bf16 output" : ", fp32 output");
+  if (opt.check) check_block(op, a32, b32, d, out_bf16, kind, m, n, k, res);
   return res;
 }
 

@@ -314,7 +314,8 @@ ExponentHistogram exponent_histogram(const DeviceTensor& v) {
   return h;
 }
 
-TileMap tile_map(const DeviceTensor& x_f32, const DeviceTensor& values, const DeviceCastResult& a) {
+DeviceTileMap tile_map_device(const DeviceTensor& x_f32, const DeviceTensor& values,
+                              const DeviceCastResult& a) {
   using namespace detail;
   if (a.mode == CastMode::Virtual || a.dtype.family() != Family::Standard || !a.dtype.scaled() ||
       a.dtype.tensor_scaled() || !a.scale)
@@ -352,23 +353,53 @@ TileMap tile_map(const DeviceTensor& x_f32, const DeviceTensor& values, const De
       static_cast<uint32_t*>(codes.mutable_data()), static_cast<float*>(sv.mutable_data()),
       static_cast<float*>(am.mutable_data()), static_cast<float*>(snr.mutable_data()));
   CS_CUDA_LAUNCH("tile_kernel");
-  TileMap m;
+  DeviceTileMap m;
   m.rows = p.B * p.gr;
   m.cols = p.gc;
   m.tile_rows = p.tr;
   m.tile_cols = p.tc;
+  m.scale_code = codes;
+  m.scale_value = sv;
+  m.absmax = am;
+  m.snr_db = snr;
+  return m;
+}
+
+TileMap tile_map(const DeviceTensor& x_f32, const DeviceTensor& values, const DeviceCastResult& a) {
+  return tile_map_device(x_f32, values, a).download();
+}
+
+TileMap DeviceTileMap::download() const {
+  return window(0, 0, rows, cols);
+}
+
+TileMap DeviceTileMap::window(int64_t r0, int64_t c0, int64_t h, int64_t w) const {
+  if (r0 < 0 || c0 < 0 || h < 0 || w < 0 || (rows && r0 >= rows) || (cols && c0 >= cols))
+    throw Error("tile map window at tile (" + std::to_string(r0) + ", " + std::to_string(c0) +
+                ") is outside the " + std::to_string(rows) + " x " + std::to_string(cols) + " map");
+  TileMap m;
+  m.rows = std::min(h, rows - r0);
+  m.cols = std::min(w, cols - c0);
+  m.tile_rows = tile_rows;
+  m.tile_cols = tile_cols;
+  const size_t n = static_cast<size_t>(m.rows * m.cols);
   // Straight into the vectors: no zero-filled staging tensors for what can be a million tiles.
-  m.scale_code.resize(g);
-  m.scale_value.resize(g);
-  m.absmax.resize(g);
-  m.snr_db.resize(g);
-  CS_CUDA(
-      cudaMemcpyAsync(m.scale_code.data(), codes.data(), g * 4, cudaMemcpyDeviceToHost, stream()));
-  CS_CUDA(
-      cudaMemcpyAsync(m.scale_value.data(), sv.data(), g * 4, cudaMemcpyDeviceToHost, stream()));
-  CS_CUDA(cudaMemcpyAsync(m.absmax.data(), am.data(), g * 4, cudaMemcpyDeviceToHost, stream()));
-  CS_CUDA(cudaMemcpyAsync(m.snr_db.data(), snr.data(), g * 4, cudaMemcpyDeviceToHost, stream()));
-  CS_CUDA(cudaStreamSynchronize(stream()));
+  m.scale_code.resize(n);
+  m.scale_value.resize(n);
+  m.absmax.resize(n);
+  m.snr_db.resize(n);
+  // One strided copy per field: rows of the window are cols apart on the device.
+  auto get = [&](void* dst, const DeviceTensor& t) {
+    if (!n) return;
+    CS_CUDA(cudaMemcpy2DAsync(dst, m.cols * 4,
+                              static_cast<const char*>(t.data()) + (r0 * cols + c0) * 4, cols * 4,
+                              m.cols * 4, m.rows, cudaMemcpyDeviceToHost, detail::stream()));
+  };
+  get(m.scale_code.data(), scale_code);
+  get(m.scale_value.data(), scale_value);
+  get(m.absmax.data(), absmax);
+  get(m.snr_db.data(), snr_db);
+  CS_CUDA(cudaStreamSynchronize(detail::stream()));
   return m;
 }
 

@@ -32,6 +32,10 @@ bool gemm_available(std::string* reason) {
   return false;
 }
 
+int gemm_compute_capability() {
+  return 0;
+}
+
 GemmResult run_gemm(GemmKind, const GemmOptions&, JobControl*) {
   no_cuda("GEMM");
 }
@@ -81,6 +85,15 @@ ExponentHistogram exponent_histogram(const DeviceTensor&) {
   no_cuda("GPU histogram");
 }
 TileMap tile_map(const DeviceTensor&, const DeviceTensor&, const DeviceCastResult&) {
+  no_cuda("GPU tile map");
+}
+DeviceTileMap tile_map_device(const DeviceTensor&, const DeviceTensor&, const DeviceCastResult&) {
+  no_cuda("GPU tile map");
+}
+TileMap DeviceTileMap::download() const {
+  no_cuda("GPU tile map");
+}
+TileMap DeviceTileMap::window(int64_t, int64_t, int64_t, int64_t) const {
   no_cuda("GPU tile map");
 }
 

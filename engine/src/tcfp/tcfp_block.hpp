@@ -45,18 +45,30 @@ CS_HD int shift_of(uint32_t code, const Format& e8m0) {
 }
 
 // Magnitude the main scale is chosen for: 3 sigma of the block (NormalFloat-aware), never more
-// than absmax; absmax for constant blocks or when nf_aware is off.
-CS_HD double main_target(const double* x, int n, double absmax, bool nf_aware) {
+// than absmax; absmax for constant blocks or when nf_aware is off. x(i) gives the block's values,
+// summed in index order (the CUDA kernel reads them from other lanes of a warp).
+template <class Get>
+CS_HD double main_target_of(const Get& x, int n, double absmax, bool nf_aware) {
   if (!nf_aware || n < 2) return absmax;
   double sum = 0;
-  for (int i = 0; i < n; ++i) sum += x[i];
+  for (int i = 0; i < n; ++i) sum += x(i);
   const double mean = sum / n;
   double ss = 0;
-  for (int i = 0; i < n; ++i) ss += (x[i] - mean) * (x[i] - mean);
+  for (int i = 0; i < n; ++i) {
+    const double d = x(i) - mean;
+#if defined(__CUDA_ARCH__)
+    ss = __dadd_rn(ss, __dmul_rn(d, d));  // no FMA: the CPU rounds the product first
+#else
+    ss += d * d;
+#endif
+  }
   const double sigma = sqrt(ss / n);
   if (!(sigma > 0)) return absmax;
   const double t = 3.0 * sigma;
   return t < absmax ? t : absmax;
+}
+CS_HD double main_target(const double* x, int n, double absmax, bool nf_aware) {
+  return main_target_of([x](int i) { return x[i]; }, n, absmax, nf_aware);
 }
 
 struct BlockCodes {

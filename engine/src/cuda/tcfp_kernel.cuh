@@ -1,0 +1,120 @@
+// The TCFP cast kernel (tcfp_block.hpp's block cast on the device).
+#pragma once
+
+#include <type_traits>
+
+#include "cuda/cast_kernels.cuh"
+
+namespace castscope::gpu::detail {
+
+// TCFP: a warp casts 32 blocks of 32 values at a time through shared memory, calling the same
+// functions as tcb::cast_block in the same order. First one lane per block: its statistics and
+// main scale, with the NormalFloat sums added in index order as the CPU adds them. Then one lane
+// per element: both terms' codes, the residual scale from a warp maximum (exact in any order).
+// One thread per block with 32-entry arrays (the first version) ran from local memory, whose
+// traffic filled DRAM at 6% of the copy bandwidth; one lane per element with the sums read
+// across lanes by shuffles spent a dozen warp instructions per element on them.
+constexpr int kTcfpThreads = 256;
+
+__device__ __forceinline__ double warp_max(double v) {
+#pragma unroll
+  for (int m = 16; m > 0; m >>= 1) v = fmax(v, __shfl_xor_sync(0xffffffffu, v, m));
+  return v;
+}
+
+template <class T>
+__global__ void __launch_bounds__(kTcfpThreads)
+    tcfp_warp_kernel(const T* __restrict__ x, int64_t C, int64_t gc, int64_t groups,
+                     tcb::BlockParams bp, Scratch* s, Outs o) {
+  // Every input type but double is exact in float, which halves the tile.
+  using S = typename std::conditional<std::is_same<T, double>::value, double, float>::type;
+  constexpr int W = tcb::kBlock;
+  constexpr int kWarps = sizeof(S) == 8 ? kTcfpThreads / 64 : kTcfpThreads / 32;
+  __shared__ S tiles[kWarps][W][W + 1];  // +1: lane-per-block reads hit distinct banks
+  const int lane = threadIdx.x & 31;
+  S(*t)[W + 1] = tiles[threadIdx.x >> 5];
+  const int64_t warp = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) >> 5;
+  const int64_t nwarps = (static_cast<int64_t>(gridDim.x) * blockDim.x) >> 5;
+  const uint32_t nanc = (1u << bp.e8m0.bits) - 1;
+  const bool nf = bp.variant == tcb::Variant::T8 && bp.nf_aware;
+  unsigned long long clipped = 0, nonfinite = 0;
+  for (int64_t g0 = warp * W; g0 < groups; g0 += nwarps * W) {
+#pragma unroll 8
+    for (int u = 0; u < W; ++u) {
+      const int64_t g = g0 + u;
+      const int64_t row = g / gc, c0 = (g % gc) * W;
+      t[u][lane] =
+          g < groups && c0 + lane < C ? static_cast<S>(Load<T>::get(x, row * C + c0 + lane)) : S(0);
+    }
+    __syncwarp();
+    // Lane per block.
+    uint32_t my_scale = 0;
+    int my_n = 0;
+    bool my_nan = false;
+    if (g0 + lane < groups) {
+      const int64_t c0 = ((g0 + lane) % gc) * W;
+      my_n = C - c0 < W ? static_cast<int>(C - c0) : W;
+      double absmax = 0;
+      for (int i = 0; i < my_n; ++i) {
+        const double v = t[lane][i];
+        if (!(v - v == 0))
+          my_nan = true;
+        else
+          absmax = fabs(v) > absmax ? fabs(v) : absmax;
+      }
+      if (my_nan) {
+        my_scale = nanc;
+      } else {
+        const double target = tcb::main_target_of(
+            [&](int i) { return static_cast<double>(t[lane][i]); }, my_n, absmax, nf);
+        my_scale = tcb::block_scale_code(target, bp.fp8, bp.e8m0);
+      }
+    }
+    // Lane per element.
+    for (int u = 0; u < W; ++u) {
+      const int64_t g = g0 + u;
+      if (g >= groups) break;
+      const uint32_t sc = __shfl_sync(0xffffffffu, my_scale, u);
+      const int n = __shfl_sync(0xffffffffu, my_n, u);
+      const bool bnan = __shfl_sync(0xffffffffu, static_cast<int>(my_nan), u) != 0;
+      const int64_t e = (g / gc) * C + (g % gc) * W + lane;
+      const bool on = lane < n;
+      const double xv = t[u][lane];
+      nonfinite += on && !(xv - xv == 0) ? 1 : 0;
+      uint32_t mc = 0, rc = 0, rsc = bnan ? nanc : 0u;
+      float val = 0.0f;
+      if (bnan) {
+        val = canon_nan(scalar::to_f32(castscope::detail::nan_double()));
+      } else {
+        const int sh = tcb::shift_of(sc, bp.e8m0);
+        const scalar::Quantized q =
+            tcb::quantize_term(xv, sh, bp.fp8, bp, static_cast<uint64_t>(e));
+        clipped += on && q.clipped ? 1 : 0;
+        mc = scalar::encode(q, bp.fp8);
+        if (bp.variant != tcb::Variant::T8) {
+          const double resid = xv - tcb::term_value(scalar::decode(mc, bp.fp8), sh);
+          const double rmax = warp_max(on ? fabs(resid) : 0.0);
+          rsc = tcb::block_scale_code(rmax, bp.residual, bp.e8m0);
+          const scalar::Quantized rq =
+              tcb::quantize_term(resid, tcb::shift_of(rsc, bp.e8m0), bp.residual, bp,
+                                 static_cast<uint64_t>(bp.numel + e));
+          rc = scalar::encode(rq, bp.residual);
+        }
+        if (o.values) val = canon_nan(tcb::element_value(bp, false, mc, sc, rc, rsc));
+      }
+      if (on) {
+        if (o.codes) static_cast<uint8_t*>(o.codes)[e] = static_cast<uint8_t>(mc);
+        if (o.residual) store_code(o.residual, 1, e, rc, bp.residual);
+        if (o.values) o.values[e] = val;
+      }
+      if (lane == 0) {
+        if (o.scale) static_cast<uint8_t*>(o.scale)[g] = static_cast<uint8_t>(sc);
+        if (o.rscale) o.rscale[g] = static_cast<uint8_t>(rsc);
+      }
+    }
+    __syncwarp();  // the tile is refilled next
+  }
+  add_counts(s, clipped, nonfinite, 0);
+}
+
+}  // namespace castscope::gpu::detail
