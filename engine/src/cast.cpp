@@ -8,6 +8,7 @@
 #include "castscope/tcfp.hpp"
 #include "cpu/cast_cpu.hpp"
 #include "plan.hpp"
+#include "rotation/rotation_backend.hpp"
 
 namespace castscope {
 
@@ -66,6 +67,7 @@ BackendInfo backend_info() {
 CastResult cast(const Tensor& x, const DataType& dtype, const CastOptions& options) {
   if (x.numel() == 0)
     throw Error("cannot cast an empty tensor (shape " + shape_str(x.shape()) + ")");
+  if (options.rotate.enabled()) return rotation::cast_rotated(x, dtype, options);
   if (options.device != Device::CPU) {
     std::string reason;
     if (cuda::available(&reason)) {
@@ -84,6 +86,8 @@ CastResult cast(const Tensor& x, const DataType& dtype, const CastOptions& optio
 }
 
 Tensor upcast(const CastResult& result) {
+  if (result.options.rotate.enabled() && result.mode != CastMode::Virtual)
+    return rotation::upcast_rotated(result);
   if (result.mode == CastMode::Virtual) {
     if (!result.values) throw Error("virtual cast result has no values");
     return result.values;

@@ -407,6 +407,13 @@ const char* to_string(Layout l) {
 ExportReport export_model(const io::Model& model, const std::string& out, const ExportPlan& plan,
                           const ExportOptions& options, JobControl* job) {
   ExportReport r;
+  if (options.layout != Layout::Native)
+    for (size_t i = 0; i < plan.rules.size(); ++i)
+      if (plan.rules[i].rotate.enabled() && plan.rules[i].target)
+        throw Error("plan '" + plan.source + "': rule " + std::to_string(i) + " ('" +
+                    plan.rules[i].pattern + "') rotates by " + plan.rules[i].rotate.str() +
+                    ", which the " + to_string(options.layout) +
+                    " layout cannot store; export rotated weights with --layout native");
   switch (options.layout) {
     case Layout::Native:
       r = exportdetail::export_native(model, out, plan, options, job);

@@ -106,6 +106,7 @@ void save_packed(const std::string& path, const std::vector<PackedTensor>& tenso
     meta[pt.name + ".round"] = to_string(r.options.round);
     meta[pt.name + ".scale_mode"] = to_string(r.options.scale_mode);
     meta[pt.name + ".seed"] = std::to_string(r.options.seed);
+    if (r.options.rotate.enabled()) meta[pt.name + ".rotate"] = r.options.rotate.str();
     for (const PackedPart& part : packed_parts()) {
       const Tensor& t = r.*(part.member);
       if (!t) continue;
@@ -176,6 +177,8 @@ std::vector<PackedTensor> load_packed(const std::string& path) {
       r.options.round = parse_round(get(".round"));
       r.options.scale_mode = parse_scale_mode(get(".scale_mode"));
       r.options.seed = detail::text_unsigned(get(".seed"), "", "metadata " + name + ".seed");
+      // Files without the key (all before rotations existed) hold unrotated codes.
+      if (meta.contains(name + ".rotate")) r.options.rotate = parse_rotation(get(".rotate"));
       if (r.mode == CastMode::Virtual) throw Error("mode 'virtual' has no codes");
     } catch (const Error& e) {
       throw Error("'" + path + "': tensor '" + name + "': " + e.what());
