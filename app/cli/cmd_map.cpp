@@ -121,6 +121,14 @@ void map_cmd(CLI::App& app) {
         const int64_t f = o.activations.shape().empty() ? 1 : o.activations.shape().back();
         o.activations = o.activations.reshaped({o.activations.numel() / f, f});
       }
+      const int64_t features = o.activations.shape()[1];
+      bool fits = false;
+      for (const io::TensorInfo& t : model->tensors())
+        fits |= t.shape.size() == 2 && t.shape[1] == features && map_considers(t, o);
+      if (!fits)
+        throw Error("--activations '" + a.activations + "' have " + std::to_string(features) +
+                    " features, but no tensor of '" + a.model + "' is a weight [out, " +
+                    std::to_string(features) + "]");
       if (a.act_dtype == "keep")
         o.act_keep = true;
       else if (!a.act_dtype.empty())

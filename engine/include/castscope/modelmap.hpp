@@ -60,6 +60,7 @@ struct ModelMap {
   std::vector<DataType> dtypes;
   std::vector<std::string> columns;  // the datatype strings as given
   std::vector<double> bits;          // bits per value of each column (channel = last axis)
+  Rotation rotate;                   // the rotation every cell was cast with
   std::vector<MapRow> rows;
   std::vector<std::pair<std::string, std::string>> skipped;  // name, reason
   int64_t values = 0;                                        // elements swept (all rows)

@@ -89,6 +89,7 @@ ModelMap sweep_model(const io::Model& model, const MapOptions& o, JobControl* jo
   const auto t0 = std::chrono::steady_clock::now();
   ModelMap map;
   map.columns = o.dtypes;
+  map.rotate = o.cast.rotate;
   if (o.dtypes.empty()) throw Error("model map: no datatypes given");
   for (const std::string& s : o.dtypes) map.dtypes.push_back(DataType::parse(s));
   validate_rotation(o.cast.rotate, "model map rotation");
