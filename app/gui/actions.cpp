@@ -29,6 +29,10 @@ const char* panel_name(PanelId p) {
       return "matmul";
     case PanelId::Teach:
       return "teach";
+    case PanelId::ModelMap:
+      return "model-map";
+    case PanelId::Activations:
+      return "activations";
     case PanelId::Count:
       break;
   }
@@ -122,6 +126,7 @@ void update_jobs(AppState& app) {
     });
   }
   update_decision_jobs(app);
+  update_map_jobs(app);
 }
 
 }  // namespace castscope::gui
