@@ -121,6 +121,8 @@ void update_jobs(AppState& app) {
     o.scale_mode = app.composer.scale_mode;
     o.overflow = app.composer.overflow;
     o.device = Device::Auto;
+    o.rotate = Rotation{app.view_rotate, app.view_rotate > 0 && app.view_signs,
+                        static_cast<uint64_t>(app.view_seed)};
     app.analyzer.start("cast " + input->tensor + " to " + d.str(), [input, d, o](JobControl& job) {
       return widgets::analyze(input->data, d, o, input->tensor, {}, &job);
     });

@@ -158,6 +158,11 @@ struct AppState {
   std::shared_ptr<const GemmRun> gemm;
   std::string gemm_error;
 
+  // Rotation of the views' cast (composer panel): Hadamard block size (0: none), signs, seed.
+  int view_rotate = 0;
+  bool view_signs = true;
+  int view_seed = 1;
+
   // Model map (actions_map.cpp).
   char map_dtypes[256] = "mxfp4e2 nvfp4 mxfp6e2 mxfp8e4 mx6 int8_sc";
   int map_metric = 0;  // MapMetric

@@ -20,7 +20,7 @@ const char* const kCommands[] = {
     "plan-default", "plan-auto",  "plan-save",    "plan-load",  "plan-reset",    "export",
     "teach-tile",   "matmul-run", "scale-select", "snr-target", "map-dtypes",    "map-rotate",
     "map-metric",   "map-run",    "map-assign",   "act-path",   "act-synthetic", "act-dtypes",
-    "act-rotate",   "act-run"};
+    "act-rotate",   "act-run",    "rotate"};
 
 bool known(const std::string& c) {
   for (const char* k : kCommands)
@@ -182,6 +182,16 @@ void Script::step(AppState& app) {
           app.show[static_cast<int>(PanelId::Export)] = true;
           start_export(app);
         }
+      } else if (l.cmd == "rotate") {
+        // rotate N [SEED]: the views' rotation (0: none), random signs when SEED is given.
+        std::istringstream a(l.arg);
+        int n = 0, seed = -1;
+        a >> n >> seed;
+        validate_rotation(Rotation{n, false, 0}, "rotate");
+        app.view_rotate = n;
+        app.view_signs = seed >= 0;
+        if (seed >= 0) app.view_seed = seed;
+        app.recompute = true;
       } else if (l.cmd == "map-dtypes") {
         std::snprintf(app.map_dtypes, sizeof app.map_dtypes, "%s", l.arg.c_str());
       } else if (l.cmd == "map-rotate") {
@@ -331,6 +341,7 @@ std::string state_json(const AppState& app, const std::vector<std::string>& scri
     r["dtype"] = a->dtype.str();
     r["scale_mode"] = to_string(a->options.scale_mode);
     r["round"] = to_string(a->options.round);
+    r["rotate"] = a->options.rotate.str();
     r["backend"] = a->backend;
     r["snr_db"] = finite_or(a->stats.snr_db, 1e308);
     r["mse"] = a->stats.mse;
