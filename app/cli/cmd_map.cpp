@@ -193,6 +193,7 @@ void map_cmd(CLI::App& app) {
     j["model"] = a.model;
     j["metric"] = to_string(metric);
     j["rotate"] = o.cast.rotate.str();
+    j["backend"] = m.backend;
     j["columns"] = ordered_json::array();
     for (size_t d = 0; d < m.columns.size(); ++d)
       j["columns"].push_back({{"datatype", m.columns[d]},

@@ -2,6 +2,8 @@
 // size, with and without signs, forward and inverse, strided axes) and rotated casts.
 #include "gpu_test_util.hpp"
 
+#include "castscope/export.hpp"
+#include "castscope/modelmap.hpp"
 #include "castscope/rotate.hpp"
 #include "rotation/rotation_backend.hpp"
 
@@ -50,6 +52,39 @@ TEST(GpuRotation, RotatedCastsMatchCpuBitForBit) {
       EXPECT_EQ(g.backend, "cuda") << name;
       EXPECT_EQ(result_diff(c, g), "") << "seed " << seed << " " << name << " " << to_string(m);
       EXPECT_EQ(tensor_diff("upcast", upcast(c), upcast(g)), "") << name;
+    }
+}
+
+// The model map keeps each tensor on the device across its cells: same clipped counts and max
+// errors as the CPU sweep, sums up to summation order.
+TEST(GpuModelMap, DeviceSweepMatchesCpuSweep) {
+  CS_REQUIRE_GPU();
+  const uint64_t seed = run_seed();
+  MemoryModel m;
+  m.add("model.layers.0.mlp.up_proj.weight", random_input({96, 256}, seed + 1, 6.0, 7.0));
+  m.add("model.layers.0.mlp.down_proj.weight", random_input({256, 96}, seed + 2, 448.0, 464.0));
+  MapOptions o;
+  o.dtypes = {"mxfp4e2", "nvfp4", "mxfp8e4", "int8_sc", "e2m1_e32s8o2"};
+  o.cast.device = Device::CUDA;
+  const ModelMap g = sweep_model(m, o);
+  o.cast.device = Device::CPU;
+  const ModelMap c = sweep_model(m, o);
+  EXPECT_EQ(g.backend, "cuda");
+  EXPECT_EQ(c.backend, "cpu");
+  ASSERT_EQ(g.rows.size(), c.rows.size());
+  for (size_t i = 0; i < g.rows.size(); ++i)
+    for (size_t d = 0; d < o.dtypes.size(); ++d) {
+      const MapCell &a = c.rows[i].cells[d], &b = g.rows[i].cells[d];
+      const std::string where =
+          "seed " + std::to_string(seed) + " " + c.rows[i].name + " " + o.dtypes[d];
+      EXPECT_EQ(a.error, b.error) << where;
+      EXPECT_EQ(a.stats.count, b.stats.count) << where;
+      EXPECT_EQ(a.stats.clipped, b.stats.clipped) << where;
+      EXPECT_EQ(a.stats.nonfinite_in, b.stats.nonfinite_in) << where;
+      EXPECT_EQ(a.stats.nonfinite_out, b.stats.nonfinite_out) << where;
+      EXPECT_EQ(a.stats.max_abs_err, b.stats.max_abs_err) << where;
+      // Sums of squares in a different order: 1e-9 relative covers it, a wrong cell does not.
+      EXPECT_NEAR(a.stats.snr_db, b.stats.snr_db, 1e-8 * std::fabs(a.stats.snr_db) + 1e-9) << where;
     }
 }
 

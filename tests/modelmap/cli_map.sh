@@ -41,6 +41,7 @@ grep -q "have 100 features, but no tensor" "$work/err" || fail "activations mess
 printf '{"rules": [{"pattern": "*", "dtype": "mxfp4e2", "rotate": "h64r9"}]}\n' >"$work/plan.json"
 "$cli" export "$layer" "$work/rot.safetensors" --plan "$work/plan.json" --layout native >/dev/null
 grep -a -q '"demo_layer.rotate":"h64r9"' "$work/rot.safetensors" || fail "no rotate metadata"
+grep -a -q '"castscope.version":"2"' "$work/rot.safetensors" || fail "rotated file not version 2"
 "$cli" decompress "$work/rot.safetensors" "$work/rot.npy" >/dev/null
 "$cli" cast "$layer" "$work/virtual.npy" --dtype mxfp4e2 --rotate h64r9 --device cpu >/dev/null
 cmp -s "$work/rot.npy" "$work/virtual.npy" || fail "decompressed rotated export differs from the virtual cast"

@@ -61,6 +61,7 @@ struct ModelMap {
   std::vector<std::string> columns;  // the datatype strings as given
   std::vector<double> bits;          // bits per value of each column (channel = last axis)
   Rotation rotate;                   // the rotation every cell was cast with
+  std::string backend;               // "cuda" (tensor kept on the GPU across its cells) or "cpu"
   std::vector<MapRow> rows;
   std::vector<std::pair<std::string, std::string>> skipped;  // name, reason
   int64_t values = 0;                                        // elements swept (all rows)
@@ -74,7 +75,9 @@ bool is_embedding_tensor(const std::string& name);
 void layer_and_block(const std::string& name, std::string& layer, std::string& block);
 
 // Loads each tensor in turn (released after use, so memory stays bounded by one tensor and its
-// casts), casts it to every column on the device cast() picks, and reports progress by bytes.
+// casts), casts it to every column and reports progress by bytes. With a GPU (and no rotation)
+// the tensor is uploaded once and every cell's cast and metrics run on the device (casts
+// bit-identical to the CPU, sums up to summation order); otherwise cast() picks the device.
 // on_row runs after each row (from the calling thread). Throws Error for a bad datatype string
 // or a model that cannot be read, Cancelled when job->cancel is set.
 ModelMap sweep_model(const io::Model& model, const MapOptions& o, JobControl* job = nullptr,

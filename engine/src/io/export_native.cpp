@@ -40,7 +40,10 @@ void add_packed(SafetensorsStreamWriter& w, std::map<std::string, std::string>& 
   meta[name + ".round"] = to_string(r.options.round);
   meta[name + ".scale_mode"] = to_string(r.options.scale_mode);
   meta[name + ".seed"] = std::to_string(r.options.seed);
-  if (r.options.rotate.enabled()) meta[name + ".rotate"] = r.options.rotate.str();
+  if (r.options.rotate.enabled()) {
+    meta[name + ".rotate"] = r.options.rotate.str();
+    meta["castscope.version"] = "2";  // readers of version 1 would skip the inverse rotation
+  }
   for (const io::PackedPart& p : io::packed_parts()) {
     const Tensor& t = r.*(p.member);
     if (!t) continue;

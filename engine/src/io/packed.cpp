@@ -106,7 +106,10 @@ void save_packed(const std::string& path, const std::vector<PackedTensor>& tenso
     meta[pt.name + ".round"] = to_string(r.options.round);
     meta[pt.name + ".scale_mode"] = to_string(r.options.scale_mode);
     meta[pt.name + ".seed"] = std::to_string(r.options.seed);
-    if (r.options.rotate.enabled()) meta[pt.name + ".rotate"] = r.options.rotate.str();
+    if (r.options.rotate.enabled()) {
+      meta[pt.name + ".rotate"] = r.options.rotate.str();
+      meta["castscope.version"] = "2";  // readers of version 1 would skip the inverse rotation
+    }
     for (const PackedPart& part : packed_parts()) {
       const Tensor& t = r.*(part.member);
       if (!t) continue;

@@ -6,6 +6,8 @@
 #include <limits>
 #include <regex>
 
+#include "castscope/cuda_stats.hpp"
+
 namespace castscope {
 
 MapMetric parse_map_metric(std::string_view s) {
@@ -115,6 +117,9 @@ ModelMap sweep_model(const io::Model& model, const MapOptions& o, JobControl* jo
   for (const io::TensorInfo* t : todo) last = std::max(last, t->shape.back());
   for (const DataType& d : map.dtypes) map.bits.push_back(d.bits_per_value(last));
 
+  // The device-resident path skips a host round trip per cell; rotations go through cast().
+  bool on_gpu = o.cast.device != Device::CPU && !o.cast.rotate.enabled() && gpu::available();
+  map.backend = on_gpu ? "cuda" : "cpu";
   uint64_t done_bytes = 0;
   const double ncols = static_cast<double>(map.dtypes.size());
   for (const io::TensorInfo* info : todo) {
@@ -144,6 +149,15 @@ ModelMap sweep_model(const io::Model& model, const MapOptions& o, JobControl* jo
         const std::string& name;
         ~Release() { io::release_pages(model, name); }
       } release{model, info->name};
+      gpu::DeviceTensor dx;
+      if (on_gpu) {
+        try {
+          dx = gpu::DeviceTensor::upload(x);
+        } catch (const Error&) {
+          on_gpu = false;  // e.g. out of GPU memory: the host path for the rest of the sweep
+          map.backend = "cpu";
+        }
+      }
       for (size_t d = 0; d < map.dtypes.size(); ++d) {
         exportdetail::SubJob sub(job, base + width * d / ncols, width / ncols);
         CastOptions co = o.cast;
@@ -151,8 +165,23 @@ ModelMap sweep_model(const io::Model& model, const MapOptions& o, JobControl* jo
         co.job = job ? &sub.inner : nullptr;
         MapCell cell;
         try {
-          CastResult r = cast(x, map.dtypes[d], co);
-          cell.stats = compute_stats(x, r.values, r.counts.clipped);
+          bool done = false;
+          if (dx) {
+            try {
+              const gpu::DeviceCastResult r = gpu::cast(dx, map.dtypes[d], co);
+              cell.stats = gpu::compute_stats(dx, r.values, r.counts.clipped);
+              done = true;
+            } catch (const Cancelled&) {
+              throw;
+            } catch (const Error&) {
+              // The host path gives the same cast, or the same error for a datatype that does
+              // not fit the tensor.
+            }
+          }
+          if (!done) {
+            CastResult r = cast(x, map.dtypes[d], co);
+            cell.stats = compute_stats(x, r.values, r.counts.clipped);
+          }
           if (o.activations && x.rank() == 2 && o.activations.rank() == 2 &&
               o.activations.shape()[1] == x.shape()[1]) {
             LinearErrorOptions lo;
