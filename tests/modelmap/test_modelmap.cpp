@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <random>
 
@@ -215,6 +216,26 @@ TEST(LinearError, BadShapesAndActivationFiles) {
     big += s / 8 > 4.0;
   }
   EXPECT_EQ(big, 2);
+}
+
+TEST(LinearError, ActivationFilesReadBackExactly) {
+  const Tensor a = synthetic_activations(6, 64, 3, 15, kSeed + 50);
+  const std::string npy = ::testing::TempDir() + "castscope_acts.npy";
+  const std::string st = ::testing::TempDir() + "castscope_acts.safetensors";
+  io::save_npy(npy, a);
+  save_safetensors(st, {{"norm.weight", normal({64}, kSeed)}, {"acts", a}, {"other", a}}, {});
+  for (const Tensor& b : {load_activations(npy), load_activations(st, "acts")}) {
+    ASSERT_EQ(b.shape(), a.shape());
+    EXPECT_EQ(std::memcmp(b.data(), a.data(), a.nbytes()), 0);
+  }
+  try {
+    load_activations(st, "missing");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("no tensor named 'missing'"), std::string::npos);
+  }
+  std::remove(npy.c_str());
+  std::remove(st.c_str());
 }
 
 TEST(ModelMap, ActivationsAddOutputSnrToFittingRows) {
