@@ -2,6 +2,7 @@
 // size, with and without signs, forward and inverse, strided axes) and rotated casts.
 #include "gpu_test_util.hpp"
 
+#include "castscope/cuda_stats.hpp"
 #include "castscope/export.hpp"
 #include "castscope/modelmap.hpp"
 #include "castscope/rotate.hpp"
@@ -53,6 +54,14 @@ TEST(GpuRotation, RotatedCastsMatchCpuBitForBit) {
       EXPECT_EQ(result_diff(c, g), "") << "seed " << seed << " " << name << " " << to_string(m);
       EXPECT_EQ(tensor_diff("upcast", upcast(c), upcast(g)), "") << name;
     }
+}
+
+TEST(GpuRotation, DeviceResidentCastRefusesARotation) {
+  CS_REQUIRE_GPU();
+  const gpu::DeviceTensor x = gpu::DeviceTensor::upload(random_input({4, 64}, run_seed(), 6, 7));
+  CastOptions o;
+  o.rotate = {32, false, 0};
+  EXPECT_THROW(gpu::cast(x, DataType::parse("mxfp4e2"), o), Error);
 }
 
 // The model map keeps each tensor on the device across its cells: same clipped counts and max
