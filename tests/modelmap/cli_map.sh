@@ -50,4 +50,11 @@ if "$cli" export "$layer" "$work/rot.gguf" --plan "$work/plan.json" --layout ggu
 fi
 grep -q "cannot store" "$work/err" || fail "gguf message: $(cat "$work/err")"
 [ ! -e "$work/rot.gguf" ] || fail "refused export left a file"
+# The --dtype shortcut takes --rotate too; a plan does not.
+"$cli" export "$layer" "$work/rot2.safetensors" --dtype mxfp4e2 --rotate h64r9 -q >/dev/null
+"$cli" decompress "$work/rot2.safetensors" "$work/rot2.npy" >/dev/null
+cmp -s "$work/rot2.npy" "$work/virtual.npy" || fail "export --dtype --rotate differs from the virtual cast"
+if "$cli" export "$layer" "$work/x.safetensors" --plan "$work/plan.json" --rotate 64 2>"$work/err"; then
+  fail "--rotate accepted with --plan"
+fi
 echo ok

@@ -268,6 +268,19 @@ TEST(RotationPlan, LayoutsWithoutRotationRefuseARotatedPlan) {
   m.add("l.mlp.w", normal({16, 256}, kSeed + 10));
   const ExportPlan p = parse_plan(
       R"({"rules": [{"pattern": "*.mlp.*", "dtype": "mxfp4e2", "rotate": 32}]})", "rot.json");
+  // Rotations come from the plan alone: one in the export's cast options is not applied.
+  {
+    const std::string out = temp_path("opts_rotate.safetensors");
+    ExportOptions eo;
+    eo.cast.rotate = {32, false, 0};
+    export_model(m, out, parse_plan(R"({"rules": [{"pattern": "*", "dtype": "mxfp4e2"}]})"), eo);
+    const std::vector<io::PackedTensor> back = io::load_packed(out);
+    std::remove(out.c_str());
+    ASSERT_EQ(back.size(), 1u);
+    EXPECT_FALSE(back[0].result.options.rotate.enabled());
+    EXPECT_TRUE(same_bits(upcast(back[0].result),
+                          cast(m.load("l.mlp.w"), DataType::parse("mxfp4e2")).values));
+  }
   for (Layout l : {Layout::GptOss, Layout::CompressedTensors, Layout::GGUF}) {
     const std::string out = temp_path(std::string("refuse_") + to_string(l));
     ExportOptions eo;

@@ -444,6 +444,9 @@ CastOptions cast_options(const ExportOptions& o, CastMode mode, JobControl* sub)
   CastOptions c = o.cast;
   c.mode = mode;
   c.job = sub;
+  // Rotations come from the plan's rules only (export_native sets them and records them); a
+  // layout without rotation metadata must never receive rotated codes.
+  c.rotate = Rotation{};
   return c;
 }
 
