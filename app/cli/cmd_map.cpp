@@ -73,8 +73,9 @@ void map_cmd(CLI::App& app) {
   sub->add_option("model", a.model, "Model: file, directory or *.safetensors.index.json")
       ->required();
   sub->add_option("--dtype,-d", a.dtypes, "Datatype column (repeat for several)")->required();
-  sub->add_option("--metric", a.metric, "snr | relerr | maxerr | clipped")
-      ->check(CLI::IsMember({"snr", "relerr", "maxerr", "clipped"}));
+  sub->add_option("--metric", a.metric,
+                  "snr | relerr | maxerr | clipped | outsnr (output SNR, needs --activations)")
+      ->check(CLI::IsMember({"snr", "relerr", "maxerr", "clipped", "outsnr"}));
   sub->add_option("--activations", a.activations,
                   "Activations [tokens, in] (.npy / .safetensors) or "
                   "synthetic[:TxF[:OUTLIERS[:SCALE[:SEED]]]]: adds the matmul output SNR of "
@@ -135,6 +136,8 @@ void map_cmd(CLI::App& app) {
         o.act_dtype = DataType::parse(a.act_dtype);
     } else if (!a.act_dtype.empty()) {
       throw Error("map: --act-dtype needs --activations");
+    } else if (metric == MapMetric::OutputSNR) {
+      throw Error("map: --metric outsnr needs --activations");
     }
     JobControl job;
     const bool tty = ::isatty(2) != 0;
@@ -174,8 +177,8 @@ void map_cmd(CLI::App& app) {
                     csv_quote(r.block).c_str(), csv_quote(shape_str(r.shape)).c_str(),
                     static_cast<long long>(r.numel));
         for (const MapCell& c : r.cells) {
-          if (c.error.empty())
-            std::printf(",%.6g", metric_value(c.stats, metric));
+          if (const double v = cell_value(c, metric); !std::isnan(v))
+            std::printf(",%.6g", v);
           else
             std::printf(",");
           if (act) {
@@ -207,7 +210,7 @@ void map_cmd(CLI::App& app) {
         if (!c.error.empty()) {
           jc["error"] = c.error;
         } else {
-          jc["value"] = num(metric_value(c.stats, metric));
+          jc["value"] = num(cell_value(c, metric));
           jc["snr_db"] = num(c.stats.snr_db);
           jc["relerr"] = num(metric_value(c.stats, MapMetric::RelErr));
           jc["max_abs_err"] = num(c.stats.max_abs_err);

@@ -1,5 +1,7 @@
 // Model map and activation jobs: the sweep and the linear-layer error run on workers with
 // progress and cancel; a click on a map cell becomes a plan rule for that tensor.
+#include <algorithm>
+#include <map>
 #include <sstream>
 
 #include "app_state.hpp"
@@ -34,7 +36,31 @@ void start_model_map(AppState& app) {
   }
   app.map_error.clear();
   auto model = app.model;
-  app.map_job.start("model map", [model, o](JobControl& job) {
+  // Activations as the activations panel describes them; the feature count of a synthetic set
+  // is the most common input width of the model's weights.
+  const bool with_act = app.map_activations;
+  const std::string path = app.act_path;
+  const int64_t tokens = app.act_tokens;
+  const int outliers = app.act_outliers, seed = app.act_seed;
+  const double scale = app.act_outlier_scale;
+  app.map_job.start("model map", [=](JobControl& job) mutable {
+    if (with_act) {
+      if (path.empty()) {
+        std::map<int64_t, int> widths;
+        for (const io::TensorInfo& t : model->tensors())
+          if (t.shape.size() == 2 && map_considers(t, o)) ++widths[t.shape[1]];
+        if (widths.empty()) throw Error("no 2-D weight to take activations");
+        const auto best = std::max_element(widths.begin(), widths.end(),
+                                           [](auto& a, auto& b) { return a.second < b.second; });
+        o.activations = synthetic_activations(tokens, best->first, outliers, scale,
+                                              static_cast<uint64_t>(seed));
+      } else {
+        o.activations = load_activations(path).to_f32();
+        const int64_t f = o.activations.shape().back();
+        o.activations = o.activations.reshaped({o.activations.numel() / f, f});
+      }
+      o.max_tokens = tokens;
+    }
     return std::shared_ptr<const ModelMap>(
         std::make_shared<ModelMap>(sweep_model(*model, o, &job)));
   });

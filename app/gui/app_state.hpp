@@ -165,8 +165,9 @@ struct AppState {
 
   // Model map (actions_map.cpp).
   char map_dtypes[256] = "mxfp4e2 nvfp4 mxfp6e2 mxfp8e4 mx6 int8_sc";
-  int map_metric = 0;  // MapMetric
-  int map_rotate = 0;  // Hadamard block size, 0: none
+  int map_metric = 0;            // MapMetric
+  bool map_activations = false;  // also the output SNR, with the activations panel's inputs
+  int map_rotate = 0;            // Hadamard block size, 0: none
   bool map_signs = true;
   int map_seed = 1;
   Job<ModelMap> map_job;

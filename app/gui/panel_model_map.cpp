@@ -56,9 +56,19 @@ void draw_model_map_panel(AppState& app) {
   if (ImGui::Button(app.model ? "Sweep" : "Sweep (open a model)")) start_model_map(app);
   ImGui::EndDisabled();
   ImGui::SameLine();
-  const char* metrics[] = {"SNR (dB)", "relative error", "max error", "clipped %"};
+  const char* metrics[] = {"SNR (dB)", "relative error", "max error", "clipped %",
+                           "output SNR (dB)"};
   ImGui::SetNextItemWidth(ImGui::GetFontSize() * 9);
-  ImGui::Combo("metric", &app.map_metric, metrics, 4);
+  ImGui::Combo("metric", &app.map_metric, metrics, 5);
+  ImGui::SameLine();
+  ImGui::BeginDisabled(running);
+  ImGui::Checkbox("with activations", &app.map_activations);
+  ImGui::EndDisabled();
+  if (ImGui::IsItemHovered())
+    ImGui::SetTooltip(
+        "Also the output SNR of y = x W^T for every weight whose input width fits the "
+        "activations of the Activations panel (file, or synthetic with outlier channels); "
+        "activations cast to the column's datatype");
   job_line(app.map_job);
   if (!app.map_error.empty())
     ImGui::TextColored(ImVec4(1, 0.45f, 0.35f, 1), "%s", app.map_error.c_str());
@@ -81,11 +91,10 @@ void draw_model_map_panel(AppState& app) {
   const bool log_scale = metric == MapMetric::RelErr || metric == MapMetric::MaxErr;
   double lo = INFINITY, hi = -INFINITY;
   for (const MapRow& r : m->rows)
-    for (const MapCell& c : r.cells)
-      if (c.error.empty()) {
-        const double v = metric_value(c.stats, metric);
-        if (std::isfinite(v)) lo = std::min(lo, v), hi = std::max(hi, v);
-      }
+    for (const MapCell& c : r.cells) {
+      const double v = cell_value(c, metric);
+      if (std::isfinite(v)) lo = std::min(lo, v), hi = std::max(hi, v);
+    }
   const int ncol = static_cast<int>(m->columns.size()) + 2;
   if (ImGui::BeginTable("##map", std::min(ncol, 64),
                         ImGuiTableFlags_ScrollY | ImGuiTableFlags_ScrollX |
@@ -125,12 +134,13 @@ void draw_model_map_panel(AppState& app) {
         const MapCell& cell = r.cells[c];
         ImGui::PushID(static_cast<int>(i * 64 + c));
         char buf[48];
-        if (!cell.error.empty()) {
+        const double v = cell_value(cell, metric);
+        if (std::isnan(v)) {
           std::snprintf(buf, sizeof buf, "n/a");
         } else {
-          const double v = metric_value(cell.stats, metric);
           ImGui::TableSetBgColor(ImGuiTableBgTarget_CellBg, cell_colour(v, lo, hi, hb, log_scale));
-          if (metric == MapMetric::SNR || metric == MapMetric::Clipped)
+          if (metric == MapMetric::SNR || metric == MapMetric::Clipped ||
+              metric == MapMetric::OutputSNR)
             std::snprintf(buf, sizeof buf, "%.2f", v);
           else
             std::snprintf(buf, sizeof buf, "%.2e", v);

@@ -13,14 +13,16 @@ namespace castscope::gui {
 namespace {
 
 const char* const kCommands[] = {
-    "open",         "tensor",     "dtype",        "round",      "scale-mode",    "overflow",
-    "theme",        "panel",      "hide",         "log-y",      "log-x",         "wait",
-    "frames",       "screenshot", "state",        "quit",       "heat-field",    "timeout",
-    "bad-dtype",    "save-view",  "save-metrics", "pin",        "unpin-all",     "plan-rule",
-    "plan-default", "plan-auto",  "plan-save",    "plan-load",  "plan-reset",    "export",
-    "teach-tile",   "matmul-run", "scale-select", "snr-target", "map-dtypes",    "map-rotate",
-    "map-metric",   "map-run",    "map-assign",   "act-path",   "act-synthetic", "act-dtypes",
-    "act-rotate",   "act-run",    "rotate"};
+    "open",           "tensor",     "dtype",        "round",      "scale-mode",
+    "overflow",       "theme",      "panel",        "hide",       "log-y",
+    "log-x",          "wait",       "frames",       "screenshot", "state",
+    "quit",           "heat-field", "timeout",      "bad-dtype",  "save-view",
+    "save-metrics",   "pin",        "unpin-all",    "plan-rule",  "plan-default",
+    "plan-auto",      "plan-save",  "plan-load",    "plan-reset", "export",
+    "teach-tile",     "matmul-run", "scale-select", "snr-target", "map-dtypes",
+    "map-rotate",     "map-metric", "map-run",      "map-assign", "act-path",
+    "act-synthetic",  "act-dtypes", "act-rotate",   "act-run",    "rotate",
+    "map-activations"};
 
 bool known(const std::string& c) {
   for (const char* k : kCommands)
@@ -203,6 +205,8 @@ void Script::step(AppState& app) {
         app.map_rotate = n;
         app.map_signs = seed >= 0;
         if (seed >= 0) app.map_seed = seed;
+      } else if (l.cmd == "map-activations") {
+        app.map_activations = on_off(l.arg);
       } else if (l.cmd == "map-metric") {
         app.map_metric = static_cast<int>(parse_map_metric(l.arg));
       } else if (l.cmd == "map-run") {
@@ -428,9 +432,9 @@ std::string state_json(const AppState& app, const std::vector<std::string>& scri
     for (const MapRow& r : m->rows) {
       nlohmann::json v = nlohmann::json::array();
       for (const MapCell& c : r.cells)
-        v.push_back(c.error.empty()
-                        ? nlohmann::json(finite_or(metric_value(c.stats, metric), 1e308))
-                        : nlohmann::json());
+        v.push_back(std::isnan(cell_value(c, metric))
+                        ? nlohmann::json()
+                        : nlohmann::json(finite_or(cell_value(c, metric), 1e308)));
       const auto d = app.plan.dtype_for({r.name, r.stored_dtype, r.shape, r.stored_bytes, ""});
       rows.push_back({{"name", r.name},
                       {"layer", r.group},

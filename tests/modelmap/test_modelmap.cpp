@@ -103,6 +103,8 @@ TEST(ModelMap, CancelAndBadInput) {
   EXPECT_FALSE(map.rows[0].cells[0].error.empty());  // 128 columns
   EXPECT_TRUE(map.rows[2].cells[0].error.empty());   // 256 columns
   EXPECT_THROW(parse_map_metric("psnr"), Error);
+  EXPECT_EQ(parse_map_metric("outsnr"), MapMetric::OutputSNR);
+  EXPECT_TRUE(std::isnan(cell_value(map.rows[0].cells[0], MapMetric::SNR)));  // failed cell
 }
 
 TEST(ModelMap, TotalsAndPlanFollowTheChoice) {
@@ -249,6 +251,11 @@ TEST(ModelMap, ActivationsAddOutputSnrToFittingRows) {
     for (const MapCell& c : r.cells) {
       EXPECT_EQ(c.has_output, fits) << r.name;
       if (fits) EXPECT_TRUE(std::isfinite(c.out_snr_db));
+      if (fits)
+        EXPECT_EQ(cell_value(c, MapMetric::OutputSNR), c.out_snr_db);
+      else
+        EXPECT_TRUE(std::isnan(cell_value(c, MapMetric::OutputSNR)));
+      EXPECT_EQ(cell_value(c, MapMetric::SNR), c.stats.snr_db);
     }
     if (fits) EXPECT_LT(r.cells[0].out_snr_db, r.cells[1].out_snr_db) << r.name;
   }

@@ -16,8 +16,9 @@
 
 namespace castscope {
 
-enum class MapMetric { SNR, RelErr, MaxErr, Clipped };
-MapMetric parse_map_metric(std::string_view s);  // snr | relerr | maxerr | clipped
+// OutputSNR: the matmul output SNR of a row with activations (MapOptions::activations).
+enum class MapMetric { SNR, RelErr, MaxErr, Clipped, OutputSNR };
+MapMetric parse_map_metric(std::string_view s);  // snr | relerr | maxerr | clipped | outsnr
 const char* to_string(MapMetric m);
 bool higher_is_better(MapMetric m);
 // The metric of one cell: SNR in dB, relative error ||q - x|| / ||x||, max |q - x|, clipped %.
@@ -44,6 +45,8 @@ struct MapCell {
   double out_snr_db = 0;    // matmul output SNR
   double out_rel_err = 0;   // matmul output ||yq - y|| / ||y||
 };
+// The cell's value of a metric: NaN for a failed cast, or for OutputSNR without activations.
+double cell_value(const MapCell& c, MapMetric m);
 
 struct MapRow {
   std::string name;

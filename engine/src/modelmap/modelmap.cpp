@@ -15,7 +15,8 @@ MapMetric parse_map_metric(std::string_view s) {
   if (s == "relerr") return MapMetric::RelErr;
   if (s == "maxerr") return MapMetric::MaxErr;
   if (s == "clipped") return MapMetric::Clipped;
-  throw Error("metric '" + std::string(s) + "': expected snr, relerr, maxerr or clipped");
+  if (s == "outsnr") return MapMetric::OutputSNR;
+  throw Error("metric '" + std::string(s) + "': expected snr, relerr, maxerr, clipped or outsnr");
 }
 
 const char* to_string(MapMetric m) {
@@ -28,12 +29,21 @@ const char* to_string(MapMetric m) {
       return "maxerr";
     case MapMetric::Clipped:
       return "clipped";
+    case MapMetric::OutputSNR:
+      return "outsnr";
   }
   return "?";
 }
 
 bool higher_is_better(MapMetric m) {
-  return m == MapMetric::SNR;
+  return m == MapMetric::SNR || m == MapMetric::OutputSNR;
+}
+
+double cell_value(const MapCell& c, MapMetric m) {
+  if (!c.error.empty()) return std::numeric_limits<double>::quiet_NaN();
+  if (m == MapMetric::OutputSNR)
+    return c.has_output ? c.out_snr_db : std::numeric_limits<double>::quiet_NaN();
+  return metric_value(c.stats, m);
 }
 
 double metric_value(const Stats& s, MapMetric m) {
@@ -47,8 +57,10 @@ double metric_value(const Stats& s, MapMetric m) {
       return s.max_abs_err;
     case MapMetric::Clipped:
       return s.clipped_pct();
+    case MapMetric::OutputSNR:
+      break;  // not a property of the weight alone: cell_value
   }
-  return 0;
+  return std::numeric_limits<double>::quiet_NaN();
 }
 
 bool is_embedding_tensor(const std::string& name) {
