@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <random>
 
 #include "castscope/export.hpp"
@@ -114,6 +115,51 @@ TEST(Rotation, RotatesAlongTheGivenAxisOnly) {
         ASSERT_EQ(std::bit_cast<uint32_t>(rc.ptr<float>()[i]),
                   std::bit_cast<uint32_t>(y.ptr<float>()[(i * 3 + j) * 5 + k]));
     }
+}
+
+TEST(Rotation, NanFillsItsBlockAsTheOneQuietNan) {
+  Tensor x = normal({2, 64}, kSeed + 3);
+  x.mutable_ptr<float>()[5] = std::numeric_limits<float>::quiet_NaN();
+  x.mutable_ptr<float>()[64 + 40] = -std::numeric_limits<float>::infinity();
+  x.mutable_ptr<float>()[64 + 41] = std::numeric_limits<float>::infinity();
+  const Tensor y = rotate(x, {32, true, 4}, -1, false, Device::CPU);
+  int nans = 0, infs = 0;
+  for (int i = 0; i < 128; ++i) {
+    const float v = y.ptr<float>()[i];
+    const uint32_t b = std::bit_cast<uint32_t>(v);
+    if (i < 32) {
+      EXPECT_EQ(b, 0x7FC00000u) << i;  // the NaN's block
+    } else if (i >= 96) {
+      // +Inf and -Inf in one block: each output is their sum or difference, +-Inf or NaN.
+      EXPECT_TRUE(std::isinf(v) || b == 0x7FC00000u) << i << " " << v;
+      nans += std::isnan(v);
+      infs += std::isinf(v);
+    } else {
+      EXPECT_TRUE(std::isfinite(v)) << i;
+    }
+  }
+  EXPECT_GT(nans, 0);
+  EXPECT_GT(infs, 0);
+}
+
+TEST(Rotation, CastRotatesAlongItsAxis) {
+  // Tiles and the rotation along axis 0 of a [64, 6] tensor: the same as transposing, casting
+  // along the last axis, and transposing back.
+  const Tensor x = normal({64, 6}, kSeed + 4);
+  Tensor xt = Tensor::empty(DType::F32, {6, 64});
+  for (int i = 0; i < 64; ++i)
+    for (int j = 0; j < 6; ++j) xt.mutable_ptr<float>()[j * 64 + i] = x.ptr<float>()[i * 6 + j];
+  CastOptions o;
+  o.rotate = {32, true, 6};
+  o.axis = 0;
+  const Tensor a = cast(x, DataType::parse("mxfp4e2"), o).values;
+  o.axis = -1;
+  const Tensor b = cast(xt, DataType::parse("mxfp4e2"), o).values;
+  for (int i = 0; i < 64; ++i)
+    for (int j = 0; j < 6; ++j)
+      ASSERT_EQ(std::bit_cast<uint32_t>(a.ptr<float>()[i * 6 + j]),
+                std::bit_cast<uint32_t>(b.ptr<float>()[j * 64 + i]))
+          << i << "," << j;
 }
 
 TEST(Rotation, BadInputIsNamed) {
