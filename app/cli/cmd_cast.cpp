@@ -14,6 +14,7 @@ struct CastArgs {
   std::string in, out, dtype, round = "even", scale_mode = "floor", overflow = "saturate",
                               device = "auto", mode = "virtual";
   uint64_t seed = 0;
+  std::string rotate = "none";
   int axis = -1;
   bool stats = false;
   bool no_tcfp_nf = false;
@@ -43,6 +44,8 @@ void cast_cmd(CLI::App& app) {
   sub->add_option("--overflow", a.overflow, "saturate | ieee")
       ->check(CLI::IsMember({"saturate", "ieee"}));
   sub->add_option("--seed", a.seed, "Seed of stochastic rounding");
+  sub->add_option("--rotate", a.rotate,
+                  "Block Hadamard rotation along the axis before casting: N, hN or hNrSEED");
   sub->add_option("--axis", a.axis,
                   "Tile axis (negative counts from the end; 2-D tiles cover axis-1 and axis)");
   sub->add_option("--device", a.device, "auto | cpu | cuda")
@@ -60,6 +63,7 @@ void cast_cmd(CLI::App& app) {
     o.overflow = parse_overflow(a.overflow);
     o.seed = a.seed;
     o.axis = a.axis;
+    o.rotate = parse_rotation(a.rotate);
     o.device = parse_device(a.device);
     o.mode = parse_cast_mode(a.mode);
     o.tcfp_nf_aware = !a.no_tcfp_nf;

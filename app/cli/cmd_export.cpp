@@ -20,6 +20,7 @@ struct ExportArgs {
   uint64_t seed = 0;
   int axis = -1;
   bool quiet = false;
+  std::string rotate;
 };
 
 JobControl* g_job = nullptr;
@@ -65,10 +66,18 @@ void export_cmd(CLI::App& app) {
   sub->add_option("--config", a.config,
                   "compressed-tensors: config.json to create or update (default: beside OUT)");
   sub->add_flag("--quiet,-q", a.quiet, "No progress on stderr");
+  sub->add_option("--rotate", a.rotate,
+                  "With --dtype: block Hadamard rotation before casting (hN or hNrSEED); native "
+                  "layout only. Plans set \"rotate\" per rule");
   sub->callback([] {
     if (a.plan.empty() && a.dtype.empty())
       throw Error("export needs --plan plan.json or --dtype D");
-    const ExportPlan p = a.plan.empty() ? plan_for_dtype(a.dtype) : load_plan(a.plan);
+    ExportPlan p = a.plan.empty() ? plan_for_dtype(a.dtype) : load_plan(a.plan);
+    if (!a.rotate.empty()) {
+      if (!a.plan.empty())
+        throw Error("--rotate goes with --dtype; a plan sets \"rotate\" in its rules");
+      p.rules.front().rotate = parse_rotation(a.rotate);
+    }
     ExportOptions o;
     o.layout = parse_layout(a.layout);
     o.cast.round = parse_round(a.round);

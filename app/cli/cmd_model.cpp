@@ -113,6 +113,7 @@ Register reg_inspect(inspect_cmd);
 
 struct ReportArgs {
   std::string model, round = "even", scale_mode = "floor", filter, device = "auto";
+  std::string rotate = "none";
   std::vector<std::string> dtypes;
   bool json = false, csv = false;
   int axis = -1;
@@ -143,6 +144,9 @@ void report_cmd(CLI::App& app) {
                   "Only tensors whose name matches this regular expression (anywhere in the name)");
   sub->add_option("--device", a.device, "auto | cpu | cuda")
       ->check(CLI::IsMember({"auto", "cpu", "cuda", "gpu"}));
+  sub->add_option("--rotate", a.rotate,
+                  "Block Hadamard rotation before casting: N, hN or hNrSEED (random signs), "
+                  "N in 16..256");
   sub->callback([] {
     if (a.json && a.csv) throw Error("choose one of --json and --csv");
     std::vector<DataType> dts;
@@ -153,6 +157,7 @@ void report_cmd(CLI::App& app) {
     o.scale_mode = parse_scale_mode(a.scale_mode);
     o.axis = a.axis;
     o.device = parse_device(a.device);
+    o.rotate = parse_rotation(a.rotate);
     std::optional<std::regex> re;
     if (!a.filter.empty()) {
       try {
@@ -281,6 +286,7 @@ void report_cmd(CLI::App& app) {
       j["format"] = m->format();
       j["options"] = {
           {"round", to_string(o.round)}, {"scale_mode", to_string(o.scale_mode)}, {"axis", o.axis}};
+      if (o.rotate.enabled()) j["options"]["rotate"] = o.rotate.str();
       j["tensors"] = jt;
       j["skipped"] = jskip;
       j["totals"] = ordered_json::array();

@@ -29,6 +29,10 @@ const char* panel_name(PanelId p) {
       return "matmul";
     case PanelId::Teach:
       return "teach";
+    case PanelId::ModelMap:
+      return "model-map";
+    case PanelId::Activations:
+      return "activations";
     case PanelId::Count:
       break;
   }
@@ -118,11 +122,14 @@ void update_jobs(AppState& app) {
     o.overflow = app.composer.overflow;
     o.axis = app.composer.axis;
     o.device = Device::Auto;
+    o.rotate = Rotation{app.view_rotate, app.view_rotate > 0 && app.view_signs,
+                        static_cast<uint64_t>(app.view_seed)};
     app.analyzer.start("cast " + input->tensor + " to " + d.str(), [input, d, o](JobControl& job) {
       return widgets::analyze(input->data, d, o, input->tensor, {}, &job);
     });
   }
   update_decision_jobs(app);
+  update_map_jobs(app);
 }
 
 }  // namespace castscope::gui

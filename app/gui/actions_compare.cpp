@@ -161,6 +161,7 @@ void update_decision_jobs(AppState& app) {
             try {
               CastOptions co = o;
               co.mode = CastMode::Virtual;
+              co.rotate = plan.rotation_for(t);
               const Tensor x = model->load(t.name);
               const CastResult c = cast(x, *d, co);
               row.snr_db = compute_stats(x, c.values, c.counts.clipped).snr_db;

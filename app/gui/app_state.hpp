@@ -10,6 +10,8 @@
 
 #include "castscope/export.hpp"
 #include "castscope/io.hpp"
+#include "castscope/linear_error.hpp"
+#include "castscope/modelmap.hpp"
 #include "castscope/matmul.hpp"
 #include "castscope/widgets/decisions.hpp"
 #include "castscope/widgets/analysis.hpp"
@@ -49,6 +51,8 @@ enum class PanelId {
   Export,
   Matmul,
   Teach,
+  ModelMap,
+  Activations,
   Count
 };
 
@@ -158,6 +162,34 @@ struct AppState {
   std::shared_ptr<const GemmRun> gemm;
   std::string gemm_error;
 
+  // Rotation of the views' cast (composer panel): Hadamard block size (0: none), signs, seed.
+  int view_rotate = 0;
+  bool view_signs = true;
+  int view_seed = 1;
+
+  // Model map (actions_map.cpp).
+  char map_dtypes[256] = "mxfp4e2 nvfp4 mxfp6e2 mxfp8e4 mx6 int8_sc";
+  int map_metric = 0;            // MapMetric
+  bool map_activations = false;  // also the output SNR, with the activations panel's inputs
+  int map_rotate = 0;            // Hadamard block size, 0: none
+  bool map_signs = true;
+  int map_seed = 1;
+  Job<ModelMap> map_job;
+  std::shared_ptr<const ModelMap> model_map;
+  std::string map_error;
+  std::string map_hover;  // "tensor | datatype: value" of the hovered cell (state and tests)
+
+  // Activations (actions_map.cpp).
+  char act_path[512] = "";  // .npy / .safetensors; empty: synthetic
+  int act_tokens = 64, act_outliers = 8, act_seed = 1;
+  float act_outlier_scale = 20.0f;
+  char act_dtype[128] = "nvfp4";
+  char act_weight_dtype[128] = "nvfp4";
+  int act_rotate = 0;
+  Job<LinearError> act_job;
+  std::shared_ptr<const LinearError> act_result;
+  std::string act_error, act_weight;  // weight tensor the result is for
+
   // Teaching view.
   int teach_tile = 0;
   bool teach_linear = false;
@@ -185,7 +217,8 @@ struct AppState {
   }
   bool busy() const {
     return loader.running() || analyzer.running() || scale_job.running() || compare_job.running() ||
-           plan_job.running() || auto_job.running() || export_job.running() || gemm_job.running();
+           plan_job.running() || auto_job.running() || export_job.running() || gemm_job.running() ||
+           map_job.running() || act_job.running();
   }
   bool shown(PanelId p) const { return show[static_cast<int>(p)]; }
 };
@@ -201,6 +234,13 @@ void start_auto_assign(AppState& app);
 void start_export(AppState& app);
 void start_gemm(AppState& app);
 void add_plan_rule(AppState& app, const std::string& pattern, const std::string& dtype);
+// Model map and activations (actions_map.cpp).
+void start_model_map(AppState& app);
+void assign_from_map(AppState& app, size_t row, size_t col);  // a click on a cell
+void start_activations(AppState& app);
+void update_map_jobs(AppState& app);
+Rotation map_rotation(const AppState& app);
+MapTotals plan_totals_over_map(const AppState& app);  // the plan's size over the map's rows
 bool save_text(AppState& app, const std::string& path, const std::string& text);
 // Metrics of the current analysis (.csv or .json by extension).
 bool save_metrics(AppState& app, const std::string& path);

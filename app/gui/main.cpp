@@ -92,6 +92,8 @@ void shortcuts(AppState& app) {
   if (pressed(GLFW_KEY_ESCAPE) && app.busy()) {
     app.loader.cancel();
     app.analyzer.cancel();
+    app.map_job.cancel();
+    app.act_job.cancel();
     app.note("cancelled");
   }
 }
@@ -201,6 +203,8 @@ int run_gui(AppOptions opt) {
     draw_export_panel(*app);
     draw_matmul_panel(*app);
     draw_teach_panel(*app);
+    draw_model_map_panel(*app);
+    draw_activations_panel(*app);
     draw_status_bar(*app);
     ImGui::Render();
     int w = 0, h = 0;

@@ -14,6 +14,28 @@ void draw_composer_panel(AppState& app) {
   // Loading a tensor replaces the input under the composer: hold edits until it is in.
   app.composer.disabled = app.loader.running();
   if (widgets::draw_composer(app.composer)) app.recompute = true;
+  // A block Hadamard rotation before the cast (inverted after), so every view shows its effect.
+  ImGui::Separator();
+  ImGui::BeginDisabled(app.composer.disabled);
+  const char* sizes[] = {"none", "16", "32", "64", "128", "256"};
+  int sel = 0;
+  for (int i = 1; i < 6; ++i)
+    if (app.view_rotate == (8 << i)) sel = i;
+  ImGui::SetNextItemWidth(ImGui::GetFontSize() * 5);
+  if (ImGui::Combo("Hadamard rotation", &sel, sizes, 6)) {
+    app.view_rotate = sel ? (8 << sel) : 0;
+    app.recompute = true;
+  }
+  if (app.view_rotate) {
+    if (ImGui::Checkbox("random signs", &app.view_signs)) app.recompute = true;
+    if (app.view_signs) {
+      ImGui::SameLine();
+      ImGui::SetNextItemWidth(ImGui::GetFontSize() * 5);
+      if (ImGui::InputInt("seed##rot", &app.view_seed, 0)) app.recompute = true;
+    }
+    ImGui::TextDisabled("tile scales in the heatmap are those of the rotated tensor");
+  }
+  ImGui::EndDisabled();
   if (app.analysis && app.analysis->dtype == app.composer.dtype) {
     ImGui::Separator();
     ImGui::Text("on %s %s: %.4g bits per value", app.analysis->tensor.c_str(),

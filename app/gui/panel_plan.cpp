@@ -90,8 +90,9 @@ void draw_plan_panel(AppState& app) {
       if (ImGui::SmallButton("x")) remove = static_cast<int>(i);
       ImGui::SameLine();
       const PlanRule& r = app.plan.rules[i];
-      ImGui::Text("%s  ->  %s%s", r.pattern.c_str(), r.dtype.c_str(),
-                  r.rank >= 0 ? " (rank-limited)" : "");
+      ImGui::Text("%s  ->  %s%s%s%s", r.pattern.c_str(), r.dtype.c_str(),
+                  r.rank >= 0 ? " (rank-limited)" : "", r.rotate.enabled() ? ", rotated " : "",
+                  r.rotate.enabled() ? r.rotate.str().c_str() : "");
       ImGui::PopID();
     }
     if (remove >= 0) app.plan.rules.erase(app.plan.rules.begin() + remove);

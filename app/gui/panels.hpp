@@ -28,6 +28,8 @@ void draw_plan_panel(AppState& app);
 void draw_export_panel(AppState& app);
 void draw_matmul_panel(AppState& app);
 void draw_teach_panel(AppState& app);
+void draw_model_map_panel(AppState& app);
+void draw_activations_panel(AppState& app);
 
 // "Save PNG" for a panel: the window's pixels are written after the next frame.
 void save_view_button(AppState& app, PanelId id);

@@ -14,12 +14,16 @@ namespace castscope::gui {
 namespace {
 
 const char* const kCommands[] = {
-    "open",         "tensor",     "dtype",        "round",      "scale-mode", "overflow",
-    "theme",        "panel",      "hide",         "log-y",      "log-x",      "wait",
-    "frames",       "screenshot", "state",        "quit",       "heat-field", "timeout",
-    "bad-dtype",    "save-view",  "save-metrics", "pin",        "unpin-all",  "plan-rule",
-    "plan-default", "plan-auto",  "plan-save",    "plan-load",  "plan-reset", "export",
-    "teach-tile",   "matmul-run", "scale-select", "snr-target", "axis",       "plan-candidates"};
+    "open",           "tensor",     "dtype",        "round",      "scale-mode",
+    "overflow",       "theme",      "panel",        "hide",       "log-y",
+    "log-x",          "wait",       "frames",       "screenshot", "state",
+    "quit",           "heat-field", "timeout",      "bad-dtype",  "save-view",
+    "save-metrics",   "pin",        "unpin-all",    "plan-rule",  "plan-default",
+    "plan-auto",      "plan-save",  "plan-load",    "plan-reset", "export",
+    "teach-tile",     "matmul-run", "scale-select", "snr-target", "map-dtypes",
+    "map-rotate",     "map-metric", "map-run",      "map-assign", "act-path",
+    "act-synthetic",  "act-dtypes", "act-rotate",   "act-run",    "rotate",
+    "map-activations", "axis", "plan-candidates"};
 
 bool known(const std::string& c) {
   for (const char* k : kCommands)
@@ -100,7 +104,8 @@ void Script::step(AppState& app) {
     try {
       if (l.cmd == "open") {
         open_source(app, l.arg.empty() ? "demo" : l.arg);
-      } else if ((l.cmd == "tensor" || l.cmd == "plan-auto" || l.cmd == "export") &&
+      } else if ((l.cmd == "tensor" || l.cmd == "plan-auto" || l.cmd == "export" ||
+                  l.cmd == "map-run" || l.cmd == "act-run") &&
                  app.loader.running()) {
         --pc_;  // these act on the open model, which is still opening: retry next frame
         return;
@@ -185,6 +190,63 @@ void Script::step(AppState& app) {
           app.show[static_cast<int>(PanelId::Export)] = true;
           start_export(app);
         }
+      } else if (l.cmd == "rotate") {
+        // rotate N [SEED]: the views' rotation (0: none), random signs when SEED is given.
+        std::istringstream a(l.arg);
+        int n = 0, seed = -1;
+        a >> n >> seed;
+        validate_rotation(Rotation{n, false, 0}, "rotate");
+        app.view_rotate = n;
+        app.view_signs = seed >= 0;
+        if (seed >= 0) app.view_seed = seed;
+        app.recompute = true;
+      } else if (l.cmd == "map-dtypes") {
+        std::snprintf(app.map_dtypes, sizeof app.map_dtypes, "%s", l.arg.c_str());
+      } else if (l.cmd == "map-rotate") {
+        // map-rotate N [SEED]: block size (0: none), random signs from SEED when given.
+        std::istringstream a(l.arg);
+        int n = 0, seed = -1;
+        a >> n >> seed;
+        validate_rotation(Rotation{n, false, 0}, "map-rotate");
+        app.map_rotate = n;
+        app.map_signs = seed >= 0;
+        if (seed >= 0) app.map_seed = seed;
+      } else if (l.cmd == "map-activations") {
+        app.map_activations = on_off(l.arg);
+      } else if (l.cmd == "map-metric") {
+        app.map_metric = static_cast<int>(parse_map_metric(l.arg));
+      } else if (l.cmd == "map-run") {
+        app.show[static_cast<int>(PanelId::ModelMap)] = true;
+        start_model_map(app);
+        if (!app.map_error.empty()) fail(app.map_error);
+      } else if (l.cmd == "map-assign") {
+        // map-assign ROW COL: what a click on that cell does.
+        std::istringstream a(l.arg);
+        size_t r = 0, c = 0;
+        if (!(a >> r >> c) || !app.model_map || r >= app.model_map->rows.size() ||
+            c >= app.model_map->columns.size())
+          fail("map-assign ROW COL needs a finished map and a cell inside it");
+        else
+          assign_from_map(app, r, c);
+      } else if (l.cmd == "act-path") {
+        std::snprintf(app.act_path, sizeof app.act_path, "%s", l.arg.c_str());
+      } else if (l.cmd == "act-synthetic") {
+        // act-synthetic TOKENS OUTLIERS SCALE
+        app.act_path[0] = 0;
+        std::istringstream a(l.arg);
+        a >> app.act_tokens >> app.act_outliers >> app.act_outlier_scale;
+      } else if (l.cmd == "act-dtypes") {
+        std::istringstream a(l.arg);
+        std::string x, w;
+        a >> x >> w;
+        std::snprintf(app.act_dtype, sizeof app.act_dtype, "%s", x.c_str());
+        std::snprintf(app.act_weight_dtype, sizeof app.act_weight_dtype, "%s", w.c_str());
+      } else if (l.cmd == "act-rotate") {
+        app.act_rotate = std::stoi(l.arg);
+      } else if (l.cmd == "act-run") {
+        app.show[static_cast<int>(PanelId::Activations)] = true;
+        start_activations(app);
+        if (!app.act_error.empty()) fail(app.act_error);
       } else if (l.cmd == "teach-tile") {
         app.teach_tile = std::stoi(l.arg);
       } else if (l.cmd == "matmul-run") {
@@ -292,6 +354,7 @@ std::string state_json(const AppState& app, const std::vector<std::string>& scri
     r["dtype"] = a->dtype.str();
     r["scale_mode"] = to_string(a->options.scale_mode);
     r["round"] = to_string(a->options.round);
+    r["rotate"] = a->options.rotate.str();
     r["backend"] = a->backend;
     r["snr_db"] = finite_or(a->stats.snr_db, 1e308);
     r["mse"] = a->stats.mse;
@@ -377,6 +440,40 @@ std::string state_json(const AppState& app, const std::vector<std::string>& scri
                {"reason", why},
                {"results", app.gemm ? app.gemm->results.size() : 0},
                {"error", app.gemm_error}};
+  if (const ModelMap* m = app.model_map.get()) {
+    nlohmann::json rows = nlohmann::json::array();
+    const MapMetric metric = static_cast<MapMetric>(app.map_metric);
+    for (const MapRow& r : m->rows) {
+      nlohmann::json v = nlohmann::json::array();
+      for (const MapCell& c : r.cells)
+        v.push_back(std::isnan(cell_value(c, metric))
+                        ? nlohmann::json()
+                        : nlohmann::json(finite_or(cell_value(c, metric), 1e308)));
+      const auto d = app.plan.dtype_for({r.name, r.stored_dtype, r.shape, r.stored_bytes, ""});
+      rows.push_back({{"name", r.name},
+                      {"layer", r.group},
+                      {"values", v},
+                      {"plan", d ? d->str() : std::string("keep")}});
+    }
+    const MapTotals t = plan_totals_over_map(app);
+    j["model_map"] = {{"columns", m->columns},         {"metric", to_string(metric)},
+                      {"rotate", m->rotate.str()},     {"rows", rows},
+                      {"values", m->values},           {"plan_bits", t.bits},
+                      {"plan_avg_bits", t.avg_bits()}, {"stored_bits", t.stored_bits}};
+  }
+  j["map_error"] = app.map_error;
+  j["map_hover"] = app.map_hover;
+  if (const LinearError* e = app.act_result.get())
+    j["activations"] = {{"weight", app.act_weight},
+                        {"tokens", e->tokens},
+                        {"in", e->in},
+                        {"out", e->out},
+                        {"snr_db", finite_or(e->snr_db, 1e308)},
+                        {"rel_err", e->rel_err},
+                        {"act_snr_db", finite_or(e->act_snr_db, 1e308)},
+                        {"weight_snr_db", finite_or(e->weight_snr_db, 1e308)},
+                        {"channels", e->channel_rel_err.size()}};
+  j["act_error"] = app.act_error;
   j["teach_tile"] = app.teach_tile;
   j["load_error"] = app.load_error;
   j["messages"] = std::vector<std::string>(app.messages.begin(), app.messages.end());

@@ -11,6 +11,7 @@
 #include "cpu/ggml_cast.hpp"
 #include "parallel.hpp"
 #include "plan.hpp"
+#include "rotation/rotation_backend.hpp"
 
 namespace castscope {
 
@@ -71,6 +72,7 @@ BackendInfo backend_info() {
 CastResult cast(const Tensor& x, const DataType& dtype, const CastOptions& options) {
   if (x.numel() == 0)
     throw Error("cannot cast an empty tensor (shape " + shape_str(x.shape()) + ")");
+  if (options.rotate.enabled()) return rotation::cast_rotated(x, dtype, options);
   // ggml's block formats run on the CPU for every device (their quantizer is ggml's reference).
   if (options.device != Device::CPU && dtype.family() != Family::GGML) {
     std::string reason;
@@ -90,6 +92,8 @@ CastResult cast(const Tensor& x, const DataType& dtype, const CastOptions& optio
 }
 
 Tensor upcast(const CastResult& result) {
+  if (result.options.rotate.enabled() && result.mode != CastMode::Virtual)
+    return rotation::upcast_rotated(result);
   if (result.mode == CastMode::Virtual) {
     if (!result.values) throw Error("virtual cast result has no values");
     return result.values;

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "castscope/datatype.hpp"
+#include "castscope/rotation.hpp"
 #include "castscope/tensor.hpp"
 
 namespace castscope {
@@ -44,6 +45,9 @@ struct CastOptions {
   bool tcfp_nf_aware = true;
   int threads = 0;  // 0: all hardware threads
   JobControl* job = nullptr;
+  // Block Hadamard rotation along `axis` before the cast. Virtual values are rotated back;
+  // actual / compressed results hold the rotated codes and upcast() rotates back.
+  Rotation rotate;
 };
 
 struct CastCounts {

@@ -66,6 +66,7 @@ struct PlanRule {
   std::string pattern;  // glob (whole name), or "re:REGEX" (searched anywhere in the name)
   std::string dtype;    // datatype string, or "keep"
   int rank = -1;        // only tensors of this rank (-1: any)
+  Rotation rotate;      // block Hadamard rotation before the cast (none: "rotate" absent)
   // Filled by the loader.
   std::optional<DataType> target;  // empty: keep
   std::shared_ptr<std::regex> re;
@@ -80,6 +81,8 @@ struct ExportPlan {
   // The datatype a tensor is cast to; empty: kept as stored. Non-float tensors are always kept.
   // The first matching rule wins; unmatched tensors get the default.
   std::optional<DataType> dtype_for(const io::TensorInfo& info) const;
+  // The rotation of the matching rule (none for the default and for kept tensors).
+  Rotation rotation_for(const io::TensorInfo& info) const;
   // Index of the rule that matches (-1: none).
   int match(const std::string& name, int rank) const;
 };

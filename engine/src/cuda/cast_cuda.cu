@@ -371,6 +371,11 @@ double CastRunner::min_bytes() const {
 DeviceCastResult cast(const DeviceTensor& x, const DataType& dtype, const CastOptions& opt,
                       bool with_values) {
   if (opt.job) opt.job->check();
+  // Rotations wrap the cast in castscope::cast (rotation/rotation.cpp); silently casting the
+  // unrotated tensor here would give different numbers than the host API.
+  if (opt.rotate.enabled())
+    throw Error("device-resident cast: rotation " + opt.rotate.str() +
+                " is applied by castscope::cast, not here");
   detail::CastRunner runner(x, dtype, opt, with_values);
   runner.run();
   DeviceCastResult r = runner.result();

@@ -358,91 +358,90 @@ double DataType::bits_per_value(int64_t channel_length) const {
       const TileSpec& t = scale_->tiles[0];
       return codebook_->index_bits + static_cast<double>(scale_->scale.bits()) / t.size +
              static_cast<double>(codebook_->meta_bits) / (t.sub ? t.sub : t.size);
-      case Family::GGML: {
-        const ggml::TypeInfo* g = ggml::type_info(ggml_type_);
-        return 8.0 * g->block_bytes / g->block;
-      }
-      case Family::Standard:
-        break;
     }
-      double bits = number_.bits();
-      if (!scale_) return bits;
-      const ScaleSpec& sc = *scale_;
-      double elems = 1;  // elements sharing one scale
-      bool unknown = false;
-      for (const TileSpec& t : sc.tiles) {
-        if (t.channel()) {
-          if (channel_length > 0)
-            elems *= static_cast<double>(channel_length);
-          else
-            unknown = true;
-        } else {
-          elems *= t.size;
-        }
-      }
-      if (const TileSpec* sp = sparse_tile())
-        bits = bits * sp->n / sp->m + 1.0;  // kept values + mask bit
-      if (sc.tiles.empty()) return bits;    // one tensor scale: nothing per value
-      double per_group = sc.scale.bits();
-      if (has_zero_point()) per_group += sc.second->bits();
-      if (!unknown) bits += per_group / elems;
-      if (const TileSpec* st = subtile()) bits += static_cast<double>(st->offset) / st->sub;
-      return bits;
+    case Family::GGML: {
+      const ggml::TypeInfo* g = ggml::type_info(ggml_type_);
+      return 8.0 * g->block_bytes / g->block;
+    }
+    case Family::Standard:
+      break;
   }
-
-  std::string DataType::describe() const {
-    std::ostringstream o;
-    switch (family_) {
-      case Family::TCFP8:
-        return "TCFP-8: e4m3fn values, e8m0 scale per block of 32 chosen at 3 sigma "
-               "(NormalFloat-aware)";
-      case Family::TCFP12:
-        return "TCFP-12: e4m3fn main value + 4-bit signed residual in [-7, 7], each with an e8m0 "
-               "scale per block of 32";
-      case Family::TCFP16:
-        return "TCFP-16: two e4m3fn terms (high + low residual), each with an e8m0 scale per block "
-               "of 32";
-      case Family::Codebook: {
-        const TileSpec& t = scale_->tiles[0];
-        o << "codebook " << codebook_->str() << ": " << codebook_->index_bits
-          << "-bit indices into " << codebook_->num_maps() << " mappings of " << number_.name()
-          << " values, " << scale_->scale.name() << " scale per tile of " << t.size
-          << ", mapping chosen per "
-          << (t.sub ? "subtile of " + std::to_string(t.sub) : std::string("tile"));
-        return o.str();
-      }
-      case Family::GGML:
-        if (const RegistryEntry* e = find_registry(name_)) return e->description;
-        return name_;
-      case Family::Standard:
-        break;
+  double bits = number_.bits();
+  if (!scale_) return bits;
+  const ScaleSpec& sc = *scale_;
+  double elems = 1;  // elements sharing one scale
+  bool unknown = false;
+  for (const TileSpec& t : sc.tiles) {
+    if (t.channel()) {
+      if (channel_length > 0)
+        elems *= static_cast<double>(channel_length);
+      else
+        unknown = true;
+    } else {
+      elems *= t.size;
     }
-    o << number_.name() << " values";
-    if (!scale_) {
-      o << ", unscaled";
+  }
+  if (const TileSpec* sp = sparse_tile())
+    bits = bits * sp->n / sp->m + 1.0;  // kept values + mask bit
+  if (sc.tiles.empty()) return bits;    // one tensor scale: nothing per value
+  double per_group = sc.scale.bits();
+  if (has_zero_point()) per_group += sc.second->bits();
+  if (!unknown) bits += per_group / elems;
+  if (const TileSpec* st = subtile()) bits += static_cast<double>(st->offset) / st->sub;
+  return bits;
+}
+
+std::string DataType::describe() const {
+  std::ostringstream o;
+  switch (family_) {
+    case Family::TCFP8:
+      return "TCFP-8: e4m3fn values, e8m0 scale per block of 32 chosen at 3 sigma "
+             "(NormalFloat-aware)";
+    case Family::TCFP12:
+      return "TCFP-12: e4m3fn main value + 4-bit signed residual in [-7, 7], each with an e8m0 "
+             "scale per block of 32";
+    case Family::TCFP16:
+      return "TCFP-16: two e4m3fn terms (high + low residual), each with an e8m0 scale per block "
+             "of 32";
+    case Family::Codebook: {
+      const TileSpec& t = scale_->tiles[0];
+      o << "codebook " << codebook_->str() << ": " << codebook_->index_bits << "-bit indices into "
+        << codebook_->num_maps() << " mappings of " << number_.name() << " values, "
+        << scale_->scale.name() << " scale per tile of " << t.size << ", mapping chosen per "
+        << (t.sub ? "subtile of " + std::to_string(t.sub) : std::string("tile"));
       return o.str();
     }
-    const ScaleSpec& sc = *scale_;
-    o << ", " << sc.scale.name() << " scale";
-    if (has_zero_point())
-      o << " and " << sc.second->name() << " zero point";
-    else if (sc.second)
-      o << " with a " << sc.second->name() << " tensor scale";
-    if (sc.tiles.empty()) o << " per tensor";
-    auto one = [](const TileSpec& t) {
-      std::string s = t.channel() ? std::string("channel") : std::to_string(t.size);
-      if (t.sub)
-        s += " (subtiles of " + std::to_string(t.sub) + " with a " + std::to_string(t.offset) +
-             "-bit exponent offset)";
-      if (t.m) s += " (" + std::to_string(t.n) + ":" + std::to_string(t.m) + " sparse)";
-      return s;
-    };
-    if (sc.tiles.size() == 1)
-      o << " per " << (sc.tiles[0].channel() ? "channel" : "tile of " + one(sc.tiles[0]))
-        << " along the tile axis";
-    if (sc.tiles.size() == 2)
-      o << " per 2-D tile " << one(sc.tiles[0]) << " x " << one(sc.tiles[1]);
+    case Family::GGML:
+      if (const RegistryEntry* e = find_registry(name_)) return e->description;
+      return name_;
+    case Family::Standard:
+      break;
+  }
+  o << number_.name() << " values";
+  if (!scale_) {
+    o << ", unscaled";
     return o.str();
   }
+  const ScaleSpec& sc = *scale_;
+  o << ", " << sc.scale.name() << " scale";
+  if (has_zero_point())
+    o << " and " << sc.second->name() << " zero point";
+  else if (sc.second)
+    o << " with a " << sc.second->name() << " tensor scale";
+  if (sc.tiles.empty()) o << " per tensor";
+  auto one = [](const TileSpec& t) {
+    std::string s = t.channel() ? std::string("channel") : std::to_string(t.size);
+    if (t.sub)
+      s += " (subtiles of " + std::to_string(t.sub) + " with a " + std::to_string(t.offset) +
+           "-bit exponent offset)";
+    if (t.m) s += " (" + std::to_string(t.n) + ":" + std::to_string(t.m) + " sparse)";
+    return s;
+  };
+  if (sc.tiles.size() == 1)
+    o << " per " << (sc.tiles[0].channel() ? "channel" : "tile of " + one(sc.tiles[0]))
+      << " along the tile axis";
+  if (sc.tiles.size() == 2) o << " per 2-D tile " << one(sc.tiles[0]) << " x " << one(sc.tiles[1]);
+  return o.str();
+}
 
 }  // namespace castscope

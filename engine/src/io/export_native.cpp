@@ -40,6 +40,10 @@ void add_packed(OutputFiles& w, std::map<std::string, std::string>& meta, const 
   meta[name + ".round"] = to_string(r.options.round);
   meta[name + ".scale_mode"] = to_string(r.options.scale_mode);
   meta[name + ".seed"] = std::to_string(r.options.seed);
+  if (r.options.rotate.enabled()) {
+    meta[name + ".rotate"] = r.options.rotate.str();
+    meta["castscope.version"] = "2";  // readers of version 1 would skip the inverse rotation
+  }
   for (const io::PackedPart& p : io::packed_parts()) {
     const Tensor& t = r.*(p.member);
     if (!t) continue;
@@ -66,8 +70,9 @@ ExportReport export_native(const io::Model& model, const std::string& out, const
         const DType sd = stored_dtype(info);
         if (d) {
           et.dtype = d->str();
-          add_packed(w, meta, info.name, cast(x, *d, cast_options(opt, CastMode::Compress, sub)),
-                     et);
+          CastOptions o = cast_options(opt, CastMode::Compress, sub);
+          o.rotate = plan.rotation_for(info);
+          add_packed(w, meta, info.name, cast(x, *d, o), et);
         } else if (const char* spec = keep_spec(sd); spec && x.numel() > 0) {
           et.dtype = std::string("keep:") + dtype_name(sd);
           CastOptions o = cast_options(opt, CastMode::Compress, sub);

@@ -80,6 +80,12 @@ std::optional<DataType> ExportPlan::dtype_for(const io::TensorInfo& info) const 
   return i >= 0 ? rules[static_cast<size_t>(i)].target : default_dtype;
 }
 
+Rotation ExportPlan::rotation_for(const io::TensorInfo& info) const {
+  if (!dtype_for(info)) return {};
+  const int i = match(info.name, static_cast<int>(info.shape.size()));
+  return i >= 0 ? rules[static_cast<size_t>(i)].rotate : Rotation{};
+}
+
 namespace {
 
 std::optional<DataType> parse_target(const std::string& text, const std::string& where) {
@@ -123,8 +129,10 @@ ExportPlan parse_plan(const std::string& text, const std::string& source) {
           !r.contains("dtype") || !r["dtype"].is_string())
         throw Error(where + ": expected {\"pattern\": \"...\", \"dtype\": \"...\"}");
       for (auto it = r.begin(); it != r.end(); ++it)
-        if (it.key() != "pattern" && it.key() != "dtype" && it.key() != "rank")
-          throw Error(where + ": unknown key \"" + it.key() + "\" (expected pattern, dtype, rank)");
+        if (it.key() != "pattern" && it.key() != "dtype" && it.key() != "rank" &&
+            it.key() != "rotate")
+          throw Error(where + ": unknown key \"" + it.key() +
+                      "\" (expected pattern, dtype, rank, rotate)");
       PlanRule rule;
       rule.pattern = r["pattern"].get<std::string>();
       rule.dtype = r["dtype"].get<std::string>();
@@ -134,6 +142,19 @@ ExportPlan parse_plan(const std::string& text, const std::string& source) {
             static_cast<int>(io::detail::json_integer(r["rank"], "", where + ": \"rank\"", 0, 64));
       }
       rule.target = parse_target(rule.dtype, where);
+      if (r.contains("rotate")) {
+        const json& v = r["rotate"];
+        if (!v.is_string() && !v.is_number_unsigned())
+          throw Error(where +
+                      ": \"rotate\" must be a block size (16..256) or a string like "
+                      "\"h128\" / \"h128r7\"");
+        try {
+          rule.rotate = parse_rotation(v.is_string() ? v.get<std::string>()
+                                                     : std::to_string(v.get<uint64_t>()));
+        } catch (const Error& e) {
+          throw Error(where + ": \"rotate\": " + e.what());
+        }
+      }
       if (rule.pattern.rfind("re:", 0) == 0) {
         try {
           rule.re = std::make_shared<std::regex>(rule.pattern.substr(3), std::regex::ECMAScript);
@@ -163,6 +184,7 @@ std::string plan_to_json(const ExportPlan& plan) {
   for (const PlanRule& r : plan.rules) {
     json o = {{"pattern", r.pattern}, {"dtype", r.target ? r.target->str() : std::string("keep")}};
     if (r.rank >= 0) o["rank"] = r.rank;
+    if (r.rotate.enabled()) o["rotate"] = r.rotate.str();
     j["rules"].push_back(o);
   }
   return j.dump(2) + "\n";

@@ -408,6 +408,13 @@ namespace exportdetail {
 ExportReport export_layout(const io::Model& model, const std::string& out, const ExportPlan& plan,
                            const ExportOptions& options, JobControl* job) {
   ExportReport r;
+  if (options.layout != Layout::Native)
+    for (size_t i = 0; i < plan.rules.size(); ++i)
+      if (plan.rules[i].rotate.enabled() && plan.rules[i].target)
+        throw Error("plan '" + plan.source + "': rule " + std::to_string(i) + " ('" +
+                    plan.rules[i].pattern + "') rotates by " + plan.rules[i].rotate.str() +
+                    ", which the " + to_string(options.layout) +
+                    " layout cannot store; export rotated weights with --layout native");
   switch (options.layout) {
     case Layout::Native:
       r = exportdetail::export_native(model, out, plan, options, job);
@@ -439,6 +446,9 @@ CastOptions cast_options(const ExportOptions& o, CastMode mode, JobControl* sub)
   CastOptions c = o.cast;
   c.mode = mode;
   c.job = sub;
+  // Rotations come from the plan's rules only (export_native sets them and records them); a
+  // layout without rotation metadata must never receive rotated codes.
+  c.rotate = Rotation{};
   return c;
 }
 

@@ -109,6 +109,10 @@ void save_packed(const std::string& path, const std::vector<PackedTensor>& tenso
     if (const auto& cb = r.dtype.codebook(); cb && !cb->implicit)
       meta[pt.name + ".codebook"] =
           json{{"codebook", cb->str()}, {"mappings", cb->maps}, {"names", cb->names}}.dump();
+    if (r.options.rotate.enabled()) {
+      meta[pt.name + ".rotate"] = r.options.rotate.str();
+      meta["castscope.version"] = "2";  // readers of version 1 would skip the inverse rotation
+    }
     for (const PackedPart& part : packed_parts()) {
       const Tensor& t = r.*(part.member);
       if (!t) continue;
@@ -186,6 +190,8 @@ std::vector<PackedTensor> load_packed(const std::string& path) {
       r.options.round = parse_round(get(".round"));
       r.options.scale_mode = parse_scale_mode(get(".scale_mode"));
       r.options.seed = detail::text_unsigned(get(".seed"), "", "metadata " + name + ".seed");
+      // Files without the key (all before rotations existed) hold unrotated codes.
+      if (meta.contains(name + ".rotate")) r.options.rotate = parse_rotation(get(".rotate"));
       if (r.mode == CastMode::Virtual) throw Error("mode 'virtual' has no codes");
     } catch (const Error& e) {
       throw Error("'" + path + "': tensor '" + name + "': " + e.what());

@@ -1,0 +1,176 @@
+// Model map and activation jobs: the sweep and the linear-layer error run on workers with
+// progress and cancel; a click on a map cell becomes a plan rule for that tensor.
+#include <algorithm>
+#include <map>
+#include <sstream>
+
+#include "app_state.hpp"
+
+namespace castscope::gui {
+
+Rotation map_rotation(const AppState& app) {
+  Rotation r;
+  r.size = app.map_rotate;
+  r.random_signs = app.map_rotate > 0 && app.map_signs;
+  r.seed = static_cast<uint64_t>(app.map_seed);
+  return r;
+}
+
+void start_model_map(AppState& app) {
+  if (!app.model) {
+    app.map_error = "open a model first";
+    return;
+  }
+  MapOptions o;
+  std::istringstream ss(app.map_dtypes);
+  for (std::string d; ss >> d;) o.dtypes.push_back(d);
+  o.cast.device = Device::Auto;
+  o.cast.rotate = map_rotation(app);
+  try {
+    validate_rotation(o.cast.rotate);
+    for (const std::string& d : o.dtypes) DataType::parse(d);
+    if (o.dtypes.empty()) throw Error("list at least one datatype");
+  } catch (const Error& e) {
+    app.map_error = e.what();
+    return;
+  }
+  app.map_error.clear();
+  auto model = app.model;
+  // Activations as the activations panel describes them; the feature count of a synthetic set
+  // is the most common input width of the model's weights.
+  const bool with_act = app.map_activations;
+  const std::string path = app.act_path;
+  const int64_t tokens = app.act_tokens;
+  const int outliers = app.act_outliers, seed = app.act_seed;
+  const double scale = app.act_outlier_scale;
+  app.map_job.start("model map", [=](JobControl& job) mutable {
+    if (with_act) {
+      if (path.empty()) {
+        std::map<int64_t, int> widths;
+        for (const io::TensorInfo& t : model->tensors())
+          if (t.shape.size() == 2 && map_considers(t, o)) ++widths[t.shape[1]];
+        if (widths.empty()) throw Error("no 2-D weight to take activations");
+        const auto best = std::max_element(widths.begin(), widths.end(),
+                                           [](auto& a, auto& b) { return a.second < b.second; });
+        o.activations = synthetic_activations(tokens, best->first, outliers, scale,
+                                              static_cast<uint64_t>(seed));
+      } else {
+        o.activations = load_activations(path).to_f32();
+        const int64_t f = o.activations.shape().back();
+        o.activations = o.activations.reshaped({o.activations.numel() / f, f});
+      }
+      o.max_tokens = tokens;
+    }
+    return std::shared_ptr<const ModelMap>(
+        std::make_shared<ModelMap>(sweep_model(*model, o, &job)));
+  });
+}
+
+void assign_from_map(AppState& app, size_t row, size_t col) {
+  const ModelMap* m = app.model_map.get();
+  if (!m || row >= m->rows.size() || col >= m->columns.size()) return;
+  const MapRow& r = m->rows[row];
+  // An exact rule for this tensor; rules added by the map go first, so the click wins.
+  std::string glob;
+  for (char c : r.name) {
+    if (c == '*' || c == '?' || c == '[') {
+      glob.clear();
+      break;
+    }
+    glob += c;
+  }
+  std::string pattern = glob;
+  if (pattern.empty()) {
+    pattern = "re:^";
+    for (char c : r.name) {
+      if (std::string_view("\\^$.|?*+()[]{}").find(c) != std::string_view::npos) pattern += '\\';
+      pattern += c;
+    }
+    pattern += "$";
+  }
+  add_plan_rule(app, pattern, m->columns[col]);
+  if (!app.plan.rules.empty() && app.plan.rules.front().pattern == pattern) {
+    // The map's cells were computed with its rotation: the plan records the same one.
+    ExportPlan p = app.plan;
+    p.rules.front().rotate = m->rotate;
+    app.plan = parse_plan(plan_to_json(p), "plan");
+  }
+}
+
+MapTotals plan_totals_over_map(const AppState& app) {
+  MapTotals t;
+  const ModelMap* m = app.model_map.get();
+  if (!m) return t;
+  for (const MapRow& r : m->rows) {
+    const double n = static_cast<double>(r.numel);
+    const double stored = 8.0 * static_cast<double>(r.stored_bytes);
+    t.values += r.numel;
+    t.stored_bits += stored;
+    const auto d = app.plan.dtype_for({r.name, r.stored_dtype, r.shape, r.stored_bytes, ""});
+    t.bits += d ? d->bits_per_value(r.shape.back()) * n : stored;
+  }
+  return t;
+}
+
+void start_activations(AppState& app) {
+  if (!app.loaded || !app.loaded->data || app.loaded->data.rank() != 2) {
+    app.act_error = "select a 2-D weight tensor [out, in] first";
+    return;
+  }
+  LinearErrorOptions o;
+  try {
+    if (std::string(app.act_dtype) != "keep") o.act_dtype = DataType::parse(app.act_dtype);
+    if (std::string(app.act_weight_dtype) != "keep")
+      o.weight_dtype = DataType::parse(app.act_weight_dtype);
+    o.cast.rotate.size = app.act_rotate;
+    o.cast.rotate.random_signs = app.act_rotate > 0;
+    o.cast.rotate.seed = static_cast<uint64_t>(app.act_seed);
+    validate_rotation(o.cast.rotate);
+  } catch (const Error& e) {
+    app.act_error = e.what();
+    return;
+  }
+  o.max_tokens = app.act_tokens;
+  app.act_error.clear();
+  auto input = app.loaded;
+  const std::string path = app.act_path;
+  const int64_t tokens = app.act_tokens;
+  const int outliers = app.act_outliers, seed = app.act_seed;
+  const double scale = app.act_outlier_scale;
+  app.act_weight = input->tensor;
+  app.act_job.start("activations", [=](JobControl& job) {
+    const Tensor& w = input->data;
+    Tensor x = path.empty() ? synthetic_activations(tokens, w.shape()[1], outliers, scale,
+                                                    static_cast<uint64_t>(seed))
+                            : load_activations(path);
+    return std::shared_ptr<const LinearError>(
+        std::make_shared<LinearError>(linear_error(x, w, o, &job)));
+  });
+}
+
+void update_map_jobs(AppState& app) {
+  std::shared_ptr<const ModelMap> m;
+  std::string err;
+  bool cancelled = false;
+  if (app.map_job.poll(&m, &err, &cancelled)) {
+    if (!err.empty()) {
+      app.map_error = err;
+      app.note(err);
+    } else if (cancelled) {
+      app.note("model map cancelled");
+    } else if (m) {
+      app.model_map = m;
+    }
+  }
+  std::shared_ptr<const LinearError> le;
+  if (app.act_job.poll(&le, &err, &cancelled)) {
+    if (!err.empty()) {
+      app.act_error = err;
+      app.note(err);
+    } else if (le) {
+      app.act_result = le;
+    }
+  }
+}
+
+}  // namespace castscope::gui

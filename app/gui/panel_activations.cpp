@@ -1,0 +1,107 @@
+// Activations panel: the output error of the selected weight as a linear layer, y = x W^T, with
+// activations from a file or a synthetic generator with outlier channels, both operands cast;
+// SNR, error histogram and per-output-channel error, beside the GEMM timings at that shape.
+#include <imgui.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "panels.hpp"
+
+namespace castscope::gui {
+
+void draw_activations_panel(AppState& app) {
+  if (!begin_panel(app, PanelId::Activations, "Activations", 0.25f, 0.0f, 0.75f, 1.0f)) return;
+  save_view_button(app, PanelId::Activations);
+  const bool running = app.act_job.running();
+  const Tensor* w = app.loaded && app.loaded->data ? &app.loaded->data : nullptr;
+  if (w && w->rank() == 2)
+    ImGui::Text("weight: %s %s (as W [out, in])", app.loaded->tensor.c_str(),
+                shape_str(w->shape()).c_str());
+  else
+    ImGui::TextColored(ImVec4(1.0f, 0.7f, 0.3f, 1.0f), "select a 2-D weight tensor");
+  ImGui::BeginDisabled(running);
+  ImGui::SetNextItemWidth(ImGui::GetFontSize() * 24);
+  ImGui::InputTextWithHint("activations", "file .npy / .safetensors (empty: synthetic)",
+                           app.act_path, sizeof app.act_path);
+  if (!app.act_path[0]) {
+    ImGui::SetNextItemWidth(ImGui::GetFontSize() * 5);
+    ImGui::InputInt("tokens", &app.act_tokens, 0);
+    ImGui::SameLine();
+    ImGui::SetNextItemWidth(ImGui::GetFontSize() * 5);
+    ImGui::InputInt("outlier channels", &app.act_outliers, 0);
+    ImGui::SameLine();
+    ImGui::SetNextItemWidth(ImGui::GetFontSize() * 5);
+    ImGui::InputFloat("outlier scale", &app.act_outlier_scale, 0, 0, "%.1f");
+    app.act_tokens = std::clamp(app.act_tokens, 1, 65536);
+    app.act_outliers = std::max(app.act_outliers, 0);
+  }
+  ImGui::SetNextItemWidth(ImGui::GetFontSize() * 10);
+  ImGui::InputText("activation datatype", app.act_dtype, sizeof app.act_dtype);
+  ImGui::SameLine();
+  ImGui::SetNextItemWidth(ImGui::GetFontSize() * 10);
+  ImGui::InputText("weight datatype", app.act_weight_dtype, sizeof app.act_weight_dtype);
+  const char* sizes[] = {"none", "16", "32", "64", "128", "256"};
+  int sel = 0;
+  for (int i = 1; i < 6; ++i)
+    if (app.act_rotate == (8 << i)) sel = i;
+  ImGui::SetNextItemWidth(ImGui::GetFontSize() * 5);
+  if (ImGui::Combo("rotate (random signs)", &sel, sizes, 6)) app.act_rotate = sel ? (8 << sel) : 0;
+  ImGui::SameLine();
+  ImGui::SetNextItemWidth(ImGui::GetFontSize() * 5);
+  ImGui::InputInt("seed", &app.act_seed, 0);
+  if (ImGui::Button("Compute")) start_activations(app);
+  ImGui::EndDisabled();
+  job_line(app.act_job);
+  if (!app.act_error.empty())
+    ImGui::TextColored(ImVec4(1, 0.45f, 0.35f, 1), "%s", app.act_error.c_str());
+  if (const LinearError* e = app.act_result.get()) {
+    ImGui::Separator();
+    ImGui::Text("%s: y = x W^T, %lld tokens x %lld in -> %lld out", app.act_weight.c_str(),
+                static_cast<long long>(e->tokens), static_cast<long long>(e->in),
+                static_cast<long long>(e->out));
+    ImGui::Text("output SNR %.2f dB   relative error %.4g   max error %.4g", e->snr_db, e->rel_err,
+                e->max_abs_err);
+    ImGui::Text(
+        "operands: activations %.2f dB, weight %.2f dB   casts %.1f ms (%s), products "
+        "%.1f ms (fp32, CPU)",
+        e->act_snr_db, e->weight_snr_db, e->cast_ms, e->backend.c_str(), e->matmul_ms);
+    std::vector<float> hist(e->error_hist.counts.begin(), e->error_hist.counts.end());
+    const float width = ImGui::GetContentRegionAvail().x;
+    if (!hist.empty())
+      ImGui::PlotHistogram("##err", hist.data(), static_cast<int>(hist.size()), 0,
+                           "output error (yq - y)", 0, FLT_MAX, ImVec2(width, 110));
+    ImGui::Text("error range [%.3g, %.3g]", e->error_hist.lo, e->error_hist.hi);
+    if (!e->channel_rel_err.empty()) {
+      const auto worst = std::max_element(e->channel_rel_err.begin(), e->channel_rel_err.end());
+      ImGui::PlotLines("##chan", e->channel_rel_err.data(),
+                       static_cast<int>(e->channel_rel_err.size()), 0,
+                       "relative error per output channel", 0, FLT_MAX, ImVec2(width, 110));
+      ImGui::Text("worst output channel %lld: relative error %.4g",
+                  static_cast<long long>(worst - e->channel_rel_err.begin()), *worst);
+    }
+  }
+  ImGui::Separator();
+  // The same shape through the tensor-core GEMMs, so the error sits beside the time it buys.
+  std::string why;
+  if (gemm_available(&why)) {
+    if (const LinearError* e = app.act_result.get()) {
+      if (ImGui::Button("GEMM timings at this shape") && !app.gemm_job.running()) {
+        app.gemm_m = static_cast<int>(std::clamp<int64_t>(e->tokens, 16, 65536));
+        app.gemm_n = static_cast<int>(std::clamp<int64_t>(e->out, 16, 65536));
+        app.gemm_k = static_cast<int>(std::clamp<int64_t>(e->in, 16, 65536));
+        start_gemm(app);
+      }
+    }
+    job_line(app.gemm_job);
+    if (const GemmRun* g = app.gemm.get())
+      for (const GemmResult& r : g->results)
+        ImGui::Text("%-10s %d x %d x %d  %.3f ms  %.1f TFLOP/s", to_string(r.kind), r.m, r.n, r.k,
+                    r.ms, r.tflops);
+  } else {
+    ImGui::TextDisabled("GEMM timings need a GPU: %s", why.c_str());
+  }
+  ImGui::End();
+}
+
+}  // namespace castscope::gui

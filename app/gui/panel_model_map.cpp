@@ -1,0 +1,175 @@
+// Model map panel: the model's quantizable tensors (grouped by layer) x the candidate datatypes,
+// each cell coloured by the chosen metric with its value on hover; a click assigns that datatype
+// to the tensor in the plan, and the plan's totals follow live.
+#include <imgui.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "panels.hpp"
+
+namespace castscope::gui {
+namespace {
+
+// Colour for a value placed in [lo, hi] (log scale for error metrics): red (worst) to green.
+ImU32 cell_colour(double v, double lo, double hi, bool higher_better, bool log_scale) {
+  if (!std::isfinite(v))
+    return v > 0 && higher_better ? IM_COL32(40, 150, 60, 160) : IM_COL32(120, 120, 120, 120);
+  auto f = [&](double x) { return log_scale ? std::log10(std::max(x, 1e-30)) : x; };
+  double t = hi > lo ? (f(v) - f(lo)) / (f(hi) - f(lo)) : 0.5;
+  if (log_scale && !(f(hi) > f(lo))) t = 0.5;
+  t = std::clamp(t, 0.0, 1.0);
+  if (!higher_better) t = 1.0 - t;
+  const int r = static_cast<int>(200 * (1 - t) + 40 * t),
+            g = static_cast<int>(60 * (1 - t) + 170 * t);
+  return IM_COL32(r, g, 60, 170);
+}
+
+}  // namespace
+
+void draw_model_map_panel(AppState& app) {
+  if (!begin_panel(app, PanelId::ModelMap, "Model map", 0.25f, 0.0f, 0.75f, 1.0f)) return;
+  save_view_button(app, PanelId::ModelMap);
+  const bool running = app.map_job.running();
+  ImGui::BeginDisabled(running);
+  ImGui::SetNextItemWidth(ImGui::GetFontSize() * 24);
+  ImGui::InputText("datatypes", app.map_dtypes, sizeof app.map_dtypes);
+  if (ImGui::IsItemHovered()) ImGui::SetTooltip("Columns: datatype strings separated by spaces");
+  ImGui::SameLine();
+  const char* sizes[] = {"none", "16", "32", "64", "128", "256"};
+  int sel = 0;
+  for (int i = 1; i < 6; ++i)
+    if (app.map_rotate == (8 << i)) sel = i;
+  ImGui::SetNextItemWidth(ImGui::GetFontSize() * 5);
+  if (ImGui::Combo("rotate", &sel, sizes, 6)) app.map_rotate = sel ? (8 << sel) : 0;
+  if (ImGui::IsItemHovered())
+    ImGui::SetTooltip("Block Hadamard rotation before each cast (inverted after)");
+  if (app.map_rotate) {
+    ImGui::SameLine();
+    ImGui::Checkbox("random signs", &app.map_signs);
+    if (app.map_signs) {
+      ImGui::SameLine();
+      ImGui::SetNextItemWidth(ImGui::GetFontSize() * 5);
+      ImGui::InputInt("seed", &app.map_seed, 0);
+    }
+  }
+  if (ImGui::Button(app.model ? "Sweep" : "Sweep (open a model)")) start_model_map(app);
+  ImGui::EndDisabled();
+  ImGui::SameLine();
+  const char* metrics[] = {"SNR (dB)", "relative error", "max error", "clipped %",
+                           "output SNR (dB)"};
+  ImGui::SetNextItemWidth(ImGui::GetFontSize() * 9);
+  ImGui::Combo("metric", &app.map_metric, metrics, 5);
+  ImGui::SameLine();
+  ImGui::BeginDisabled(running);
+  ImGui::Checkbox("with activations", &app.map_activations);
+  ImGui::EndDisabled();
+  if (ImGui::IsItemHovered())
+    ImGui::SetTooltip(
+        "Also the output SNR of y = x W^T for every weight whose input width fits the "
+        "activations of the Activations panel (file, or synthetic with outlier channels); "
+        "activations cast to the column's datatype");
+  job_line(app.map_job);
+  if (!app.map_error.empty())
+    ImGui::TextColored(ImVec4(1, 0.45f, 0.35f, 1), "%s", app.map_error.c_str());
+  const ModelMap* m = app.model_map.get();
+  if (!m) {
+    ImGui::TextWrapped(
+        "Sweep casts every quantizable tensor of the open model (float, 2-D or more, embeddings "
+        "left out) to every datatype, one tensor in memory at a time, on the GPU when there is "
+        "one. Click a cell to assign its datatype in the plan.");
+    ImGui::End();
+    return;
+  }
+  const MapTotals t = plan_totals_over_map(app);
+  ImGui::Text("%zu tensors, %.3g M values, %.1f s%s%s | plan: %s of %s, %.3f bits/value",
+              m->rows.size(), m->values / 1e6, m->seconds, m->rotate.enabled() ? ", rotated " : "",
+              m->rotate.enabled() ? m->rotate.str().c_str() : "", human_bytes(t.bits / 8).c_str(),
+              human_bytes(t.stored_bits / 8).c_str(), t.avg_bits());
+  const MapMetric metric = static_cast<MapMetric>(app.map_metric);
+  const bool hb = higher_is_better(metric);
+  const bool log_scale = metric == MapMetric::RelErr || metric == MapMetric::MaxErr;
+  double lo = INFINITY, hi = -INFINITY;
+  for (const MapRow& r : m->rows)
+    for (const MapCell& c : r.cells) {
+      const double v = cell_value(c, metric);
+      if (std::isfinite(v)) lo = std::min(lo, v), hi = std::max(hi, v);
+    }
+  const int ncol = static_cast<int>(m->columns.size()) + 2;
+  if (ImGui::BeginTable("##map", std::min(ncol, 64),
+                        ImGuiTableFlags_ScrollY | ImGuiTableFlags_ScrollX |
+                            ImGuiTableFlags_BordersInner | ImGuiTableFlags_SizingFixedFit,
+                        ImVec2(0, 0))) {
+    ImGui::TableSetupScrollFreeze(1, 1);
+    ImGui::TableSetupColumn("tensor", ImGuiTableColumnFlags_WidthFixed, ImGui::GetFontSize() * 18);
+    ImGui::TableSetupColumn("plan", ImGuiTableColumnFlags_WidthFixed, ImGui::GetFontSize() * 6);
+    for (int c = 0; c + 2 < std::min(ncol, 64); ++c)
+      ImGui::TableSetupColumn(m->columns[static_cast<size_t>(c)].c_str(),
+                              ImGuiTableColumnFlags_WidthFixed, ImGui::GetFontSize() * 5.5f);
+    ImGui::TableHeadersRow();
+    std::string group = "\x01";
+    for (size_t i = 0; i < m->rows.size(); ++i) {
+      const MapRow& r = m->rows[i];
+      if (r.group != group) {
+        group = r.group;
+        ImGui::TableNextRow();
+        ImGui::TableNextColumn();
+        ImGui::TextDisabled("%s", group.empty() ? "(outside layers)" : group.c_str());
+      }
+      ImGui::TableNextRow();
+      ImGui::TableNextColumn();
+      const std::string shown = r.group.empty() ? r.name : r.name.substr(r.group.size() + 1);
+      ImGui::Text("  %s", shown.c_str());
+      if (ImGui::IsItemHovered())
+        ImGui::SetTooltip("%s\n%s %s", r.name.c_str(), r.stored_dtype.c_str(),
+                          shape_str(r.shape).c_str());
+      const auto assigned =
+          app.plan.dtype_for({r.name, r.stored_dtype, r.shape, r.stored_bytes, ""});
+      ImGui::TableNextColumn();
+      ImGui::TextUnformatted(
+          assigned ? (assigned->name().empty() ? assigned->str().c_str() : assigned->name().c_str())
+                   : "keep");
+      for (size_t c = 0; c < r.cells.size() && c + 2 < 64; ++c) {
+        ImGui::TableNextColumn();
+        const MapCell& cell = r.cells[c];
+        ImGui::PushID(static_cast<int>(i * 64 + c));
+        char buf[48];
+        const double v = cell_value(cell, metric);
+        if (std::isnan(v)) {
+          std::snprintf(buf, sizeof buf, "n/a");
+        } else {
+          ImGui::TableSetBgColor(ImGuiTableBgTarget_CellBg, cell_colour(v, lo, hi, hb, log_scale));
+          if (metric == MapMetric::SNR || metric == MapMetric::Clipped ||
+              metric == MapMetric::OutputSNR)
+            std::snprintf(buf, sizeof buf, "%.2f", v);
+          else
+            std::snprintf(buf, sizeof buf, "%.2e", v);
+        }
+        const bool chosen = assigned && *assigned == m->dtypes[c];
+        if (ImGui::Selectable(buf, chosen)) assign_from_map(app, i, c);
+        if (ImGui::IsItemHovered()) {
+          if (cell.error.empty()) {
+            ImGui::SetTooltip(
+                "%s -> %s\nSNR %.3f dB   rel. error %.4g\nmax error %.4g   clipped %.4f%%\n"
+                "%.3f bits/value%s%s",
+                r.name.c_str(), m->columns[c].c_str(), cell.stats.snr_db,
+                metric_value(cell.stats, MapMetric::RelErr), cell.stats.max_abs_err,
+                cell.stats.clipped_pct(), m->dtypes[c].bits_per_value(r.shape.back()),
+                cell.has_output ? "\noutput SNR " : "",
+                cell.has_output ? std::to_string(cell.out_snr_db).c_str() : "");
+            char hv[256];
+            std::snprintf(hv, sizeof hv, "%s | %s: %s", r.name.c_str(), m->columns[c].c_str(), buf);
+            app.map_hover = hv;
+          } else {
+            ImGui::SetTooltip("%s", cell.error.c_str());
+          }
+        }
+        ImGui::PopID();
+      }
+    }
+    ImGui::EndTable();
+  }
+  ImGui::End();
+}
+
+}  // namespace castscope::gui

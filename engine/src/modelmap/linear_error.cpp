@@ -1,0 +1,154 @@
+// Matmul output error of a linear layer under casts (castscope/linear_error.hpp).
+#include "castscope/linear_error.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <random>
+
+#include "castscope/io.hpp"
+#include "parallel.hpp"
+
+namespace castscope {
+namespace {
+
+double ms_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
+}
+
+// y = x w^T in float32. Eight interleaved partial sums give the compiler independent lanes to
+// vectorize without reassociating, so the result does not depend on the build's vector width.
+Tensor matmul_xwt(const float* x, const float* w, int64_t tokens, int64_t in, int64_t out,
+                  int threads, JobControl* job) {
+  Tensor y = Tensor::empty(DType::F32, {tokens, out});
+  float* py = y.mutable_ptr<float>();
+  detail::parallel_for(tokens * out, 64, threads, job, [&](int64_t lo, int64_t hi) {
+    for (int64_t e = lo; e < hi; ++e) {
+      const float* a = x + (e / out) * in;
+      const float* b = w + (e % out) * in;
+      float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+      int64_t k = 0;
+      for (; k + 8 <= in; k += 8)
+        for (int j = 0; j < 8; ++j) acc[j] += a[k + j] * b[k + j];
+      for (; k < in; ++k) acc[k % 8] += a[k] * b[k];
+      py[e] = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+    }
+  });
+  return y;
+}
+
+Tensor cast_operand(const Tensor& t, const std::optional<DataType>& d, const CastOptions& base,
+                    std::string& backend, double& snr) {
+  if (!d) {
+    snr = std::numeric_limits<double>::infinity();
+    return t;
+  }
+  CastOptions o = base;
+  o.mode = CastMode::Virtual;
+  o.axis = -1;
+  CastResult r = cast(t, *d, o);
+  backend = r.backend;
+  snr = compute_stats(t, r.values, r.counts.clipped).snr_db;
+  return r.values;
+}
+
+}  // namespace
+
+LinearError linear_error(const Tensor& x_in, const Tensor& w_in, const LinearErrorOptions& o,
+                         JobControl* job) {
+  if (x_in.rank() < 1 || w_in.rank() != 2)
+    throw Error("linear layer: activations " + shape_str(x_in.shape()) + " and weight " +
+                shape_str(w_in.shape()) + " must be [..., in] and [out, in]");
+  const int64_t in = w_in.shape()[1];
+  if (x_in.shape().back() != in)
+    throw Error("linear layer: activations " + shape_str(x_in.shape()) + " have " +
+                std::to_string(x_in.shape().back()) + " features, the weight " +
+                shape_str(w_in.shape()) + " expects " + std::to_string(in));
+  LinearError r;
+  r.in = in;
+  r.out = w_in.shape()[0];
+  r.tokens = x_in.numel() / std::max<int64_t>(in, 1);
+  if (o.max_tokens > 0 && r.tokens > o.max_tokens) r.tokens = o.max_tokens;
+  if (r.tokens == 0 || r.out == 0 || in == 0)
+    throw Error("linear layer: empty activations or weight");
+  const Tensor xf = x_in.to_f32();
+  const Tensor x =
+      Tensor::borrow(DType::F32, {r.tokens, in},
+                     std::shared_ptr<const void>(xf.data(), [xf](const void*) {}), xf.data());
+  const Tensor w = w_in.to_f32();
+
+  const auto t0 = std::chrono::steady_clock::now();
+  r.backend = "none";
+  const Tensor xq = cast_operand(x, o.act_dtype, o.cast, r.backend, r.act_snr_db);
+  const Tensor wq = cast_operand(w, o.weight_dtype, o.cast, r.backend, r.weight_snr_db);
+  r.cast_ms = ms_since(t0);
+  if (job) job->check();
+
+  const auto t1 = std::chrono::steady_clock::now();
+  const Tensor y =
+      matmul_xwt(x.ptr<float>(), w.ptr<float>(), r.tokens, in, r.out, o.cast.threads, job);
+  const Tensor yq =
+      matmul_xwt(xq.ptr<float>(), wq.ptr<float>(), r.tokens, in, r.out, o.cast.threads, job);
+  r.matmul_ms = ms_since(t1);
+
+  const float* py = y.ptr<float>();
+  const float* pq = yq.ptr<float>();
+  std::vector<double> col_err(static_cast<size_t>(r.out)), col_sig(static_cast<size_t>(r.out));
+  double sig = 0, err = 0;
+  for (int64_t t = 0; t < r.tokens; ++t)
+    for (int64_t c = 0; c < r.out; ++c) {
+      const double a = py[t * r.out + c], d = static_cast<double>(pq[t * r.out + c]) - a;
+      sig += a * a;
+      err += d * d;
+      col_sig[static_cast<size_t>(c)] += a * a;
+      col_err[static_cast<size_t>(c)] += d * d;
+      r.max_abs_err = std::max(r.max_abs_err, std::fabs(d));
+    }
+  r.snr_db = err == 0 ? std::numeric_limits<double>::infinity() : 10.0 * std::log10(sig / err);
+  r.rel_err =
+      sig == 0 ? (err == 0 ? 0.0 : std::numeric_limits<double>::infinity()) : std::sqrt(err / sig);
+  r.channel_rel_err.resize(static_cast<size_t>(r.out));
+  for (size_t c = 0; c < col_err.size(); ++c)
+    r.channel_rel_err[c] = static_cast<float>(
+        col_sig[c] == 0 ? (col_err[c] == 0 ? 0.0 : std::numeric_limits<double>::infinity())
+                        : std::sqrt(col_err[c] / col_sig[c]));
+  const double lim = r.max_abs_err > 0 ? r.max_abs_err : 1.0;
+  r.error_hist = error_histogram(py, pq, y.numel(), -lim, lim, std::max(o.hist_bins, 1));
+  return r;
+}
+
+Tensor synthetic_activations(int64_t tokens, int64_t features, int outliers, double outlier_scale,
+                             uint64_t seed) {
+  if (tokens <= 0 || features <= 0)
+    throw Error("synthetic activations: tokens and features must be positive");
+  if (outliers < 0 || outliers > features)
+    throw Error("synthetic activations: " + std::to_string(outliers) +
+                " outlier channels do not fit " + std::to_string(features) + " features");
+  Tensor t = Tensor::empty(DType::F32, {tokens, features});
+  float* p = t.mutable_ptr<float>();
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> n01(0.0f, 1.0f);
+  for (int64_t i = 0; i < t.numel(); ++i) p[i] = n01(rng);
+  // Outlier channels: a fixed set per seed, spread over the features.
+  std::vector<int64_t> ch(static_cast<size_t>(features));
+  for (int64_t i = 0; i < features; ++i) ch[static_cast<size_t>(i)] = i;
+  std::shuffle(ch.begin(), ch.end(), rng);
+  for (int k = 0; k < outliers; ++k)
+    for (int64_t r = 0; r < tokens; ++r)
+      p[r * features + ch[static_cast<size_t>(k)]] *= static_cast<float>(outlier_scale);
+  return t;
+}
+
+Tensor load_activations(const std::string& path, const std::string& name) {
+  auto m = io::open_model(path);
+  for (const io::TensorInfo& t : m->tensors()) {
+    if (!name.empty() ? t.name == name : io::is_float_storage(t.dtype) && numel(t.shape) > 0)
+      return m->load(t.name);
+  }
+  throw Error(
+      "activations '" + path + "': " +
+      (name.empty() ? std::string("no floating-point tensor") : "no tensor named '" + name + "'"));
+}
+
+}  // namespace castscope

@@ -1,0 +1,270 @@
+// The model map sweep (castscope/modelmap.hpp).
+#include "castscope/modelmap.hpp"
+
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <regex>
+
+#include "castscope/cuda_stats.hpp"
+
+namespace castscope {
+
+MapMetric parse_map_metric(std::string_view s) {
+  if (s == "snr") return MapMetric::SNR;
+  if (s == "relerr") return MapMetric::RelErr;
+  if (s == "maxerr") return MapMetric::MaxErr;
+  if (s == "clipped") return MapMetric::Clipped;
+  if (s == "outsnr") return MapMetric::OutputSNR;
+  throw Error("metric '" + std::string(s) + "': expected snr, relerr, maxerr, clipped or outsnr");
+}
+
+const char* to_string(MapMetric m) {
+  switch (m) {
+    case MapMetric::SNR:
+      return "snr";
+    case MapMetric::RelErr:
+      return "relerr";
+    case MapMetric::MaxErr:
+      return "maxerr";
+    case MapMetric::Clipped:
+      return "clipped";
+    case MapMetric::OutputSNR:
+      return "outsnr";
+  }
+  return "?";
+}
+
+bool higher_is_better(MapMetric m) {
+  return m == MapMetric::SNR || m == MapMetric::OutputSNR;
+}
+
+double cell_value(const MapCell& c, MapMetric m) {
+  if (!c.error.empty()) return std::numeric_limits<double>::quiet_NaN();
+  if (m == MapMetric::OutputSNR)
+    return c.has_output ? c.out_snr_db : std::numeric_limits<double>::quiet_NaN();
+  return metric_value(c.stats, m);
+}
+
+double metric_value(const Stats& s, MapMetric m) {
+  switch (m) {
+    case MapMetric::SNR:
+      return s.snr_db;
+    case MapMetric::RelErr:
+      if (s.signal_power == 0) return s.mse == 0 ? 0.0 : std::numeric_limits<double>::infinity();
+      return std::sqrt(s.mse / s.signal_power);
+    case MapMetric::MaxErr:
+      return s.max_abs_err;
+    case MapMetric::Clipped:
+      return s.clipped_pct();
+    case MapMetric::OutputSNR:
+      break;  // not a property of the weight alone: cell_value
+  }
+  return std::numeric_limits<double>::quiet_NaN();
+}
+
+bool is_embedding_tensor(const std::string& name) {
+  static const std::regex re(
+      R"((^|\.)(embed_tokens|embed_positions|wte|wpe|tok_embeddings|word_embeddings|position_embeddings|token_embd)(\.|$))");
+  return std::regex_search(name, re);
+}
+
+bool map_considers(const io::TensorInfo& info, const MapOptions& o) {
+  if (!io::is_float_storage(info.dtype) || numel(info.shape) == 0) return false;
+  if (info.shape.size() < 2 && !o.include_1d) return false;
+  if (!o.include_embeddings && is_embedding_tensor(info.name)) return false;
+  return true;
+}
+
+void layer_and_block(const std::string& name, std::string& layer, std::string& block) {
+  layer.clear();
+  block.clear();
+  size_t start = 0;
+  while (start <= name.size()) {
+    size_t dot = name.find('.', start);
+    if (dot == std::string::npos) dot = name.size();
+    const std::string part = name.substr(start, dot - start);
+    if (!part.empty() && part.find_first_not_of("0123456789") == std::string::npos) {
+      layer = name.substr(0, dot);
+      if (dot < name.size()) {
+        const size_t next = name.find('.', dot + 1);
+        block =
+            name.substr(dot + 1, next == std::string::npos ? std::string::npos : next - dot - 1);
+        if (next == std::string::npos) block.clear();  // "layers.3.weight": no block
+      }
+      return;
+    }
+    start = dot + 1;
+  }
+}
+
+ModelMap sweep_model(const io::Model& model, const MapOptions& o, JobControl* job,
+                     const std::function<void(const MapRow&)>& on_row) {
+  const auto t0 = std::chrono::steady_clock::now();
+  ModelMap map;
+  map.columns = o.dtypes;
+  map.rotate = o.cast.rotate;
+  if (o.dtypes.empty()) throw Error("model map: no datatypes given");
+  for (const std::string& s : o.dtypes) map.dtypes.push_back(DataType::parse(s));
+  validate_rotation(o.cast.rotate, "model map rotation");
+  std::optional<std::regex> re;
+  if (!o.filter.empty()) {
+    try {
+      re.emplace(o.filter, std::regex::ECMAScript);
+    } catch (const std::regex_error& e) {
+      throw Error("model map: filter '" + o.filter + "' is not a valid regular expression (" +
+                  e.what() + ")");
+    }
+  }
+  std::vector<const io::TensorInfo*> todo;
+  uint64_t total_bytes = 0;
+  for (const io::TensorInfo& t : model.tensors()) {
+    if (re && !std::regex_search(t.name, *re)) continue;
+    if (!map_considers(t, o)) continue;
+    todo.push_back(&t);
+    total_bytes += std::max<uint64_t>(t.nbytes, 1);
+  }
+  // Bits per value with the channel length of the typical row (the longest last axis).
+  int64_t last = 0;
+  for (const io::TensorInfo* t : todo) last = std::max(last, t->shape.back());
+  for (const DataType& d : map.dtypes) map.bits.push_back(d.bits_per_value(last));
+
+  // The device-resident path skips a host round trip per cell; rotations go through cast().
+  bool on_gpu = o.cast.device != Device::CPU && !o.cast.rotate.enabled() && gpu::available();
+  map.backend = on_gpu ? "cuda" : "cpu";
+  uint64_t done_bytes = 0;
+  const double ncols = static_cast<double>(map.dtypes.size());
+  for (const io::TensorInfo* info : todo) {
+    if (job) job->check();
+    const double base = total_bytes ? static_cast<double>(done_bytes) / total_bytes : 0.0;
+    const double width =
+        total_bytes ? static_cast<double>(std::max<uint64_t>(info->nbytes, 1)) / total_bytes : 0.0;
+    MapRow row;
+    row.name = info->name;
+    row.stored_dtype = info->dtype;
+    row.shape = info->shape;
+    row.numel = numel(info->shape);
+    row.stored_bytes = info->nbytes;
+    layer_and_block(info->name, row.group, row.block);
+    Tensor x;
+    try {
+      x = model.load(info->name);
+    } catch (const Error& e) {
+      map.skipped.emplace_back(info->name, e.what());
+      done_bytes += std::max<uint64_t>(info->nbytes, 1);
+      continue;
+    }
+    {
+      // Drop the tensor's mapped pages when done: resident memory stays about one tensor.
+      struct Release {
+        const io::Model& model;
+        const std::string& name;
+        ~Release() { io::release_pages(model, name); }
+      } release{model, info->name};
+      gpu::DeviceTensor dx;
+      if (on_gpu) {
+        try {
+          dx = gpu::DeviceTensor::upload(x);
+        } catch (const Error&) {
+          on_gpu = false;  // e.g. out of GPU memory: the host path for the rest of the sweep
+          map.backend = "cpu";
+        }
+      }
+      for (size_t d = 0; d < map.dtypes.size(); ++d) {
+        exportdetail::SubJob sub(job, base + width * d / ncols, width / ncols);
+        CastOptions co = o.cast;
+        co.mode = CastMode::Virtual;
+        co.job = job ? &sub.inner : nullptr;
+        MapCell cell;
+        try {
+          bool done = false;
+          if (dx) {
+            try {
+              const gpu::DeviceCastResult r = gpu::cast(dx, map.dtypes[d], co);
+              cell.stats = gpu::compute_stats(dx, r.values, r.counts.clipped);
+              done = true;
+            } catch (const Cancelled&) {
+              throw;
+            } catch (const Error&) {
+              // The host path gives the same cast, or the same error for a datatype that does
+              // not fit the tensor.
+            }
+          }
+          if (!done) {
+            CastResult r = cast(x, map.dtypes[d], co);
+            cell.stats = compute_stats(x, r.values, r.counts.clipped);
+          }
+          if (o.activations && x.rank() == 2 && o.activations.rank() == 2 &&
+              o.activations.shape()[1] == x.shape()[1]) {
+            LinearErrorOptions lo;
+            lo.cast = o.cast;
+            lo.max_tokens = o.max_tokens;
+            lo.weight_dtype = map.dtypes[d];
+            if (!o.act_keep) lo.act_dtype = o.act_dtype ? *o.act_dtype : map.dtypes[d];
+            const LinearError le = linear_error(o.activations, x, lo, co.job);
+            cell.has_output = true;
+            cell.out_snr_db = le.snr_db;
+            cell.out_rel_err = le.rel_err;
+          }
+        } catch (const Cancelled&) {
+          throw;
+        } catch (const Error& e) {
+          cell.error = e.what();
+        }
+        row.cells.push_back(std::move(cell));
+      }
+    }
+    x = Tensor();
+    done_bytes += std::max<uint64_t>(info->nbytes, 1);
+    map.values += row.numel;
+    if (job) job->report(static_cast<double>(done_bytes) / std::max<uint64_t>(total_bytes, 1));
+    map.rows.push_back(std::move(row));
+    if (on_row) on_row(map.rows.back());
+  }
+  map.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return map;
+}
+
+MapTotals map_totals(const ModelMap& map, const std::vector<int>& choice) {
+  MapTotals t;
+  for (size_t i = 0; i < map.rows.size(); ++i) {
+    const MapRow& r = map.rows[i];
+    const double n = static_cast<double>(r.numel);
+    const double stored = 8.0 * static_cast<double>(r.stored_bytes);
+    t.values += r.numel;
+    t.stored_bits += stored;
+    const int c = i < choice.size() ? choice[i] : -1;
+    if (c >= 0 && c < static_cast<int>(map.dtypes.size()))
+      t.bits += map.dtypes[static_cast<size_t>(c)].bits_per_value(r.shape.back()) * n;
+    else
+      t.bits += stored;
+  }
+  return t;
+}
+
+ExportPlan plan_from_map(const ModelMap& map, const std::vector<int>& choice,
+                         const Rotation& rotate) {
+  ExportPlan plan;
+  plan.source = "<model map>";
+  for (size_t i = 0; i < map.rows.size() && i < choice.size(); ++i) {
+    const int c = choice[i];
+    if (c < 0 || c >= static_cast<int>(map.dtypes.size())) continue;
+    PlanRule rule;
+    // Glob metacharacters in a name would widen the rule; a regex anchored on the escaped name
+    // matches exactly this tensor.
+    std::string esc;
+    for (char ch : map.rows[i].name) {
+      if (std::string_view("\\^$.|?*+()[]{}").find(ch) != std::string_view::npos) esc += '\\';
+      esc += ch;
+    }
+    rule.pattern = "re:^" + esc + "$";
+    rule.re = std::make_shared<std::regex>("^" + esc + "$", std::regex::ECMAScript);
+    rule.target = map.dtypes[static_cast<size_t>(c)];
+    rule.dtype = rule.target->str();
+    rule.rotate = rotate;
+    plan.rules.push_back(std::move(rule));
+  }
+  return plan;
+}
+
+}  // namespace castscope

@@ -1,0 +1,79 @@
+#!/usr/bin/env python3
+"""Write a synthetic bf16 safetensors checkpoint with the tensor names and shapes of a Llama-3-8B
+style decoder (hidden 4096, 8 KV heads, MLP 14336), for timing the model map and exports.
+
+    python3 tools/make_synthetic_model.py OUT.safetensors --layers 2 [--embeddings] [--seed 1]
+
+Weights are N(0, 0.02) with a few outlier input columns per matrix; norms are ones. 32 layers
+plus embeddings and head are 8.0 billion parameters (16 GB); fewer layers scale it down.
+"""
+import argparse
+import json
+import struct
+
+import numpy as np
+
+
+def llama_tensors(layers, embeddings, hidden=4096, kv=1024, mlp=14336, vocab=128256):
+    out = []
+    if embeddings:
+        out.append(("model.embed_tokens.weight", (vocab, hidden)))
+    for i in range(layers):
+        p = f"model.layers.{i}."
+        out += [
+            (p + "input_layernorm.weight", (hidden,)),
+            (p + "self_attn.q_proj.weight", (hidden, hidden)),
+            (p + "self_attn.k_proj.weight", (kv, hidden)),
+            (p + "self_attn.v_proj.weight", (kv, hidden)),
+            (p + "self_attn.o_proj.weight", (hidden, hidden)),
+            (p + "post_attention_layernorm.weight", (hidden,)),
+            (p + "mlp.gate_proj.weight", (mlp, hidden)),
+            (p + "mlp.up_proj.weight", (mlp, hidden)),
+            (p + "mlp.down_proj.weight", (hidden, mlp)),
+        ]
+    if embeddings:
+        out += [("model.norm.weight", (hidden,)), ("lm_head.weight", (vocab, hidden))]
+    return out
+
+
+def bf16_bits(a):
+    u = a.astype(np.float32).view(np.uint32)
+    # Round to nearest even on the dropped 16 bits.
+    u = u + (0x7FFF + ((u >> 16) & 1))
+    return (u >> 16).astype(np.uint16)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("out")
+    ap.add_argument("--layers", type=int, default=2)
+    ap.add_argument("--embeddings", action="store_true")
+    ap.add_argument("--seed", type=int, default=1)
+    a = ap.parse_args()
+    rng = np.random.default_rng(a.seed)
+    specs = llama_tensors(a.layers, a.embeddings)
+    header, off = {}, 0
+    for name, shape in specs:
+        n = int(np.prod(shape)) * 2
+        header[name] = {"dtype": "BF16", "shape": list(shape), "data_offsets": [off, off + n]}
+        off += n
+    header["__metadata__"] = {"format": "pt", "generator": "tools/make_synthetic_model.py"}
+    h = json.dumps(header).encode()
+    h += b" " * (-len(h) % 8)
+    with open(a.out, "wb") as f:
+        f.write(struct.pack("<Q", len(h)))
+        f.write(h)
+        for name, shape in specs:
+            if len(shape) == 1:
+                w = np.ones(shape, np.float32)
+            else:
+                w = rng.standard_normal(shape, dtype=np.float32) * 0.02
+                cols = rng.choice(shape[1], size=4, replace=False)
+                w[:, cols] *= 20.0
+            f.write(bf16_bits(w).tobytes())
+    params = sum(int(np.prod(s)) for _, s in specs)
+    print(f"{a.out}: {len(specs)} tensors, {params / 1e9:.3f} B parameters, {off / 1e9:.2f} GB")
+
+
+if __name__ == "__main__":
+    main()
