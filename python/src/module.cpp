@@ -28,9 +28,14 @@ const char* family_name(Family f) {
       return "tcfp12";
     case Family::TCFP16:
       return "tcfp16";
-    default:
-      return "standard";
+    case Family::Codebook:
+      return "codebook";
+    case Family::GGML:
+      return "ggml";
+    case Family::Standard:
+      break;
   }
+  return "standard";
 }
 
 // A cast's outputs, on the host or (for a CUDA input) on the device they were computed on.

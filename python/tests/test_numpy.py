@@ -60,7 +60,8 @@ def test_datatypes_registry_round_trip():
     for d in ds:
         again = castscope.DataType(d.spec)
         assert again == d and hash(again) == hash(d)
-        assert d.bits_per_value(4096) >= d.bits
+        if d.family != "ggml":  # ggml's ternary blocks pack 5 trits per byte: under 2 bits each
+            assert d.bits_per_value(4096) >= d.bits
 
 
 def test_datatype_properties_match_cli_info(cli):
@@ -185,8 +186,8 @@ def test_errors_carry_the_engine_message(cli, rng):
         castscope.cast(np.arange(64, dtype=np.int32), "mxfp4e2")
     with pytest.raises(castscope.Error, match="round"):
         castscope.cast(sample(rng, (2, 32)), "mxfp4e2", round="sideways")
-    with pytest.raises(castscope.Error):
-        castscope.cast(sample(rng, (2, 16)), "e4m3fn_float32_t128_t128")
+    with pytest.raises(castscope.Error, match="axis"):
+        castscope.cast(sample(rng, (2, 16)), "mxfp4e2", axis=5)
 
 
 def test_metrics(rng):
