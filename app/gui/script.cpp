@@ -13,17 +13,30 @@ namespace castscope::gui {
 
 namespace {
 
-const char* const kCommands[] = {
-    "open",           "tensor",     "dtype",        "round",      "scale-mode",
-    "overflow",       "theme",      "panel",        "hide",       "log-y",
-    "log-x",          "wait",       "frames",       "screenshot", "state",
-    "quit",           "heat-field", "timeout",      "bad-dtype",  "save-view",
-    "save-metrics",   "pin",        "unpin-all",    "plan-rule",  "plan-default",
-    "plan-auto",      "plan-save",  "plan-load",    "plan-reset", "export",
-    "teach-tile",     "matmul-run", "scale-select", "snr-target", "map-dtypes",
-    "map-rotate",     "map-metric", "map-run",      "map-assign", "act-path",
-    "act-synthetic",  "act-dtypes", "act-rotate",   "act-run",    "rotate",
-    "map-activations", "axis", "plan-candidates"};
+const char* const kCommands[] = {"open",          "tensor",
+                                 "dtype",         "round",
+                                 "scale-mode",    "overflow",
+                                 "theme",         "panel",
+                                 "hide",          "log-y",
+                                 "log-x",         "wait",
+                                 "frames",        "screenshot",
+                                 "state",         "quit",
+                                 "heat-field",    "timeout",
+                                 "bad-dtype",     "save-view",
+                                 "save-metrics",  "pin",
+                                 "unpin-all",     "plan-rule",
+                                 "plan-default",  "plan-auto",
+                                 "plan-save",     "plan-load",
+                                 "plan-reset",    "export",
+                                 "teach-tile",    "matmul-run",
+                                 "scale-select",  "snr-target",
+                                 "map-dtypes",    "map-rotate",
+                                 "map-metric",    "map-run",
+                                 "map-assign",    "act-path",
+                                 "act-synthetic", "act-dtypes",
+                                 "act-rotate",    "act-run",
+                                 "rotate",        "map-activations",
+                                 "axis",          "plan-candidates"};
 
 bool known(const std::string& c) {
   for (const char* k : kCommands)

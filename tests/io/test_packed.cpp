@@ -53,10 +53,8 @@ TEST(Packed, RoundTripEqualsVirtualCast) {
   EXPECT_GE(m->tensors().size(), pts.size());
 }
 
-TEST(Packed, TamperedLayoutIsAnError) {
-  IO_SEED_TRACE();
-  std::mt19937_64 rng(seed() + 21);
-  TempDir dir;
+// A packed mxfp4e2 file of one random [4, 64] tensor "w", split into its JSON header and data.
+std::pair<std::string, Bytes> packed_mxfp4(std::mt19937_64& rng, const TempDir& dir) {
   const Tensor x = random_tensor(rng, {4, 64});
   CastOptions o;
   o.device = Device::CPU;
@@ -66,8 +64,15 @@ TEST(Packed, TamperedLayoutIsAnError) {
   const Bytes good = read_file(path);
   uint64_t hl;
   std::memcpy(&hl, good.data(), 8);
-  const std::string header(good.begin() + 8, good.begin() + 8 + static_cast<int64_t>(hl));
-  const Bytes data(good.begin() + 8 + static_cast<int64_t>(hl), good.end());
+  return {std::string(good.begin() + 8, good.begin() + 8 + static_cast<int64_t>(hl)),
+          Bytes(good.begin() + 8 + static_cast<int64_t>(hl), good.end())};
+}
+
+TEST(Packed, TamperedLayoutIsAnError) {
+  IO_SEED_TRACE();
+  std::mt19937_64 rng(seed() + 21);
+  TempDir dir;
+  const auto [header, data] = packed_mxfp4(rng, dir);
   auto with = [&](const std::string& from, const std::string& to) {
     std::string h = header;
     const size_t at = h.find(from);
@@ -98,17 +103,7 @@ TEST(Packed, HeaderNumbersOutOfRangeNameTheField) {
   IO_SEED_TRACE();
   std::mt19937_64 rng(seed() + 22);
   TempDir dir;
-  const Tensor x = random_tensor(rng, {4, 64});
-  CastOptions o;
-  o.device = Device::CPU;
-  o.mode = CastMode::Compress;
-  const std::string path = dir / "p.safetensors";
-  io::save_packed(path, {{"w", cast(x, DataType::parse("mxfp4e2"), o)}});
-  const Bytes good = read_file(path);
-  uint64_t hl;
-  std::memcpy(&hl, good.data(), 8);
-  const std::string header(good.begin() + 8, good.begin() + 8 + static_cast<int64_t>(hl));
-  const Bytes data(good.begin() + 8 + static_cast<int64_t>(hl), good.end());
+  const auto [header, data] = packed_mxfp4(rng, dir);
   const std::string huge = "3" + std::string(300, '5') + "2";
   struct Case {
     const char* what;
