@@ -72,7 +72,10 @@ TEST(Packed, TamperedLayoutIsAnError) {
   IO_SEED_TRACE();
   std::mt19937_64 rng(seed() + 21);
   TempDir dir;
-  const auto [header, data] = packed_mxfp4(rng, dir);
+  // Named variables, not structured bindings: the lambdas below capture them (clang 14).
+  const std::pair<std::string, Bytes> packed = packed_mxfp4(rng, dir);
+  const std::string& header = packed.first;
+  const Bytes& data = packed.second;
   auto with = [&](const std::string& from, const std::string& to) {
     std::string h = header;
     const size_t at = h.find(from);
@@ -103,7 +106,10 @@ TEST(Packed, HeaderNumbersOutOfRangeNameTheField) {
   IO_SEED_TRACE();
   std::mt19937_64 rng(seed() + 22);
   TempDir dir;
-  const auto [header, data] = packed_mxfp4(rng, dir);
+  // Named variables, not structured bindings: the lambdas below capture them (clang 14).
+  const std::pair<std::string, Bytes> packed = packed_mxfp4(rng, dir);
+  const std::string& header = packed.first;
+  const Bytes& data = packed.second;
   const std::string huge = "3" + std::string(300, '5') + "2";
   struct Case {
     const char* what;
