@@ -36,11 +36,7 @@ void cast_cmd(CLI::App& app) {
       ->required();
   sub->add_option("--dtype,-d", a.dtype, "Datatype string or registry name (see `list`)")
       ->required();
-  sub->add_option("--round", a.round, "even | away | zero | stochastic")
-      ->check(CLI::IsMember({"even", "away", "nearest", "zero", "stochastic"}));
-  sub->add_option("--scale-mode", a.scale_mode, "floor | ceil | midmax | option3 | topbinade")
-      ->check(CLI::IsMember(
-          {"floor", "max", "ceil", "midmax", "auto", "option3", "even", "topbinade"}));
+  add_rounding_options(sub, a.round, a.scale_mode);
   sub->add_option("--overflow", a.overflow, "saturate | ieee")
       ->check(CLI::IsMember({"saturate", "ieee"}));
   sub->add_option("--seed", a.seed, "Seed of stochastic rounding");
@@ -48,8 +44,7 @@ void cast_cmd(CLI::App& app) {
                   "Block Hadamard rotation along the axis before casting: N, hN or hNrSEED");
   sub->add_option("--axis", a.axis,
                   "Tile axis (negative counts from the end; 2-D tiles cover axis-1 and axis)");
-  sub->add_option("--device", a.device, "auto | cpu | cuda")
-      ->check(CLI::IsMember({"auto", "cpu", "cuda", "gpu"}));
+  add_device_option(sub, a.device);
   sub->add_option("--mode", a.mode, "virtual | actual | compress")
       ->check(CLI::IsMember({"virtual", "actual", "compress"}));
   sub->add_flag("--stats", a.stats, "Print MSE, SNR, max error, clipped and non-finite counts");

@@ -54,15 +54,10 @@ void export_cmd(CLI::App& app) {
   dtype->excludes(plan);
   sub->add_option("--layout", a.layout, "native | gpt-oss | compressed-tensors | gguf")
       ->check(CLI::IsMember({"native", "gpt-oss", "compressed-tensors", "gguf"}));
-  sub->add_option("--round", a.round, "even | away | zero | stochastic")
-      ->check(CLI::IsMember({"even", "away", "nearest", "zero", "stochastic"}));
-  sub->add_option("--scale-mode", a.scale_mode, "floor | ceil | midmax | option3 | topbinade")
-      ->check(CLI::IsMember(
-          {"floor", "max", "ceil", "midmax", "auto", "option3", "even", "topbinade"}));
+  add_rounding_options(sub, a.round, a.scale_mode);
   sub->add_option("--seed", a.seed, "Seed of stochastic rounding");
   sub->add_option("--axis", a.axis, "Tile axis (negative counts from the end)");
-  sub->add_option("--device", a.device, "auto | cpu | cuda")
-      ->check(CLI::IsMember({"auto", "cpu", "cuda", "gpu"}));
+  add_device_option(sub, a.device);
   sub->add_option("--config", a.config,
                   "compressed-tensors: config.json to create or update (default: beside OUT)");
   sub->add_flag("--quiet,-q", a.quiet, "No progress on stderr");

@@ -86,13 +86,8 @@ void map_cmd(CLI::App& app) {
       ->check(CLI::NonNegativeNumber);
   sub->add_option("--rotate", a.rotate,
                   "Block Hadamard rotation before casting: N, hN or hNrSEED, N in 16..256");
-  sub->add_option("--round", a.round, "even | away | zero | stochastic")
-      ->check(CLI::IsMember({"even", "away", "nearest", "zero", "stochastic"}));
-  sub->add_option("--scale-mode", a.scale_mode, "floor | ceil | midmax | option3 | topbinade")
-      ->check(CLI::IsMember(
-          {"floor", "max", "ceil", "midmax", "auto", "option3", "even", "topbinade"}));
-  sub->add_option("--device", a.device, "auto | cpu | cuda")
-      ->check(CLI::IsMember({"auto", "cpu", "cuda", "gpu"}));
+  add_rounding_options(sub, a.round, a.scale_mode);
+  add_device_option(sub, a.device);
   sub->add_option("--filter", a.filter, "Only tensors whose name matches this regular expression");
   sub->add_flag("--embeddings", a.embeddings, "Include token / position embeddings");
   sub->add_flag("--json", a.json, "Print JSON");

@@ -134,16 +134,11 @@ void report_cmd(CLI::App& app) {
   sub->add_option("--dtype,-d", a.dtypes, "Datatype (repeat for several)")->required();
   sub->add_flag("--json", a.json, "Print JSON");
   sub->add_flag("--csv", a.csv, "Print CSV");
-  sub->add_option("--round", a.round, "even | away | zero | stochastic")
-      ->check(CLI::IsMember({"even", "away", "nearest", "zero", "stochastic"}));
-  sub->add_option("--scale-mode", a.scale_mode, "floor | ceil | midmax | option3 | topbinade")
-      ->check(CLI::IsMember(
-          {"floor", "max", "ceil", "midmax", "auto", "option3", "even", "topbinade"}));
+  add_rounding_options(sub, a.round, a.scale_mode);
   sub->add_option("--axis", a.axis, "Tile axis (negative counts from the end)");
   sub->add_option("--filter", a.filter,
                   "Only tensors whose name matches this regular expression (anywhere in the name)");
-  sub->add_option("--device", a.device, "auto | cpu | cuda")
-      ->check(CLI::IsMember({"auto", "cpu", "cuda", "gpu"}));
+  add_device_option(sub, a.device);
   sub->add_option("--rotate", a.rotate,
                   "Block Hadamard rotation before casting: N, hN or hNrSEED (random signs), "
                   "N in 16..256");

@@ -34,13 +34,8 @@ void plan_cmd(CLI::App& app) {
   sub->add_flag("--include-1d", a.include_1d, "Also assign 1-D tensors (norms, biases)");
   sub->add_flag("--include-embeddings", a.include_embeddings, "Also assign embedding tables");
   sub->add_option("--axis", a.axis, "Tile axis (default -1: in-features of a linear weight)");
-  sub->add_option("--round", a.round, "even | away | zero | stochastic")
-      ->check(CLI::IsMember({"even", "away", "nearest", "zero", "stochastic"}));
-  sub->add_option("--scale-mode", a.scale_mode, "floor | ceil | midmax | option3 | topbinade")
-      ->check(CLI::IsMember(
-          {"floor", "max", "ceil", "midmax", "auto", "option3", "even", "topbinade"}));
-  sub->add_option("--device", a.device, "auto | cpu | cuda")
-      ->check(CLI::IsMember({"auto", "cpu", "cuda", "gpu"}));
+  add_rounding_options(sub, a.round, a.scale_mode);
+  add_device_option(sub, a.device);
   sub->add_flag("--json", a.json, "Print the picks as JSON");
   sub->callback([] {
     AutoPlanOptions o;

@@ -3,6 +3,7 @@
 
 #include <CLI/CLI.hpp>
 #include <functional>
+#include <string>
 #include <vector>
 
 namespace castscope::cli {
@@ -16,5 +17,18 @@ struct Register {
 
 // Exit codes: 0 success, 1 bad input / failure (message on stderr), 2 usage error, 130 cancelled.
 constexpr int kExitError = 1;
+
+// The cast options every casting subcommand takes, with the same names, choices and aliases.
+inline void add_rounding_options(CLI::App* sub, std::string& round, std::string& scale_mode) {
+  sub->add_option("--round", round, "even | away | zero | stochastic")
+      ->check(CLI::IsMember({"even", "away", "nearest", "zero", "stochastic"}));
+  sub->add_option("--scale-mode", scale_mode, "floor | ceil | midmax | option3 | topbinade")
+      ->check(CLI::IsMember(
+          {"floor", "max", "ceil", "midmax", "auto", "option3", "even", "topbinade"}));
+}
+inline void add_device_option(CLI::App* sub, std::string& device) {
+  sub->add_option("--device", device, "auto | cpu | cuda")
+      ->check(CLI::IsMember({"auto", "cpu", "cuda", "gpu"}));
+}
 
 }  // namespace castscope::cli
