@@ -3,12 +3,14 @@
 style decoder (hidden 4096, 8 KV heads, MLP 14336), for timing the model map and exports.
 
     python3 tools/make_synthetic_model.py OUT.safetensors --layers 2 [--embeddings] [--seed 1]
+    python3 tools/make_synthetic_model.py OUTDIR --shards 4 ...   (sharded, with an index)
 
 Weights are N(0, 0.02) with a few outlier input columns per matrix; norms are ones. 32 layers
 plus embeddings and head are 8.0 billion parameters (16 GB); fewer layers scale it down.
 """
 import argparse
 import json
+import os
 import struct
 
 import numpy as np
@@ -43,15 +45,7 @@ def bf16_bits(a):
     return (u >> 16).astype(np.uint16)
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("out")
-    ap.add_argument("--layers", type=int, default=2)
-    ap.add_argument("--embeddings", action="store_true")
-    ap.add_argument("--seed", type=int, default=1)
-    a = ap.parse_args()
-    rng = np.random.default_rng(a.seed)
-    specs = llama_tensors(a.layers, a.embeddings)
+def write_file(path, specs, rng):
     header, off = {}, 0
     for name, shape in specs:
         n = int(np.prod(shape)) * 2
@@ -60,7 +54,7 @@ def main():
     header["__metadata__"] = {"format": "pt", "generator": "tools/make_synthetic_model.py"}
     h = json.dumps(header).encode()
     h += b" " * (-len(h) % 8)
-    with open(a.out, "wb") as f:
+    with open(path, "wb") as f:
         f.write(struct.pack("<Q", len(h)))
         f.write(h)
         for name, shape in specs:
@@ -71,6 +65,46 @@ def main():
                 cols = rng.choice(shape[1], size=4, replace=False)
                 w[:, cols] *= 20.0
             f.write(bf16_bits(w).tobytes())
+    return off
+
+
+def split_shards(specs, shards):
+    # Contiguous runs of about equal bytes, as transformers' save_pretrained cuts them.
+    total = sum(int(np.prod(s)) for _, s in specs)
+    out, cur, acc = [], [], 0
+    for name, shape in specs:
+        cur.append((name, shape))
+        acc += int(np.prod(shape))
+        if acc >= total * (len(out) + 1) / shards and len(out) < shards - 1:
+            out.append(cur)
+            cur = []
+    if cur:
+        out.append(cur)
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("out", help="a .safetensors file, or a directory with --shards")
+    ap.add_argument("--layers", type=int, default=2)
+    ap.add_argument("--embeddings", action="store_true")
+    ap.add_argument("--shards", type=int, default=0, help="write OUT/model-*-of-*.safetensors + index")
+    ap.add_argument("--seed", type=int, default=1)
+    a = ap.parse_args()
+    rng = np.random.default_rng(a.seed)
+    specs = llama_tensors(a.layers, a.embeddings)
+    if a.shards > 0:
+        os.makedirs(a.out, exist_ok=True)
+        groups = split_shards(specs, a.shards)
+        weight_map, off = {}, 0
+        for i, g in enumerate(groups):
+            fname = f"model-{i + 1:05d}-of-{len(groups):05d}.safetensors"
+            off += write_file(os.path.join(a.out, fname), g, rng)
+            weight_map.update({name: fname for name, _ in g})
+        with open(os.path.join(a.out, "model.safetensors.index.json"), "w") as f:
+            json.dump({"metadata": {"total_size": off}, "weight_map": weight_map}, f, indent=2)
+    else:
+        off = write_file(a.out, specs, rng)
     params = sum(int(np.prod(s)) for _, s in specs)
     print(f"{a.out}: {len(specs)} tensors, {params / 1e9:.3f} B parameters, {off / 1e9:.2f} GB")
 

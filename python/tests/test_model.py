@@ -8,6 +8,8 @@ import pytest
 
 import castscope
 
+safetensors_numpy = pytest.importorskip("safetensors.numpy")
+
 PLAN = {
     "default": "keep",
     "rules": [
@@ -25,15 +27,16 @@ def checkpoint(tmp_path, rng):
         tensors[f"layers.{i}.mlp.up.weight"] = rng.standard_normal((64, 128), dtype=np.float32)
         tensors[f"layers.{i}.attn.q.weight"] = rng.standard_normal((32, 64), dtype=np.float32)
         tensors[f"layers.{i}.norm.weight"] = rng.standard_normal(64, dtype=np.float32)
-    path = tmp_path / "model.npz"
-    np.savez(path, **tensors)
+    # safetensors, which every build reads (.npz needs libzip, an optional dependency).
+    path = tmp_path / "model.safetensors"
+    safetensors_numpy.save_file(tensors, str(path))
     return path, tensors
 
 
 def test_open_model_is_lazy_and_exact(checkpoint):
     path, tensors = checkpoint
     m = castscope.open_model(path)
-    assert m.format == "npz" and len(m) == len(tensors) and set(m) == set(tensors)
+    assert m.format == "safetensors" and len(m) == len(tensors) and set(m) == set(tensors)
     t = m["layers.1.mlp.up.weight"]
     assert t.shape == (64, 128) and t.nbytes == 64 * 128 * 4
     assert np.array_equal(t.numpy(), tensors["layers.1.mlp.up.weight"])
@@ -77,7 +80,7 @@ def test_export_stops_when_progress_raises(checkpoint, tmp_path):
     out = tmp_path / "stopped.safetensors"
     with pytest.raises(Stop):
         castscope.export(path, out, plan="mxfp4e2", progress=progress)
-    assert not out.exists() and os.listdir(tmp_path) == ["model.npz"]
+    assert not out.exists() and os.listdir(tmp_path) == ["model.safetensors"]
 
 
 def test_export_bad_plan_names_the_problem(checkpoint, tmp_path):

@@ -19,6 +19,10 @@ now() { date +%s; }
 
 if has build; then
   t0=$(now)
+  # The Python module must share the interpreter's libstdc++: a toolchain that links it statically
+  # (the GPU image's /opt/gcc does) puts a second copy in the process and std::locale facets from
+  # the two mix (a crash in std::regex). The system compiler links it dynamically.
+  if [ -x /usr/bin/g++ ] && [ -z "${KEEP_CXX:-}" ]; then export CC=/usr/bin/gcc CXX=/usr/bin/g++; fi
   PY=()
   if has python && python3 -c "import nanobind, torch" 2>/dev/null; then PY=(-DCASTSCOPE_PYTHON=ON _core); fi
   cmake -S . -B "$B" -G Ninja -DCASTSCOPE_GUI=OFF -DCASTSCOPE_ONNX=OFF -DCMAKE_BUILD_TYPE=Release \

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "castscope/cuda_stats.hpp"
+#include "cuda/fast_quantizer_check.hpp"
 #include "group.hpp"
 #include "plan.hpp"
 
@@ -68,16 +69,5 @@ class CastRunner {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
-
-}  // namespace castscope::gpu::detail
-
-namespace castscope::gpu::detail {
-
-// Checks the fast round-to-nearest-even quantizer against scalar::quantize on the device: every
-// finite float32 bit pattern (as a float and as a double) plus `extra` random doubles. Returns the
-// number of mismatches; `first_bad` receives one mismatching input. Throws Error without a GPU.
-uint64_t verify_fast_quantizer(const scalar::Format& f, uint64_t extra, uint64_t seed,
-                               double* first_bad);
-bool fast_quantizer_applies(const scalar::Format& f);
 
 }  // namespace castscope::gpu::detail

@@ -3,7 +3,7 @@
 #include "backend.hpp"
 #include "castscope/cuda_stats.hpp"
 #include "castscope/matmul.hpp"
-#include "cuda/cuda_internal.hpp"
+#include "cuda/fast_quantizer_check.hpp"
 
 namespace castscope {
 namespace {
