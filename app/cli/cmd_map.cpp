@@ -79,7 +79,8 @@ void map_cmd(CLI::App& app) {
   sub->add_option("--activations", a.activations,
                   "Activations [tokens, in] (.npy / .safetensors) or "
                   "synthetic[:TxF[:OUTLIERS[:SCALE[:SEED]]]]: adds the matmul output SNR of "
-                  "every weight [out, in]");
+                  "every weight [out, in] and the product that computed it (cuBLASLt FP8 / "
+                  "TCFP on the tensor cores, bf16 / fp32 GEMM, or fp32 on the CPU)");
   sub->add_option("--act-dtype", a.act_dtype,
                   "Datatype of the activations (default: the column's; 'keep' for float32)");
   sub->add_option("--tokens", a.tokens, "Activation rows used (0: all)")
@@ -164,7 +165,9 @@ void map_cmd(CLI::App& app) {
       std::printf("tensor,layer,block,shape,numel");
       for (const std::string& c : m.columns) {
         std::printf(",%s", csv_quote(c + ":" + to_string(metric)).c_str());
-        if (act) std::printf(",%s", csv_quote(c + ":out_snr_db").c_str());
+        if (act)
+          std::printf(",%s,%s", csv_quote(c + ":out_snr_db").c_str(),
+                      csv_quote(c + ":out_product").c_str());
       }
       std::printf("\n");
       for (const MapRow& r : m.rows) {
@@ -178,9 +181,9 @@ void map_cmd(CLI::App& app) {
             std::printf(",");
           if (act) {
             if (c.has_output)
-              std::printf(",%.6g", c.out_snr_db);
+              std::printf(",%.6g,%s", c.out_snr_db, csv_quote(c.out_product).c_str());
             else
-              std::printf(",");
+              std::printf(",,");
           }
         }
         std::printf("\n");
@@ -214,6 +217,7 @@ void map_cmd(CLI::App& app) {
         if (c.has_output) {
           jc["out_snr_db"] = num(c.out_snr_db);
           jc["out_relerr"] = num(c.out_rel_err);
+          jc["out_product"] = c.out_product;
         }
         cells.push_back(jc);
       }

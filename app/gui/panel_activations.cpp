@@ -1,6 +1,7 @@
 // Activations panel: the output error of the selected weight as a linear layer, y = x W^T, with
 // activations from a file or a synthetic generator with outlier channels, both operands cast;
-// SNR, error histogram and per-output-channel error, beside the GEMM timings at that shape.
+// SNR, error histogram and per-output-channel error, the product that computed it (cuBLASLt on
+// the tensor cores where they take the formats) and its time, beside the GEMM timings.
 #include <imgui.h>
 
 #include <algorithm>
@@ -62,10 +63,15 @@ void draw_activations_panel(AppState& app) {
                 static_cast<long long>(e->out));
     ImGui::Text("output SNR %.2f dB   relative error %.4g   max error %.4g", e->snr_db, e->rel_err,
                 e->max_abs_err);
-    ImGui::Text(
-        "operands: activations %.2f dB, weight %.2f dB   casts %.1f ms (%s), products "
-        "%.1f ms (fp32, CPU)",
-        e->act_snr_db, e->weight_snr_db, e->cast_ms, e->backend.c_str(), e->matmul_ms);
+    ImGui::Text("operands: activations %.2f dB, weight %.2f dB   casts %.1f ms (%s)", e->act_snr_db,
+                e->weight_snr_db, e->cast_ms, e->backend.c_str());
+    // The product that gave yq, and its own time, beside the error it produced.
+    const ImVec4 tc = e->tensor_cores ? ImVec4(0.45f, 0.85f, 0.45f, 1.0f)
+                                      : ImGui::GetStyle().Colors[ImGuiCol_Text];
+    const bool on_cpu = e->product.find("CPU") != std::string::npos;
+    ImGui::TextColored(tc, "product: %s   %.3f ms%s   (both products %.1f ms)", e->product.c_str(),
+                       e->gemm_ms, on_cpu ? "" : " (GPU, median)", e->matmul_ms);
+    if (!e->product_note.empty()) ImGui::TextDisabled("%s", e->product_note.c_str());
     std::vector<float> hist(e->error_hist.counts.begin(), e->error_hist.counts.end());
     const float width = ImGui::GetContentRegionAvail().x;
     if (!hist.empty())

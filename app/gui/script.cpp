@@ -485,7 +485,10 @@ std::string state_json(const AppState& app, const std::vector<std::string>& scri
                         {"rel_err", e->rel_err},
                         {"act_snr_db", finite_or(e->act_snr_db, 1e308)},
                         {"weight_snr_db", finite_or(e->weight_snr_db, 1e308)},
-                        {"channels", e->channel_rel_err.size()}};
+                        {"channels", e->channel_rel_err.size()},
+                        {"product", e->product},
+                        {"tensor_cores", e->tensor_cores},
+                        {"gemm_ms", e->gemm_ms}};
   j["act_error"] = app.act_error;
   j["teach_tile"] = app.teach_tile;
   j["load_error"] = app.load_error;

@@ -27,11 +27,13 @@ json=$("$cli" map "$layer" --dtype mxfp4e2 --json --metric clipped \
   --activations synthetic:16x256:4:20:3 --act-dtype mxfp8e4 --device cpu)
 echo "$json" | grep -q '"metric": "clipped"' || fail "json metric: $json"
 echo "$json" | grep -q '"out_snr_db"' || fail "json has no output SNR: $json"
+echo "$json" | grep -q '"out_product": "fp32 (CPU)"' || fail "json does not name the product: $json"
 out=$("$cli" map "$layer" --dtype nvfp4 --csv --metric outsnr --activations synthetic:16x256:4:20:3 \
   --device cpu | tail -n 1)
 osnr=$(echo "$out" | cut -d, -f7)
 asnr=$(echo "$out" | cut -d, -f8)
 [ -n "$osnr" ] && [ "$osnr" = "$asnr" ] || fail "outsnr metric $osnr vs output column $asnr: $out"
+[ "$(echo "$out" | cut -d, -f9)" = '"fp32 (CPU)"' ] || fail "csv product column: $out"
 if "$cli" map "$layer" --dtype nvfp4 --csv --metric outsnr 2>"$work/err"; then
   fail "outsnr without activations accepted"
 fi

@@ -1,5 +1,8 @@
 // The error a linear layer's output gets when its activations and weights are cast: y = x W^T
-// against the same product of the cast operands (docs/gui.md, "Activations").
+// against the same product of the cast operands (docs/gui.md, "Activations"). With a GPU the
+// product of the cast operands runs where a deployment would run it: the FP8 tensor cores for the
+// formats they take (cuBLASLt, fed CastScope's own codes and scales), else a bf16 / fp32
+// cuBLASLt GEMM of the cast values.
 #pragma once
 
 #include <cstdint>
@@ -21,6 +24,8 @@ struct LinearErrorOptions {
   CastOptions cast;
   int64_t max_tokens = 0;  // use the first max_tokens rows of x (0: all)
   int hist_bins = 64;
+  int gemm_iters = 5;         // timed launches of the GPU product of the cast operands (median)
+  bool keep_outputs = false;  // fill LinearError::y and yq
 };
 
 struct LinearError {
@@ -31,13 +36,27 @@ struct LinearError {
   double act_snr_db = 0, weight_snr_db = 0;  // of the operands themselves
   std::vector<float> channel_rel_err;        // per output channel: ||yq - y||_col / ||y||_col
   Histogram error_hist;                      // of (yq - y) over all outputs
-  double cast_ms = 0, matmul_ms = 0;
-  std::string backend;  // where the casts ran
+  double cast_ms = 0, matmul_ms = 0;         // matmul_ms: both products, with transfers
+  std::string backend;                       // where the casts ran
+  // Which product of the cast operands ran, e.g. "cuBLASLt FP8 block 1x128/128x128",
+  // "cuBLASLt FP8 e4m3 x e4m3 per-tensor", "cuBLASLt TCFP-12", "bf16 (GPU)", "fp32 (GPU)",
+  // "fp32 (CPU)"; product_note says why a tensor-core path did not run where one might have.
+  std::string product, product_note;
+  bool tensor_cores = false;  // the product ran on the FP8 tensor cores
+  double gemm_ms = 0;         // that product alone: median GPU time, or the CPU multiply's time
+  Tensor y, yq;               // [tokens, out] float32, with keep_outputs
 };
 
-// x: float activations [..., in] (flattened to [tokens, in]); w: [out, in]. Both products are
-// float32 multiplies summed in a fixed order, so the difference is the casts' alone. Throws Error
-// naming the shapes when in differs.
+// x: float activations [..., in] (flattened to [tokens, in]); w: [out, in]. The reference y is
+// the float32 product of the uncast operands. Device CPU (or Auto without a GPU): both products
+// are float32 multiplies summed in a fixed order, so the difference is the casts' alone. Device
+// CUDA (or Auto with a GPU): the casts run on the GPU, y is a cuBLASLt fp32 GEMM and the cast
+// operands are multiplied by cuBLASLt: FP8 tensor cores (fp32 accumulation, promoted every K
+// block) for e4m3 / e5m2 with one float32 scale per tensor (fp8e4_tensor, fp8e5_tensor; not both
+// e5m2), e4m3 activations in 1x128 tiles with e4m3 weights in 128x128 tiles (float32 scales,
+// in % 128 == 0, sm_90), and TCFP-12 / TCFP-16 on both operands; any other pair as a bf16 GEMM
+// when every cast value is a bfloat16, else fp32. Auto falls back to the CPU if the GPU fails.
+// Throws Error naming the shapes when in differs.
 LinearError linear_error(const Tensor& x, const Tensor& w, const LinearErrorOptions& o,
                          JobControl* job = nullptr);
 

@@ -44,6 +44,7 @@ struct MapCell {
   bool has_output = false;  // activations given and the row's shape fits them
   double out_snr_db = 0;    // matmul output SNR
   double out_rel_err = 0;   // matmul output ||yq - y|| / ||y||
+  std::string out_product;  // which product of the cast operands ran (LinearError::product)
 };
 // The cell's value of a metric: NaN for a failed cast, or for OutputSNR without activations.
 double cell_value(const MapCell& c, MapMetric m);

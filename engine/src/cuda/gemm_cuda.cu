@@ -21,6 +21,7 @@
 #include "castscope/matmul.hpp"
 #include "cuda/cuda_common.hpp"
 #include "cuda/cuda_internal.hpp"
+#include "cuda/gemm_lt.hpp"
 
 namespace castscope {
 
@@ -28,7 +29,11 @@ namespace {
 
 using gpu::DeviceTensor;
 using gpu::detail::grid_for;
+using gpu::detail::lt_block_scales;
+using gpu::detail::LtOperand;
+using gpu::detail::LtScale;
 using gpu::detail::stream;
+using gpu::detail::tcfp_fold_operand;
 
 #define CS_LT(call)                                                                                \
   do {                                                                                             \
@@ -82,7 +87,7 @@ __global__ void gen_normal(float* out, int64_t n, uint64_t seed) {
   }
 }
 
-__global__ void to_bf16(const float* in, __nv_bfloat16* out, int64_t n) {
+__global__ void to_bf16_kernel(const float* in, __nv_bfloat16* out, int64_t n) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x)
     out[i] = __float2bfloat16_rn(in[i]);
@@ -162,68 +167,40 @@ __global__ void max_u8(const uint8_t* s, int64_t n, unsigned* out) {
 }
 
 struct Operands {
-  DeviceTensor a, b;            // device operands (bf16 or e4m3 codes)
-  DeviceTensor sa, sb;          // scale tensors as cuBLASLt reads them (per-tensor: 1 float each)
-  DeviceTensor sa_raw, sb_raw;  // the same scales as [rowblock][kblock], for the host check
+  LtOperand a, b;               // device operands (bf16 or e4m3 codes) and their scales
+  DeviceTensor sa_raw, sb_raw;  // the scales as [rowblock][kblock], for the host check
   int kk = 0;                   // K of the GEMM as run (3k for TCFP)
   float alpha = 1.0f;
   bool fp8 = false, block = false;
 };
 
-// FP8 operand with per-tensor (rb = rows, cb = cols) or per-block scales; `layout` 0 keeps the
-// scales as they are, 1 lays them out for VEC128_32F, 2 for BLK128x128_32F.
-void fp8_operand(const DeviceTensor& x, int64_t rows, int64_t cols, int rb, int cb,
-                 DeviceTensor& codes, DeviceTensor& scales, DeviceTensor& raw, int layout) {
+// FP8 operand with per-tensor (rb = rows, cb = cols) or per-block scales laid out for `scaling`.
+void fp8_operand(const DeviceTensor& x, int64_t rows, int64_t cols, int rb, int cb, LtScale scaling,
+                 LtOperand& opnd, DeviceTensor& raw) {
   const int64_t rblocks = (rows + rb - 1) / rb, cblocks = (cols + cb - 1) / cb;
   DeviceTensor amax = DeviceTensor::empty(DType::U32, {rblocks * cblocks}, true);
   block_amax<<<grid_for(rows * cols, 256, 1 << 16), 256, 0, stream()>>>(
       static_cast<const float*>(x.data()), rows, cols, rb, cb,
       static_cast<unsigned*>(amax.mutable_data()), cblocks);
   CS_CUDA_LAUNCH("block_amax");
-  codes = DeviceTensor::empty(DType::F8E4M3, {rows, cols});
+  opnd.data = DeviceTensor::empty(DType::F8E4M3, {rows, cols});
   raw = DeviceTensor::empty(DType::F32, {rblocks * cblocks});
   quantize_e4m3<<<grid_for(rows * cols, 256, 1 << 16), 256, 0, stream()>>>(
       static_cast<const float*>(x.data()), rows, cols, rb, cb,
       static_cast<const unsigned*>(amax.data()), cblocks, NumberSpec::parse("e4m3fn").format(),
-      static_cast<uint8_t*>(codes.mutable_data()), static_cast<float*>(raw.mutable_data()));
+      static_cast<uint8_t*>(opnd.data.mutable_data()), static_cast<float*>(raw.mutable_data()));
   CS_CUDA_LAUNCH("quantize_e4m3");
-  if (layout == 0) {
-    scales = raw;
-    return;
-  }
-  const int64_t k4 = (cblocks + 3) / 4 * 4;
-  const int64_t stride_r = layout == 1 ? 1 : k4, stride_k = layout == 1 ? rblocks : 1;
-  scales = DeviceTensor::empty(DType::F32, {layout == 1 ? rblocks * cblocks : rblocks * k4}, true);
-  scatter_scales<<<grid_for(rblocks * cblocks, 256, 1 << 12), 256, 0, stream()>>>(
-      static_cast<const float*>(raw.data()), rblocks, cblocks, stride_r, stride_k,
-      static_cast<float*>(scales.mutable_data()));
-  CS_CUDA_LAUNCH("scatter_scales");
+  opnd.scaling = scaling;
+  opnd.scale =
+      scaling == LtScale::Tensor ? raw : lt_block_scales(raw, rblocks, cblocks, scaling, rows);
 }
 
-// TCFP operand: cast with the TCFP kernels, fold into the tripled-K e4m3 row layout.
+// TCFP operand of random data: cast with the default options, then folded.
 DeviceTensor tcfp_operand(const DeviceTensor& x, GemmKind kind, bool b_order, int& shift_s) {
   const DataType d = DataType::parse(kind == GemmKind::TCFP16 ? "tcfp16" : "tcfp12");
   CastOptions o;
   o.mode = CastMode::Actual;
-  gpu::DeviceCastResult r = gpu::cast(x, d, o);
-  DeviceTensor mx = DeviceTensor::empty(DType::U32, {1}, true);
-  max_u8<<<grid_for(r.scale.numel(), 256, 1 << 12), 256, 0, stream()>>>(
-      static_cast<const uint8_t*>(r.scale.data()), r.scale.numel(),
-      static_cast<unsigned*>(mx.mutable_data()));
-  CS_CUDA_LAUNCH("max_u8");
-  const unsigned top = mx.download().ptr<unsigned>()[0];
-  shift_s = static_cast<int>(top) - 127;
-  const int64_t rows = x.shape()[0], k = x.shape()[1];
-  DeviceTensor out = DeviceTensor::empty(DType::F8E4M3, {rows, 3 * k});
-  const scalar::Format fp8 = NumberSpec::parse("e4m3fn").format();
-  const scalar::Format resf = kind == GemmKind::TCFP16 ? fp8 : NumberSpec::parse("int4").format();
-  tcfp_fold<<<grid_for(rows * k, 256, 1 << 16), 256, 0, stream()>>>(
-      static_cast<const uint8_t*>(r.codes.data()), static_cast<const uint8_t*>(r.scale.data()),
-      static_cast<const uint8_t*>(r.residual.data()),
-      static_cast<const uint8_t*>(r.residual_scale.data()), rows, k, shift_s, fp8, resf, b_order,
-      static_cast<uint8_t*>(out.mutable_data()));
-  CS_CUDA_LAUNCH("tcfp_fold");
-  return out;
+  return tcfp_fold_operand(gpu::cast(x, d, o), kind == GemmKind::TCFP16, b_order, shift_s);
 }
 
 double median(std::vector<float> v) {
@@ -251,8 +228,8 @@ void check_block(const Operands& op, const DeviceTensor& a32, const DeviceTensor
   std::vector<uint8_t> qa, qb, sa, sb;
   if (!tcfp) {
     const size_t eb = op.fp8 ? 1 : 2;
-    qa = fetch(op.a, size_t(bm) * k * eb);
-    qb = fetch(op.b, size_t(bn) * k * eb);
+    qa = fetch(op.a.data, size_t(bm) * k * eb);
+    qb = fetch(op.b.data, size_t(bn) * k * eb);
     if (op.fp8) {
       sa = fetch(op.sa_raw, size_t(op.sa_raw.numel()) * 4);
       sb = fetch(op.sb_raw, size_t(op.sb_raw.numel()) * 4);
@@ -307,6 +284,151 @@ void check_block(const Operands& op, const DeviceTensor& a32, const DeviceTensor
 }
 
 }  // namespace
+
+namespace gpu::detail {
+
+DeviceTensor lt_block_scales(const DeviceTensor& raw, int64_t rblocks, int64_t kblocks,
+                             LtScale layout, int64_t rows_padded) {
+  if (raw.numel() != rblocks * kblocks)
+    throw Error("block scales: " + std::to_string(raw.numel()) + " values for " +
+                std::to_string(rblocks) + " x " + std::to_string(kblocks) + " blocks");
+  const bool vec = layout == LtScale::Vec128;
+  const int64_t k4 = (kblocks + 3) / 4 * 4;
+  const int64_t rows = vec ? std::max(rows_padded, rblocks) : rblocks;
+  const int64_t stride_r = vec ? 1 : k4, stride_k = vec ? rows : 1;
+  // Zeros in the padding: padded rows hold zero codes, so their scale never matters.
+  DeviceTensor out = DeviceTensor::empty(DType::F32, {vec ? rows * kblocks : rblocks * k4}, true);
+  scatter_scales<<<grid_for(rblocks * kblocks, 256, 1 << 12), 256, 0, stream()>>>(
+      static_cast<const float*>(raw.data()), rblocks, kblocks, stride_r, stride_k,
+      static_cast<float*>(out.mutable_data()));
+  CS_CUDA_LAUNCH("scatter_scales");
+  return out;
+}
+
+DeviceTensor to_bf16(const DeviceTensor& f32) {
+  DeviceTensor out = DeviceTensor::empty(DType::BF16, f32.shape());
+  to_bf16_kernel<<<grid_for(f32.numel(), 256, 1 << 16), 256, 0, stream()>>>(
+      static_cast<const float*>(f32.data()), static_cast<__nv_bfloat16*>(out.mutable_data()),
+      f32.numel());
+  CS_CUDA_LAUNCH("to_bf16");
+  return out;
+}
+
+DeviceTensor tcfp_fold_operand(const DeviceCastResult& r, bool tcfp16, bool b_order, int& shift_s) {
+  if (r.shape.size() != 2 || !r.codes || !r.residual || r.shape[1] % 32)
+    throw Error(
+        "TCFP operand: needs an actual TCFP cast of a [rows, k] tensor, k a multiple of 32");
+  DeviceTensor mx = DeviceTensor::empty(DType::U32, {1}, true);
+  max_u8<<<grid_for(r.scale.numel(), 256, 1 << 12), 256, 0, stream()>>>(
+      static_cast<const uint8_t*>(r.scale.data()), r.scale.numel(),
+      static_cast<unsigned*>(mx.mutable_data()));
+  CS_CUDA_LAUNCH("max_u8");
+  const unsigned top = mx.download().ptr<unsigned>()[0];
+  shift_s = static_cast<int>(top) - 127;
+  const int64_t rows = r.shape[0], k = r.shape[1];
+  DeviceTensor out = DeviceTensor::empty(DType::F8E4M3, {rows, 3 * k});
+  const scalar::Format fp8 = NumberSpec::parse("e4m3fn").format();
+  const scalar::Format resf = tcfp16 ? fp8 : NumberSpec::parse("int4").format();
+  tcfp_fold<<<grid_for(rows * k, 256, 1 << 16), 256, 0, stream()>>>(
+      static_cast<const uint8_t*>(r.codes.data()), static_cast<const uint8_t*>(r.scale.data()),
+      static_cast<const uint8_t*>(r.residual.data()),
+      static_cast<const uint8_t*>(r.residual_scale.data()), rows, k, shift_s, fp8, resf, b_order,
+      static_cast<uint8_t*>(out.mutable_data()));
+  CS_CUDA_LAUNCH("tcfp_fold");
+  return out;
+}
+
+namespace {
+cudaDataType_t lt_type(DType t) {
+  switch (t) {
+    case DType::F32:
+      return CUDA_R_32F;
+    case DType::BF16:
+      return CUDA_R_16BF;
+    case DType::F8E4M3:
+      return CUDA_R_8F_E4M3;
+    case DType::F8E5M2:
+      return CUDA_R_8F_E5M2;
+    default:
+      throw Error(std::string("cuBLASLt operand: unsupported element type ") + dtype_name(t));
+  }
+}
+
+int32_t lt_scale_mode(LtScale s) {
+  return s == LtScale::Vec128 ? CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F
+                              : CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F;
+}
+}  // namespace
+
+DeviceTensor lt_matmul(const LtOperand& a, const LtOperand& b, const LtGemm& g, JobControl* job,
+                       double* ms) {
+  const cudaDataType_t ta = lt_type(a.data.dtype()), tb = lt_type(b.data.dtype());
+  const bool fp8 = a.data.dtype() == DType::F8E4M3 || a.data.dtype() == DType::F8E5M2;
+  LtHandle lt;
+  MatmulDesc desc(CUBLAS_COMPUTE_32F, CUDA_R_32F);
+  const cublasOperation_t opT = CUBLAS_OP_T, opN = CUBLAS_OP_N;
+  desc.set(CUBLASLT_MATMUL_DESC_TRANSA, opT);
+  desc.set(CUBLASLT_MATMUL_DESC_TRANSB, opN);
+  if (a.scaling != LtScale::None) desc.set(CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, a.scale.data());
+  if (b.scaling != LtScale::None) desc.set(CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, b.scale.data());
+  if (a.scaling == LtScale::Vec128 || a.scaling == LtScale::Blk128x128)
+    desc.set(CUBLASLT_MATMUL_DESC_A_SCALE_MODE, lt_scale_mode(a.scaling));
+  if (b.scaling == LtScale::Vec128 || b.scaling == LtScale::Blk128x128)
+    desc.set(CUBLASLT_MATMUL_DESC_B_SCALE_MODE, lt_scale_mode(b.scaling));
+  if (fp8) {
+    const int8_t fast = g.fast_accum ? 1 : 0;
+    desc.set(CUBLASLT_MATMUL_DESC_FAST_ACCUM, fast);
+  }
+  const cudaDataType_t out_t = g.bf16_output ? CUDA_R_16BF : CUDA_R_32F;
+  Layout la(ta, g.k, g.m, g.k), lb(tb, g.k, g.n, g.k), lc(out_t, g.m, g.n, g.m);
+  DeviceTensor d = DeviceTensor::empty(g.bf16_output ? DType::BF16 : DType::F32, {g.n, g.m});
+  const size_t ws_bytes = size_t{64} << 20;
+  DeviceTensor ws = DeviceTensor::empty(DType::U8, {static_cast<int64_t>(ws_bytes)});
+  Preference pref;
+  CS_LT(cublasLtMatmulPreferenceSetAttribute(pref.p, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                             &ws_bytes, sizeof(ws_bytes)));
+  cublasLtMatmulHeuristicResult_t heur{};
+  int found = 0;
+  cublasStatus_t hs = cublasLtMatmulAlgoGetHeuristic(lt.h, desc.d, la.l, lb.l, lc.l, lc.l, pref.p,
+                                                     1, &heur, &found);
+  if (hs != CUBLAS_STATUS_SUCCESS || found == 0)
+    throw Error("cuBLASLt found no algorithm for the " + g.what + " GEMM " + std::to_string(g.m) +
+                "x" + std::to_string(g.n) + "x" + std::to_string(g.k) + " on this GPU (" +
+                cublasLtGetStatusString(hs) + ")");
+  const float beta = 0.0f;
+  auto launch = [&] {
+    CS_LT(cublasLtMatmul(lt.h, desc.d, &g.alpha, a.data.data(), la.l, b.data.data(), lb.l, &beta,
+                         d.data(), lc.l, d.mutable_data(), lc.l, &heur.algo, ws.mutable_data(),
+                         ws_bytes, stream()));
+  };
+  for (int i = 0; i < g.warmup; ++i) launch();
+  cudaEvent_t e0, e1;
+  CS_CUDA(cudaEventCreate(&e0));
+  CS_CUDA(cudaEventCreate(&e1));
+  std::vector<float> times;
+  try {
+    for (int i = 0; i < std::max(1, g.iters); ++i) {
+      if (job) job->check();
+      CS_CUDA(cudaEventRecord(e0, stream()));
+      launch();
+      CS_CUDA(cudaEventRecord(e1, stream()));
+      CS_CUDA(cudaEventSynchronize(e1));
+      float t = 0;
+      CS_CUDA(cudaEventElapsedTime(&t, e0, e1));
+      times.push_back(t);
+    }
+  } catch (...) {
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    throw;
+  }
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  if (ms) *ms = median(times);
+  return d;
+}
+
+}  // namespace gpu::detail
 
 int gemm_compute_capability() {
   int dev = 0, major = 0, minor = 0;
@@ -378,32 +500,25 @@ GemmResult run_gemm(GemmKind kind, const GemmOptions& opt, JobControl* job) {
   op.kk = k;
   switch (kind) {
     case GemmKind::BF16:
-      op.a = DeviceTensor::empty(DType::BF16, {m, k});
-      op.b = DeviceTensor::empty(DType::BF16, {n, k});
-      to_bf16<<<grid_for(int64_t{m} * k, 256, 1 << 16), 256, 0, stream()>>>(
-          static_cast<const float*>(a32.data()), static_cast<__nv_bfloat16*>(op.a.mutable_data()),
-          int64_t{m} * k);
-      to_bf16<<<grid_for(int64_t{n} * k, 256, 1 << 16), 256, 0, stream()>>>(
-          static_cast<const float*>(b32.data()), static_cast<__nv_bfloat16*>(op.b.mutable_data()),
-          int64_t{n} * k);
-      CS_CUDA_LAUNCH("to_bf16");
+      op.a.data = gpu::detail::to_bf16(a32);
+      op.b.data = gpu::detail::to_bf16(b32);
       break;
     case GemmKind::FP8:
       op.fp8 = true;
-      fp8_operand(a32, m, k, m, k, op.a, op.sa, op.sa_raw, 0);
-      fp8_operand(b32, n, k, n, k, op.b, op.sb, op.sb_raw, 0);
+      fp8_operand(a32, m, k, m, k, LtScale::Tensor, op.a, op.sa_raw);
+      fp8_operand(b32, n, k, n, k, LtScale::Tensor, op.b, op.sb_raw);
       break;
     case GemmKind::FP8Block:
       op.fp8 = op.block = true;
-      fp8_operand(a32, m, k, 1, 128, op.a, op.sa, op.sa_raw, 1);
-      fp8_operand(b32, n, k, 128, 128, op.b, op.sb, op.sb_raw, 2);
+      fp8_operand(a32, m, k, 1, 128, LtScale::Vec128, op.a, op.sa_raw);
+      fp8_operand(b32, n, k, 128, 128, LtScale::Blk128x128, op.b, op.sb_raw);
       break;
     case GemmKind::TCFP12:
     case GemmKind::TCFP16: {
       op.fp8 = true;
       int sa = 0, sb = 0;
-      op.a = tcfp_operand(a32, kind, false, sa);
-      op.b = tcfp_operand(b32, kind, true, sb);
+      op.a.data = tcfp_operand(a32, kind, false, sa);
+      op.b.data = tcfp_operand(b32, kind, true, sb);
       op.kk = 3 * k;
       op.alpha = static_cast<float>(std::ldexp(1.0, sa + sb));
       break;
@@ -413,78 +528,21 @@ GemmResult run_gemm(GemmKind kind, const GemmOptions& opt, JobControl* job) {
       break;  // refused above
   }
 
-  LtHandle lt;
-  MatmulDesc desc(CUBLAS_COMPUTE_32F, CUDA_R_32F);
-  const cublasOperation_t opT = CUBLAS_OP_T, opN = CUBLAS_OP_N;
-  desc.set(CUBLASLT_MATMUL_DESC_TRANSA, opT);
-  desc.set(CUBLASLT_MATMUL_DESC_TRANSB, opN);
-  const cudaDataType_t in_t = op.fp8 ? CUDA_R_8F_E4M3 : CUDA_R_16BF;
-  if (op.fp8 && (kind == GemmKind::FP8 || kind == GemmKind::FP8Block)) {
-    desc.set(CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, op.sa.data());
-    desc.set(CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, op.sb.data());
-  }
-  if (op.block) {
-    const int32_t ma = CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F,
-                  mb = CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F;
-    desc.set(CUBLASLT_MATMUL_DESC_A_SCALE_MODE, ma);
-    desc.set(CUBLASLT_MATMUL_DESC_B_SCALE_MODE, mb);
-  }
-  if (op.fp8) {
-    // Fast accumulation (no periodic promotion to fp32) is the throughput setting of the
-    // per-tensor and TCFP GEMMs; cuBLASLt has no block-scaled kernel with it, and the block
-    // scales are applied at each promotion anyway.
-    const int8_t fast = op.block ? 0 : 1;
-    desc.set(CUBLASLT_MATMUL_DESC_FAST_ACCUM, fast);
-  }
   // fp32 C by default: a bf16 output would round away the accuracy TCFP-16 buys.
   const bool tcfp = kind == GemmKind::TCFP12 || kind == GemmKind::TCFP16;
   const bool out_bf16 = opt.bf16_output && !tcfp;
-  const cudaDataType_t out_t = out_bf16 ? CUDA_R_16BF : CUDA_R_32F;
-  Layout la(in_t, op.kk, m, op.kk), lb(in_t, op.kk, n, op.kk), lc(out_t, m, n, m);
-  DeviceTensor d = DeviceTensor::empty(out_bf16 ? DType::BF16 : DType::F32, {n, m});
-  const size_t ws_bytes = size_t{64} << 20;
-  DeviceTensor ws = DeviceTensor::empty(DType::U8, {static_cast<int64_t>(ws_bytes)});
-  Preference pref;
-  CS_LT(cublasLtMatmulPreferenceSetAttribute(pref.p, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                             &ws_bytes, sizeof(ws_bytes)));
-  cublasLtMatmulHeuristicResult_t heur{};
-  int found = 0;
-  cublasStatus_t hs = cublasLtMatmulAlgoGetHeuristic(lt.h, desc.d, la.l, lb.l, lc.l, lc.l, pref.p,
-                                                     1, &heur, &found);
-  if (hs != CUBLAS_STATUS_SUCCESS || found == 0)
-    throw Error(std::string("cuBLASLt found no algorithm for the ") + to_string(kind) + " GEMM " +
-                std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) +
-                " on this GPU (" + cublasLtGetStatusString(hs) + ")");
-  const float beta = 0.0f;
-  auto launch = [&] {
-    CS_LT(cublasLtMatmul(lt.h, desc.d, &op.alpha, op.a.data(), la.l, op.b.data(), lb.l, &beta,
-                         d.data(), lc.l, d.mutable_data(), lc.l, &heur.algo, ws.mutable_data(),
-                         ws_bytes, stream()));
-  };
-  for (int i = 0; i < std::max(1, opt.warmup); ++i) launch();
-  cudaEvent_t e0, e1;
-  CS_CUDA(cudaEventCreate(&e0));
-  CS_CUDA(cudaEventCreate(&e1));
-  std::vector<float> times;
-  try {
-    for (int i = 0; i < std::max(1, opt.iters); ++i) {
-      if (job) job->check();
-      CS_CUDA(cudaEventRecord(e0, stream()));
-      launch();
-      CS_CUDA(cudaEventRecord(e1, stream()));
-      CS_CUDA(cudaEventSynchronize(e1));
-      float ms = 0;
-      CS_CUDA(cudaEventElapsedTime(&ms, e0, e1));
-      times.push_back(ms);
-    }
-  } catch (...) {
-    cudaEventDestroy(e0);
-    cudaEventDestroy(e1);
-    throw;
-  }
-  cudaEventDestroy(e0);
-  cudaEventDestroy(e1);
-  res.ms = median(times);
+  gpu::detail::LtGemm g;
+  g.m = m, g.n = n, g.k = op.kk;
+  g.alpha = op.alpha;
+  // Fast accumulation (no periodic promotion to fp32) is the throughput setting of the
+  // per-tensor and TCFP GEMMs; cuBLASLt has no block-scaled kernel with it, and the block
+  // scales are applied at each promotion anyway.
+  g.fast_accum = op.fp8 && !op.block;
+  g.bf16_output = out_bf16;
+  g.warmup = std::max(1, opt.warmup);
+  g.iters = std::max(1, opt.iters);
+  g.what = to_string(kind);
+  const DeviceTensor d = gpu::detail::lt_matmul(op.a, op.b, g, job, &res.ms);
   res.tflops = 2.0 * m * n * double(k) / (res.ms * 1e-3) / 1e12;
   res.note = std::string(op.fp8 ? "e4m3" : "bf16") +
              (op.block ? ", 1x128 A / 128x128 B fp32 block scales" : "") +

@@ -7,7 +7,9 @@
 #include <limits>
 #include <random>
 
+#include "castscope/cuda_stats.hpp"
 #include "castscope/io.hpp"
+#include "modelmap/linear_products.hpp"
 #include "parallel.hpp"
 
 namespace castscope {
@@ -78,19 +80,50 @@ LinearError linear_error(const Tensor& x_in, const Tensor& w_in, const LinearErr
                      std::shared_ptr<const void>(xf.data(), [xf](const void*) {}), xf.data());
   const Tensor w = w_in.to_f32();
 
-  const auto t0 = std::chrono::steady_clock::now();
-  r.backend = "none";
-  const Tensor xq = cast_operand(x, o.act_dtype, o.cast, r.backend, r.act_snr_db);
-  const Tensor wq = cast_operand(w, o.weight_dtype, o.cast, r.backend, r.weight_snr_db);
-  r.cast_ms = ms_since(t0);
-  if (job) job->check();
+  // Device::Auto takes the GPU when there is one and falls back to the host if it fails there
+  // (e.g. out of GPU memory); Device::CUDA reports the failure.
+  const bool gpu_first =
+      o.cast.device == Device::CUDA || (o.cast.device == Device::Auto && gpu::available(nullptr));
+  Tensor y, yq;
+  std::string gpu_failure;
+  if (gpu_first) {
+    try {
+      detail::LinearProducts p = detail::linear_products_cuda(x, w, o, job);
+      y = std::move(p.y);
+      yq = std::move(p.yq);
+      r.act_snr_db = p.act_snr_db;
+      r.weight_snr_db = p.weight_snr_db;
+      r.cast_ms = p.cast_ms;
+      r.matmul_ms = p.matmul_ms;
+      r.gemm_ms = p.gemm_ms;
+      r.product = std::move(p.product);
+      r.product_note = std::move(p.product_note);
+      r.tensor_cores = p.tensor_cores;
+      r.backend = (o.act_dtype || o.weight_dtype) ? "cuda" : "none";
+    } catch (const Cancelled&) {
+      throw;
+    } catch (const Error& e) {
+      if (o.cast.device == Device::CUDA) throw;
+      gpu_failure = e.what();
+    }
+  }
+  if (!y) {
+    const auto t0 = std::chrono::steady_clock::now();
+    r.backend = "none";
+    const Tensor xq = cast_operand(x, o.act_dtype, o.cast, r.backend, r.act_snr_db);
+    const Tensor wq = cast_operand(w, o.weight_dtype, o.cast, r.backend, r.weight_snr_db);
+    r.cast_ms = ms_since(t0);
+    if (job) job->check();
 
-  const auto t1 = std::chrono::steady_clock::now();
-  const Tensor y =
-      matmul_xwt(x.ptr<float>(), w.ptr<float>(), r.tokens, in, r.out, o.cast.threads, job);
-  const Tensor yq =
-      matmul_xwt(xq.ptr<float>(), wq.ptr<float>(), r.tokens, in, r.out, o.cast.threads, job);
-  r.matmul_ms = ms_since(t1);
+    const auto t1 = std::chrono::steady_clock::now();
+    y = matmul_xwt(x.ptr<float>(), w.ptr<float>(), r.tokens, in, r.out, o.cast.threads, job);
+    const auto t2 = std::chrono::steady_clock::now();
+    yq = matmul_xwt(xq.ptr<float>(), wq.ptr<float>(), r.tokens, in, r.out, o.cast.threads, job);
+    r.gemm_ms = ms_since(t2);
+    r.matmul_ms = ms_since(t1);
+    r.product = "fp32 (CPU)";
+    if (!gpu_failure.empty()) r.product_note = "the GPU product failed: " + gpu_failure;
+  }
 
   const float* py = y.ptr<float>();
   const float* pq = yq.ptr<float>();
@@ -115,6 +148,10 @@ LinearError linear_error(const Tensor& x_in, const Tensor& w_in, const LinearErr
                         : std::sqrt(col_err[c] / col_sig[c]));
   const double lim = r.max_abs_err > 0 ? r.max_abs_err : 1.0;
   r.error_hist = error_histogram(py, pq, y.numel(), -lim, lim, std::max(o.hist_bins, 1));
+  if (o.keep_outputs) {
+    r.y = std::move(y);
+    r.yq = std::move(yq);
+  }
   return r;
 }
 

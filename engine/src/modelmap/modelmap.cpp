@@ -199,12 +199,14 @@ ModelMap sweep_model(const io::Model& model, const MapOptions& o, JobControl* jo
             LinearErrorOptions lo;
             lo.cast = o.cast;
             lo.max_tokens = o.max_tokens;
+            lo.gemm_iters = 1;  // the map reports errors; one timed GEMM per cell is enough
             lo.weight_dtype = map.dtypes[d];
             if (!o.act_keep) lo.act_dtype = o.act_dtype ? *o.act_dtype : map.dtypes[d];
             const LinearError le = linear_error(o.activations, x, lo, co.job);
             cell.has_output = true;
             cell.out_snr_db = le.snr_db;
             cell.out_rel_err = le.rel_err;
+            cell.out_product = le.product;
           }
         } catch (const Cancelled&) {
           throw;

@@ -4,6 +4,7 @@
 #include "castscope/cuda_stats.hpp"
 #include "castscope/matmul.hpp"
 #include "cuda/fast_quantizer_check.hpp"
+#include "modelmap/linear_products.hpp"
 
 namespace castscope {
 namespace {
@@ -39,6 +40,13 @@ int gemm_compute_capability() {
 GemmResult run_gemm(GemmKind, const GemmOptions&, JobControl*) {
   no_cuda("GEMM");
 }
+
+namespace detail {
+LinearProducts linear_products_cuda(const Tensor&, const Tensor&, const LinearErrorOptions&,
+                                    JobControl*) {
+  no_cuda("linear layer on the GPU");
+}
+}  // namespace detail
 
 namespace gpu {
 
