@@ -17,6 +17,7 @@ struct Register {
 
 // Exit codes: 0 success, 1 bad input / failure (message on stderr), 2 usage error, 130 cancelled.
 constexpr int kExitError = 1;
+constexpr int kExitUsage = 2;
 
 // The cast options every casting subcommand takes, with the same names, choices and aliases.
 inline void add_rounding_options(CLI::App* sub, std::string& round, std::string& scale_mode) {

@@ -21,7 +21,8 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // app.exit prints CLI11's message; --help and --version stay 0, every usage error is 2.
+    return app.exit(e) == 0 ? 0 : castscope::cli::kExitUsage;
   } catch (const castscope::Cancelled&) {
     std::fprintf(stderr, "castscope-cli: cancelled\n");
     return 130;

@@ -254,5 +254,24 @@ TEST(GpuCast, FastQuantizerEqualsSharedQuantizerExhaustively) {
   EXPECT_GE(seen.size(), 8u);
 }
 
+// The hot MX / NVFP4 grids reach the kernels' compile-time code functions (a mismatch in any
+// format field sends them down the runtime path, bit-exact but several times slower).
+TEST(GpuCast, Bfloat16CodesEqualSharedQuantizerExhaustively) {
+  CS_REQUIRE_GPU();
+  uint32_t bad = 0;
+  EXPECT_EQ(gpu::detail::verify_bf16_codes(&bad), 0u) << "first mismatch at float bits " << bad;
+  const scalar::Format f = detail::make_plan({64, 64}, DataType::parse("bfloat16"), {}).data;
+  EXPECT_NE(gpu::detail::static_grid(f), 0) << "bfloat16 misses its fast path";
+}
+
+TEST(GpuCast, HotGridsHaveCompileTimeCopies) {
+  CS_REQUIRE_GPU();
+  for (const char* name :
+       {"mxfp8e4", "mxfp8e5", "mxfp6e2", "mxfp6e3", "mxfp4e2", "mxint8", "nvfp4"}) {
+    const scalar::Format f = detail::make_plan({256, 256}, DataType::parse(name), {}).data;
+    EXPECT_NE(gpu::detail::static_grid(f), 0) << name;
+  }
+}
+
 }  // namespace
 }  // namespace castscope::gputest

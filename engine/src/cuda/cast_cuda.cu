@@ -197,9 +197,15 @@ struct CastRunner::Impl {
           constexpr int V = Vec<T>::V;
           const bool bytes = o.pack4 || ((o.code_size == 1 || o.code_size == 2) &&
                                          kp.data.kind != scalar::Kind::Int);
-          if (fastq && !p.scaled && n % V == 0 && o.codes && bytes) {
+          // bfloat16's grid is outside fast_quant_ok but has its own exact code function, for
+          // either overflow policy.
+          const bool bf16 = opt.round == Round::Even && !o.values && o.code_size == 2 &&
+                            static_format_id(p.data) == kBF16;
+          if ((fastq || bf16) && !p.scaled && n % V == 0 && o.codes && bytes) {
             const unsigned g = grid_for(n / V, 256, cap);
-            if (fid == kE4M3FN)
+            if (bf16)
+              unscaled_vec_kernel<T, kBF16><<<g, 256, 0, st>>>(xp, n / V, kp, sc(), o);
+            else if (fid == kE4M3FN)
               unscaled_vec_kernel<T, kE4M3FN><<<g, 256, 0, st>>>(xp, n / V, kp, sc(), o);
             else if (fid == kE5M2)
               unscaled_vec_kernel<T, kE5M2><<<g, 256, 0, st>>>(xp, n / V, kp, sc(), o);
@@ -503,10 +509,13 @@ __global__ void verify_kernel(scalar::Format f, int hw, uint64_t extra, uint64_t
     }
     if (f32 && hw) {
       bool c2 = false;
-      const uint32_t hc = hw == kE4M3FN     ? code_e4m3fn(static_cast<float>(y), c2)
-                          : hw == kE5M2     ? code_e5m2(static_cast<float>(y), c2)
-                          : hw == kE2M1FNUZ ? code_e2m1fnuz(static_cast<float>(y), c2)
-                                            : code_int8q6(static_cast<float>(y), c2);
+      const float yf = static_cast<float>(y);
+      const uint32_t hc = hw == kE4M3FN     ? code_e4m3fn(yf, c2)
+                          : hw == kE5M2     ? code_e5m2(yf, c2)
+                          : hw == kE2M1FNUZ ? code_e2m1fnuz(yf, c2)
+                          : hw == kE2M3FNUZ ? code_e2m3(yf, c2)
+                          : hw == kE3M2FNUZ ? code_e3m2(yf, c2)
+                                            : code_int8q6(yf, c2);
       ok = ok && hc == want && c2 == c0;
     }
     if (f32 && y > 0) {
@@ -530,10 +539,47 @@ __global__ void verify_kernel(scalar::Format f, int hw, uint64_t extra, uint64_t
   if (mism) atomicAdd(bad, mism);
 }
 
+__global__ void verify_bf16_kernel(unsigned long long* bad, unsigned long long* first) {
+  const scalar::Format f = static_format(kBF16);
+  unsigned long long mism = 0;
+  for (uint64_t i = blockIdx.x * static_cast<uint64_t>(blockDim.x) + threadIdx.x; i < (1ull << 32);
+       i += static_cast<uint64_t>(gridDim.x) * blockDim.x) {
+    const float y = __uint_as_float(static_cast<uint32_t>(i));
+    if (!(y - y == 0.0f)) continue;
+    bool ok = true;
+    for (const scalar::Overflow ovf : {scalar::Overflow::Saturate, scalar::Overflow::IEEE}) {
+      const scalar::Quantized q = castscope::detail::canonical(
+          scalar::quantize(static_cast<double>(y), f, scalar::Round::Even, ovf, 0), f);
+      bool cl = false;
+      const uint32_t got = code_bf16(y, ovf == scalar::Overflow::Saturate, cl);
+      ok = ok && got == scalar::encode(q, f) && cl == q.clipped;
+    }
+    if (!ok) {
+      ++mism;
+      atomicExch(first, static_cast<unsigned long long>(i));
+    }
+  }
+  if (mism) atomicAdd(bad, mism);
+}
+
 }  // namespace
+
+uint64_t verify_bf16_codes(uint32_t* first_bad) {
+  DeviceTensor out = DeviceTensor::empty(DType::U64, {2}, true);
+  unsigned long long* p = static_cast<unsigned long long*>(out.mutable_data());
+  verify_bf16_kernel<<<static_cast<unsigned>(sm_count()) * 8, 256, 0, stream()>>>(p, p + 1);
+  CS_CUDA_LAUNCH("verify_bf16_kernel");
+  Tensor h = out.download();
+  if (first_bad) *first_bad = static_cast<uint32_t>(h.ptr<uint64_t>()[1]);
+  return h.ptr<uint64_t>()[0];
+}
 
 bool fast_quantizer_applies(const scalar::Format& f) {
   return fast_quant_ok(f);
+}
+
+int static_grid(const scalar::Format& f) {
+  return static_format_id(f);
 }
 
 uint64_t verify_fast_quantizer(const scalar::Format& f, uint64_t extra, uint64_t seed,
@@ -541,8 +587,7 @@ uint64_t verify_fast_quantizer(const scalar::Format& f, uint64_t extra, uint64_t
   DeviceTensor out = DeviceTensor::empty(DType::U64, {2}, true);
   unsigned long long* p = static_cast<unsigned long long*>(out.mutable_data());
   const int id = static_format_id(f);
-  // Grids with a dedicated code function (the MXFP6 grids only have the shared one, folded).
-  const int hw = id == kE2M3FNUZ || id == kE3M2FNUZ ? kRuntime : id;
+  const int hw = id;  // every compile-time grid has a dedicated code function
   verify_kernel<<<static_cast<unsigned>(sm_count()) * 8, 256, 0, stream()>>>(f, hw, extra, seed, p,
                                                                              p + 1);
   CS_CUDA_LAUNCH("verify_kernel");

@@ -582,6 +582,8 @@ __global__ void __launch_bounds__(256) unscaled_vec_kernel(const T* __restrict__
         }
         if constexpr (F == kE4M3FN) {
           code[k] = code_e4m3fn(xv, cl);
+        } else if constexpr (F == kBF16) {
+          code[k] = code_bf16(xv, kp.overflow == scalar::Overflow::Saturate, cl);
         } else if constexpr (F == kE5M2) {
           code[k] = code_e5m2(xv, cl);
         } else {
@@ -727,12 +729,15 @@ __global__ void __launch_bounds__(256, MODE == 3 ? 4 : 1)
           unsigned long long cl = 0;
           code[k] = element_out(kp, gs, xv, 0, e0 + k, o, cl);
           clipped += static_cast<unsigned>(cl);
-        } else if (MODE == 1 && (F == kE4M3FN || F == kE5M2 || F == kE2M1FNUZ || F == kInt8Fixed)) {
+        } else if (MODE == 1 && (F == kE4M3FN || F == kE5M2 || F == kE2M1FNUZ || F == kE2M3FNUZ ||
+                                 F == kE3M2FNUZ || F == kInt8Fixed)) {
           bool cl = false;
           const float y = xv * f1 * f2;
           code[k] = F == kE4M3FN     ? code_e4m3fn(y, cl)
                     : F == kE5M2     ? code_e5m2(y, cl)
                     : F == kE2M1FNUZ ? code_e2m1fnuz(y, cl)
+                    : F == kE2M3FNUZ ? code_e2m3(y, cl)
+                    : F == kE3M2FNUZ ? code_e3m2(y, cl)
                                      : code_int8q6(y, cl);
           if (!fin || zero_group) code[k] = 0, cl = false;
           clipped += cl ? 1 : 0;

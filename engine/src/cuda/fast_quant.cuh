@@ -115,8 +115,11 @@ enum StaticFormat {
   kE2M1FNUZ = 2,
   kInt8Fixed = 3,
   kE5M2 = 4,
-  kE2M3FNUZ = 5,  // MXFP6's grids: no conversion instruction on sm_90, but with the format a
-  kE3M2FNUZ = 6,  // compile-time constant the shared quantize / encode fold to a few instructions
+  // MXFP6's grids, TensorCast's e2m3fnuz / e3m2fnuz: up to 6 bits these are the OCP formats
+  // (finite, with -0; docs/formats.md), so the copies must say Finite or no plan matches them.
+  kE2M3FNUZ = 5,
+  kE3M2FNUZ = 6,
+  kBF16 = 7,  // outside fast_quant_ok (its quantum reaches float's subnormals): code_bf16 only
 };
 
 __host__ __device__ constexpr scalar::Format static_format(int id) {
@@ -155,7 +158,7 @@ __host__ __device__ constexpr scalar::Format static_format(int id) {
                                         true,
                                         true}
          : id == kE2M3FNUZ ? scalar::Format{scalar::Kind::Float,
-                                            scalar::InfNan::FNUZ,
+                                            scalar::InfNan::Finite,
                                             6,
                                             2,
                                             3,
@@ -168,11 +171,11 @@ __host__ __device__ constexpr scalar::Format static_format(int id) {
                                             -1,
                                             2,
                                             false,
-                                            true,
                                             false,
+                                            true,
                                             true}
          : id == kE3M2FNUZ ? scalar::Format{scalar::Kind::Float,
-                                            scalar::InfNan::FNUZ,
+                                            scalar::InfNan::Finite,
                                             6,
                                             3,
                                             2,
@@ -185,9 +188,26 @@ __host__ __device__ constexpr scalar::Format static_format(int id) {
                                             2,
                                             4,
                                             false,
-                                            true,
                                             false,
+                                            true,
                                             true}
+         : id == kBF16     ? scalar::Format{scalar::Kind::Float,
+                                        scalar::InfNan::IEEE,
+                                        16,
+                                        8,
+                                        7,
+                                        127,
+                                        127,
+                                        -126,
+                                        7,
+                                        -133,
+                                        255ull,
+                                        120,
+                                        127,
+                                        true,
+                                        true,
+                                        true,
+                                        true}
          : id == kE2M1FNUZ ? scalar::Format{scalar::Kind::Float,
                                             scalar::InfNan::Finite,
                                             4,
@@ -248,6 +268,39 @@ __device__ __forceinline__ uint32_t code_e2m1fnuz(float y, bool& clipped) {
   const uint32_t m = static_cast<uint32_t>(min(k + 2 * q, 7));
   clipped = a >= 7.0f;
   return m | ((__float_as_uint(y) >> 28) & 0x8u);
+}
+
+// bfloat16 code of a finite y: bfloat16 is float32's top half, so round to nearest even is one
+// integer add on the bits, subnormals and -0 included. A result past the largest finite value
+// is Inf, or under saturation that value, counted as clipped.
+__device__ __forceinline__ uint32_t code_bf16(float y, bool saturate, bool& clipped) {
+  const uint32_t u = __float_as_uint(y);
+  const uint32_t r = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
+  clipped = saturate && (r & 0x7FFFu) == 0x7F80u;
+  return clipped ? (r & 0x8000u) | 0x7F7Fu : r;
+}
+
+// Codes of a finite y on a small OCP float grid with EBITS exponent and M mantissa bits, smallest
+// normal binade EMIN and top binade EMAX (no Inf or NaN, -0 kept), round to nearest even with
+// saturation: code_e2m1fnuz's construction for any such grid. The code is RN(a / quantum) plus
+// 2^M for every binade above the subnormal one; the top mantissa is odd, so the midpoint to the
+// next power of two rounds up and saturates.
+template <int EBITS, int M, int EMIN, int EMAX>
+__device__ __forceinline__ uint32_t code_small_ocp(float y, bool& clipped) {
+  constexpr uint32_t kMaxCode = (static_cast<uint32_t>(EMAX - EMIN + 1) << M) | ((1u << M) - 1);
+  const float a = fminf(fabsf(y), pow2f(EMAX + 1));
+  const int q = max(static_cast<int>(__float_as_uint(a) >> 23) - 127 - EMIN, 0);
+  const int k =
+      static_cast<int>(__float_as_uint(fmaf(a, pow2f(M - EMIN - q), 0x1.8p23f)) - 0x4B400000u);
+  const uint32_t m = min(static_cast<uint32_t>(k) + (static_cast<uint32_t>(q) << M), kMaxCode);
+  clipped = a >= static_cast<float>((2 << M) - 1) * pow2f(EMAX - M) + pow2f(EMAX - M - 1);
+  return m | ((__float_as_uint(y) >> 31) << (EBITS + M));
+}
+__device__ __forceinline__ uint32_t code_e2m3(float y, bool& clipped) {
+  return code_small_ocp<2, 3, 0, 2>(y, clipped);
+}
+__device__ __forceinline__ uint32_t code_e3m2(float y, bool& clipped) {
+  return code_small_ocp<3, 2, -2, 4>(y, clipped);
 }
 
 // e2m1 code of RN(x / d) by comparing x with the rounding midpoints times d, thresholds
@@ -404,7 +457,7 @@ __device__ __forceinline__ castscope::detail::GroupScale choose_e4m3_scale_f32(
 }
 
 inline int static_format_id(const scalar::Format& f) {
-  for (int id : {kE4M3FN, kE2M1FNUZ, kInt8Fixed, kE5M2, kE2M3FNUZ, kE3M2FNUZ}) {
+  for (int id : {kE4M3FN, kE2M1FNUZ, kInt8Fixed, kE5M2, kE2M3FNUZ, kE3M2FNUZ, kBF16}) {
     const scalar::Format s = static_format(id);
     if (s.kind == f.kind && s.infnan == f.infnan && s.bits == f.bits && s.ebits == f.ebits &&
         s.mbits == f.mbits && s.bias == f.bias && s.emax == f.emax && s.emin == f.emin &&

@@ -14,5 +14,11 @@ namespace castscope::gpu::detail {
 uint64_t verify_fast_quantizer(const scalar::Format& f, uint64_t extra, uint64_t seed,
                                double* first_bad);
 bool fast_quantizer_applies(const scalar::Format& f);
+// The compile-time copy of grid f the cast kernels specialise on (StaticFormat), 0 for none: a
+// format fact changed in one place and not the other would silently leave the fast kernels.
+int static_grid(const scalar::Format& f);
+// Checks the bfloat16 code function against scalar::quantize on every finite float32, under both
+// overflow policies. Returns the number of mismatches; first_bad receives one input's bits.
+uint64_t verify_bf16_codes(uint32_t* first_bad);
 
 }  // namespace castscope::gpu::detail

@@ -117,6 +117,12 @@ uint64_t verify_fast_quantizer(const scalar::Format&, uint64_t, uint64_t, double
 bool fast_quantizer_applies(const scalar::Format&) {
   return false;
 }
+int static_grid(const scalar::Format&) {
+  return 0;
+}
+uint64_t verify_bf16_codes(uint32_t*) {
+  no_cuda("GPU quantizer check");
+}
 }  // namespace detail
 
 }  // namespace gpu
