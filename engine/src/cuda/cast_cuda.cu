@@ -539,13 +539,15 @@ __global__ void verify_kernel(scalar::Format f, int hw, uint64_t extra, uint64_t
   if (mism) atomicAdd(bad, mism);
 }
 
-__global__ void verify_bf16_kernel(unsigned long long* bad, unsigned long long* first) {
+__global__ void verify_bf16_kernel(unsigned long long* bad, unsigned long long* first,
+                                   unsigned long long* checked) {
   const scalar::Format f = static_format(kBF16);
-  unsigned long long mism = 0;
+  unsigned long long mism = 0, seen = 0;
   for (uint64_t i = blockIdx.x * static_cast<uint64_t>(blockDim.x) + threadIdx.x; i < (1ull << 32);
        i += static_cast<uint64_t>(gridDim.x) * blockDim.x) {
     const float y = __uint_as_float(static_cast<uint32_t>(i));
     if (!(y - y == 0.0f)) continue;
+    ++seen;
     bool ok = true;
     for (const scalar::Overflow ovf : {scalar::Overflow::Saturate, scalar::Overflow::IEEE}) {
       const scalar::Quantized q = castscope::detail::canonical(
@@ -560,17 +562,19 @@ __global__ void verify_bf16_kernel(unsigned long long* bad, unsigned long long* 
     }
   }
   if (mism) atomicAdd(bad, mism);
+  atomicAdd(checked, seen);
 }
 
 }  // namespace
 
-uint64_t verify_bf16_codes(uint32_t* first_bad) {
-  DeviceTensor out = DeviceTensor::empty(DType::U64, {2}, true);
+uint64_t verify_bf16_codes(uint32_t* first_bad, uint64_t* checked) {
+  DeviceTensor out = DeviceTensor::empty(DType::U64, {3}, true);
   unsigned long long* p = static_cast<unsigned long long*>(out.mutable_data());
-  verify_bf16_kernel<<<static_cast<unsigned>(sm_count()) * 8, 256, 0, stream()>>>(p, p + 1);
+  verify_bf16_kernel<<<static_cast<unsigned>(sm_count()) * 8, 256, 0, stream()>>>(p, p + 1, p + 2);
   CS_CUDA_LAUNCH("verify_bf16_kernel");
   Tensor h = out.download();
   if (first_bad) *first_bad = static_cast<uint32_t>(h.ptr<uint64_t>()[1]);
+  if (checked) *checked = h.ptr<uint64_t>()[2];
   return h.ptr<uint64_t>()[0];
 }
 

@@ -18,7 +18,8 @@ bool fast_quantizer_applies(const scalar::Format& f);
 // format fact changed in one place and not the other would silently leave the fast kernels.
 int static_grid(const scalar::Format& f);
 // Checks the bfloat16 code function against scalar::quantize on every finite float32, under both
-// overflow policies. Returns the number of mismatches; first_bad receives one input's bits.
-uint64_t verify_bf16_codes(uint32_t* first_bad);
+// overflow policies. Returns the number of mismatches; first_bad receives one input's bits and
+// checked the number of inputs compared.
+uint64_t verify_bf16_codes(uint32_t* first_bad, uint64_t* checked);
 
 }  // namespace castscope::gpu::detail

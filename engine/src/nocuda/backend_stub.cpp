@@ -120,7 +120,7 @@ bool fast_quantizer_applies(const scalar::Format&) {
 int static_grid(const scalar::Format&) {
   return 0;
 }
-uint64_t verify_bf16_codes(uint32_t*) {
+uint64_t verify_bf16_codes(uint32_t*, uint64_t*) {
   no_cuda("GPU quantizer check");
 }
 }  // namespace detail
