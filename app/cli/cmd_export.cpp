@@ -123,7 +123,8 @@ void export_cmd(CLI::App& app) {
     int last_axis = 0;
     for (const ExportedTensor& t : rep.tensors) {
       if (t.axis.empty()) continue;
-      if (t.axis.rfind("-1:", 0) == 0 || t.axis.rfind(std::to_string(t.shape.size() - 1) + ":", 0) == 0)
+      if (t.axis.rfind("-1:", 0) == 0 ||
+          t.axis.rfind(std::to_string(t.shape.size() - 1) + ":", 0) == 0)
         ++last_axis;
       else
         std::printf("  %s %s: axis %s\n", t.name.c_str(), t.dtype.c_str(), t.axis.c_str());

@@ -189,8 +189,8 @@ void report_cmd(CLI::App& app) {
           "tensor,stored_dtype,shape,numel,datatype,mse,snr_db,max_abs_err,clipped_pct,nonfinite_"
           "in,nonfinite_out,error,axis\n");
     else if (!a.json)
-      std::printf("%-40s %-22s %12s %9s %12s %9s %8s  %s\n", "tensor", "datatype", "mse",
-                  "snr_db", "max_abs_err", "clipped%", "nonfin", "axis");
+      std::printf("%-40s %-22s %12s %9s %12s %9s %8s  %s\n", "tensor", "datatype", "mse", "snr_db",
+                  "max_abs_err", "clipped%", "nonfin", "axis");
     Progress prog(todo.size());
     for (size_t i = 0; i < todo.size(); ++i) {
       const io::TensorInfo& info = *todo[i];
@@ -299,10 +299,9 @@ void report_cmd(CLI::App& app) {
       ordered_json j;
       j["model"] = a.model;
       j["format"] = m->format();
-      j["options"] = {
-          {"round", to_string(o.round)},
-          {"scale_mode", to_string(o.scale_mode)},
-          {"axis", AxisSpec::from(o).str()}};
+      j["options"] = {{"round", to_string(o.round)},
+                      {"scale_mode", to_string(o.scale_mode)},
+                      {"axis", AxisSpec::from(o).str()}};
       if (o.rotate.enabled()) j["options"]["rotate"] = o.rotate.str();
       j["tensors"] = jt;
       j["skipped"] = jskip;

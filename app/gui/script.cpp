@@ -377,6 +377,7 @@ std::string state_json(const AppState& app, const std::vector<std::string>& scri
     r["nonfinite_in"] = a->stats.nonfinite_in;
     r["count"] = a->stats.count;
     r["bits_per_value"] = a->bits_per_value;
+    r["axis"] = a->axis;
     uint64_t vo = 0, vc = 0;
     for (uint64_t c : a->value_orig.counts) vo += c;
     for (uint64_t c : a->value_cast.counts) vc += c;

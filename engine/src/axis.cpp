@@ -84,7 +84,8 @@ std::string describe_axis(const CastOptions& o, const Shape& shape) {
   if (shape.empty()) return "-";
   const CastOptions r = resolve_axis(o, shape);
   const std::string len = std::to_string(axis_length(r, shape));
-  if (r.flatten) return std::to_string(r.axis) + ".." + std::to_string(shape.size() - 1) + ":" + len;
+  if (r.flatten)
+    return std::to_string(r.axis) + ".." + std::to_string(shape.size() - 1) + ":" + len;
   return std::to_string(r.axis) + ":" + len;
 }
 

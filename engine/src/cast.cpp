@@ -94,8 +94,7 @@ CastResult cast(const Tensor& x, const DataType& dtype, const CastOptions& optio
     CastOptions inner = o;
     inner.axis = -1;
     inner.flatten = false;
-    return from_view(cast(x.reshaped(cast_view_shape(x.shape(), o)), dtype, inner), o,
-                     x.shape());
+    return from_view(cast(x.reshaped(cast_view_shape(x.shape(), o)), dtype, inner), o, x.shape());
   }
   if (options.rotate.enabled()) return rotation::cast_rotated(x, dtype, options);
   // ggml's block formats run on the CPU for every device (their quantizer is ggml's reference).

@@ -57,9 +57,10 @@ TEST(Axis, ConvWeightEqualsReshapedView) {
   const uint64_t seed = fresh_seed();
   std::mt19937_64 rng(seed);
   const std::vector<Shape> shapes = {{64, 3, 7, 7}, {256, 128, 3, 3}, {6, 5, 3, 3, 3}};
-  const char* dtypes[] = {"mxfp8e4",           "nvfp4",       "e4m3fn_float32_t0",
-                          "e4m3fn_float32_t128_t128", "mxfp4e2", "mx6",
-                          "int4_float16_t64",  "tcfp12",      "e2m1_e8m0_t32n2m4"};
+  const char* dtypes[] = {
+      "mxfp8e4",          "nvfp4", "e4m3fn_float32_t0", "e4m3fn_float32_t128_t128",
+      "mxfp4e2",          "mx6",   "int4_float16_t64",  "tcfp12",
+      "e2m1_e8m0_t32n2m4"};
   for (const Shape& s : shapes)
     for (const char* name : dtypes) {
       const DataType d = DataType::parse(name);

@@ -47,9 +47,8 @@ Tensor view_cast(const Tensor& x, const std::string& dtype) {
 struct Tmp {
   fs::path dir;
   Tmp() {
-    dir = fs::temp_directory_path() /
-          ("castscope_axis_" + std::to_string(::getpid()) + "_" +
-           std::to_string(castscope::test::test_seed() % 1000000));
+    dir = fs::temp_directory_path() / ("castscope_axis_" + std::to_string(::getpid()) + "_" +
+                                       std::to_string(castscope::test::test_seed() % 1000000));
     fs::create_directories(dir);
   }
   ~Tmp() { fs::remove_all(dir); }
@@ -104,15 +103,15 @@ TEST(AxisFiles, ConvCheckpointNativeRoundTrip) {
   o.axis_auto = true;
   for (const auto& [name, x] : ts) {
     const Tensor got = cast(model->load(name), DataType::parse("mxfp8e4"), o).values;
-    const Tensor want = x.rank() == 4 ? view_cast(x, "mxfp8e4")
-                                      : cast(x, DataType::parse("mxfp8e4"), cpu()).values;
+    const Tensor want =
+        x.rank() == 4 ? view_cast(x, "mxfp8e4") : cast(x, DataType::parse("mxfp8e4"), cpu()).values;
     EXPECT_TRUE(same_bits(got, want)) << name << " seed " << seed;
   }
   ExportOptions eo;
   eo.cast = o;
-  const ExportReport rep = export_model(
-      *model, tmp / "out.safetensors",
-      parse_plan(R"({"rules": [{"pattern": "*", "dtype": "mxfp8e4"}]})"), eo);
+  const ExportReport rep =
+      export_model(*model, tmp / "out.safetensors",
+                   parse_plan(R"({"rules": [{"pattern": "*", "dtype": "mxfp8e4"}]})"), eo);
   const auto st = exporttest::read_st(tmp / "out.safetensors");
   EXPECT_EQ(st.metadata.at("conv1.weight.flatten"), "true");
   EXPECT_EQ(st.metadata.at("conv1.weight.axis"), "1");
@@ -126,8 +125,8 @@ TEST(AxisFiles, ConvCheckpointNativeRoundTrip) {
     const Tensor& x = ts.at(p.name);
     EXPECT_EQ(p.result.shape, x.shape()) << p.name;
     EXPECT_EQ(p.result.options.flatten, x.rank() == 4) << p.name;
-    const Tensor want = x.rank() == 4 ? view_cast(x, "mxfp8e4")
-                                      : cast(x, DataType::parse("mxfp8e4"), cpu()).values;
+    const Tensor want =
+        x.rank() == 4 ? view_cast(x, "mxfp8e4") : cast(x, DataType::parse("mxfp8e4"), cpu()).values;
     EXPECT_TRUE(same_bits(upcast(p.result), want)) << p.name << " seed " << seed;
   }
   // A plan rule's axis beats the export's: the kernel axis alone, as before flattening existed.
@@ -162,8 +161,7 @@ TEST(AxisFiles, PackedWithoutFlattenKeyReadsAsBefore) {
   const auto back = io::load_packed(tmp / "old.safetensors");
   ASSERT_EQ(back.size(), 1u);
   EXPECT_FALSE(back[0].result.options.flatten);
-  EXPECT_TRUE(same_bits(upcast(back[0].result),
-                        cast(x, DataType::parse("mxfp8e4"), cpu()).values))
+  EXPECT_TRUE(same_bits(upcast(back[0].result), cast(x, DataType::parse("mxfp8e4"), cpu()).values))
       << "seed " << seed;
   // The flattened cast of the same tensor round-trips with its key; a bad key value is refused.
   o.axis_auto = true;
@@ -177,9 +175,7 @@ TEST(AxisFiles, PackedWithoutFlattenKeyReadsAsBefore) {
   const size_t k = bytes.find("\"w.flatten\":\"true\"");
   ASSERT_NE(k, std::string::npos);
   bytes.replace(k, 18, "\"w.flatten\":\"nope\"");
-  {
-    std::ofstream(tmp / "bad.safetensors", std::ios::binary) << bytes;
-  }
+  { std::ofstream(tmp / "bad.safetensors", std::ios::binary) << bytes; }
   EXPECT_THROW(io::load_packed(tmp / "bad.safetensors"), Error);
 }
 

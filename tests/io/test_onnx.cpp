@@ -186,12 +186,10 @@ TEST(Onnx, ConvWeightsCastOverTheirReduction) {
     o.device = Device::CPU;
     o.axis_auto = true;
     const CastResult r = cast(x, d, o);
-    EXPECT_EQ(describe_axis(o, x.shape()),
-              "1..3:" + std::to_string(x.numel() / x.shape()[0]));
+    EXPECT_EQ(describe_axis(o, x.shape()), "1..3:" + std::to_string(x.numel() / x.shape()[0]));
     CastOptions plain;
     plain.device = Device::CPU;
-    const Tensor want =
-        cast(x.reshaped({x.shape()[0], x.numel() / x.shape()[0]}), d, plain).values;
+    const Tensor want = cast(x.reshaped({x.shape()[0], x.numel() / x.shape()[0]}), d, plain).values;
     ASSERT_EQ(r.values.shape(), shapes[k]);
     EXPECT_EQ(std::memcmp(r.values.data(), want.data(), want.nbytes()), 0);
   }

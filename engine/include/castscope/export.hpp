@@ -233,7 +233,7 @@ CastOptions cast_options(const ExportOptions& o, CastMode mode, JobControl* sub,
                          const ExportPlan& plan, const io::TensorInfo& info);
 bool is_mxfp4(const DataType& d);  // e2m1[fnuz] + e8m0 scale per 32, no extras
 bool axis_is_last(const CastOptions& o, const Shape& s);  // resolved, and not flattened
-Tensor pack_e2m1(const Tensor& codes, bool fnuz);  // two codes per byte, element 2i low
+Tensor pack_e2m1(const Tensor& codes, bool fnuz);         // two codes per byte, element 2i low
 ExportReport export_native(const io::Model&, const std::string&, const ExportPlan&,
                            const ExportOptions&, JobControl*);
 ExportReport export_gpt_oss(const io::Model&, const std::string&, const ExportPlan&,

@@ -190,8 +190,7 @@ ExportReport export_compressed_tensors(const io::Model& model, const std::string
                       " (a conv weight): keep it, or export it with --layout native");
         if (x.rank() < 1 || !axis_is_last(co, x.shape()))
           throw Error("compressed-tensors scales run along the last axis; cast axis " +
-                      describe_axis(co, x.shape()) + " does not fit shape " +
-                      shape_str(x.shape()));
+                      describe_axis(co, x.shape()) + " does not fit shape " + shape_str(x.shape()));
         const bool dot_weight =
             info.name.size() > 7 && info.name.compare(info.name.size() - 7, 7, ".weight") == 0;
         const std::string module =

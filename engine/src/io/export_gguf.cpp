@@ -52,7 +52,7 @@ struct Planned {
   uint64_t offset, size;
   uint32_t crc = 0;
   const io::detail::GgufTensor* copy = nullptr;  // kept tensor copied from the source GGUF
-  CastOptions co = {};                            // its cast (axis resolved), job set per write
+  CastOptions co = {};                           // its cast (axis resolved), job set per write
 };
 
 uint64_t type_size(uint32_t type, int64_t n) {
