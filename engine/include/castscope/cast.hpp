@@ -71,7 +71,11 @@ struct AxisSpec {
     o.axis = axis;
     o.flatten = flatten;
   }
-  bool operator==(const AxisSpec&) const = default;
+  // Spelled out: the CUDA sources that include this header compile as C++17.
+  bool operator==(const AxisSpec& o) const {
+    return automatic == o.automatic && axis == o.axis && flatten == o.flatten;
+  }
+  bool operator!=(const AxisSpec& o) const { return !(*this == o); }
 };
 
 // The reduction axis the inference stacks quantize over, from the shape alone: a weight of rank
