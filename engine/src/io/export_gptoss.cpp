@@ -88,6 +88,7 @@ ExportReport export_gpt_oss(const io::Model& model, const std::string& out, cons
               "[E, in, out], along axis -2; shape " +
               shape_str(x.shape()) + " with quantization axis " + describe_axis(co, x.shape()) +
               " does not tile");
+        const std::string axis_text = describe_axis(co, x.shape());
         Tensor xs = x;
         if (transposed) {
           // Stored as [..., out, in]: the quantization axis last, as transformers decodes it.
@@ -111,7 +112,7 @@ ExportReport export_gpt_oss(const io::Model& model, const std::string& out, cons
         w.add(info.name + "_scales", r.scale);
         meta["castscope." + info.name + ".dtype"] = d->str();
         et.dtype = d->str();
-        et.axis = describe_axis(cast_options(opt, CastMode::Actual, sub, plan, info), x.shape());
+        et.axis = axis_text;
         et.bytes_out = blocks.nbytes() + r.scale.nbytes();
         rep.tensors.push_back(et);
       });
