@@ -27,8 +27,9 @@ python3 -c "import scikit_build_core, nanobind, pytest, ml_dtypes" 2>/dev/null |
   PIP_BREAK_SYSTEM_PACKAGES=1 python3 -m pip install -q scikit-build-core nanobind pytest ml_dtypes
 # The model-directory test builds its inputs with transformers and decodes the exports with
 # compressed-tensors' and transformers' own code (both need PyTorch; its CPU build suffices).
-python3 -c "import torch, transformers, compressed_tensors" 2>/dev/null ||
-  python3 -m pip install -q torch transformers compressed-tensors
+# accelerate: transformers' MXFP4 (gpt-oss) loader needs it unless asked to dequantize.
+python3 -c "import torch, transformers, compressed_tensors, accelerate" 2>/dev/null ||
+  python3 -m pip install -q torch transformers compressed-tensors accelerate
 # The GGUF tests read and write GGUF with ggml's own Python package.
 python3 -c "import gguf" 2>/dev/null || python3 -m pip install -q gguf
 # nvcc ships with the CUDA toolkit under /usr/local/cuda when it is installed.

@@ -15,7 +15,7 @@ struct CastArgs {
                               device = "auto", mode = "virtual";
   uint64_t seed = 0;
   std::string rotate = "none";
-  int axis = -1;
+  std::string axis = "auto";
   bool stats = false;
   bool no_tcfp_nf = false;
 };
@@ -42,8 +42,7 @@ void cast_cmd(CLI::App& app) {
   sub->add_option("--seed", a.seed, "Seed of stochastic rounding");
   sub->add_option("--rotate", a.rotate,
                   "Block Hadamard rotation along the axis before casting: N, hN or hNrSEED");
-  sub->add_option("--axis", a.axis,
-                  "Tile axis (negative counts from the end; 2-D tiles cover axis-1 and axis)");
+  add_axis_option(sub, a.axis);
   add_device_option(sub, a.device);
   sub->add_option("--mode", a.mode, "virtual | actual | compress")
       ->check(CLI::IsMember({"virtual", "actual", "compress"}));
@@ -57,7 +56,7 @@ void cast_cmd(CLI::App& app) {
     o.scale_mode = parse_scale_mode(a.scale_mode);
     o.overflow = parse_overflow(a.overflow);
     o.seed = a.seed;
-    o.axis = a.axis;
+    AxisSpec::parse(a.axis).apply(o);
     o.rotate = parse_rotation(a.rotate);
     o.device = parse_device(a.device);
     o.mode = parse_cast_mode(a.mode);
@@ -85,9 +84,9 @@ void cast_cmd(CLI::App& app) {
     }
     if (a.stats) {
       Stats s = compute_stats(x, values, r.counts.clipped);
-      std::printf("dtype %s  backend %s  %.2f ms  bits/value %.4g\n", d.label().c_str(),
-                  r.backend.c_str(), ms,
-                  d.bits_per_value(x.rank() ? x.shape()[(a.axis + x.rank()) % x.rank()] : 1));
+      std::printf("dtype %s  backend %s  %.2f ms  bits/value %.4g  axis %s\n", d.label().c_str(),
+                  r.backend.c_str(), ms, d.bits_per_value(axis_length(o, x.shape())),
+                  describe_axis(o, x.shape()).c_str());
       std::printf(
           "mse %.6g\nsnr_db %.4f\nmax_abs_err %.6g\nclipped %lld (%.4f%%)\nnonfinite_in "
           "%lld\nnonfinite_out %lld\n",

@@ -18,7 +18,7 @@ struct ExportArgs {
   std::string model, out, plan, dtype, layout = "native", round = "even", scale_mode = "floor",
                                        device = "auto", config;
   uint64_t seed = 0;
-  int axis = -1;
+  std::string axis = "auto";
   bool quiet = false;
   std::string rotate;
 };
@@ -56,7 +56,7 @@ void export_cmd(CLI::App& app) {
       ->check(CLI::IsMember({"native", "gpt-oss", "compressed-tensors", "gguf"}));
   add_rounding_options(sub, a.round, a.scale_mode);
   sub->add_option("--seed", a.seed, "Seed of stochastic rounding");
-  sub->add_option("--axis", a.axis, "Tile axis (negative counts from the end)");
+  add_axis_option(sub, a.axis);
   add_device_option(sub, a.device);
   sub->add_option("--config", a.config,
                   "compressed-tensors: config.json to create or update (default: beside OUT)");
@@ -78,7 +78,7 @@ void export_cmd(CLI::App& app) {
     o.cast.round = parse_round(a.round);
     o.cast.scale_mode = parse_scale_mode(a.scale_mode);
     o.cast.seed = a.seed;
-    o.cast.axis = a.axis;
+    AxisSpec::parse(a.axis).apply(o.cast);
     o.cast.device = parse_device(a.device);
     o.config_path = a.config;
     o.metadata["castscope.plan"] = plan_to_json(p);
@@ -119,6 +119,17 @@ void export_cmd(CLI::App& app) {
     std::printf("exported %zu tensors (%d cast, %zu kept) as %s in %.2f s: %.3f MB -> %.3f MB\n",
                 rep.tensors.size(), cast_count, rep.tensors.size() - cast_count,
                 to_string(o.layout), s, rep.bytes_in / 1e6, rep.bytes_out / 1e6);
+    // The axis in use: tensors cast on anything but their plain last axis are named.
+    int last_axis = 0;
+    for (const ExportedTensor& t : rep.tensors) {
+      if (t.axis.empty()) continue;
+      if (t.axis.rfind("-1:", 0) == 0 ||
+          t.axis.rfind(std::to_string(t.shape.size() - 1) + ":", 0) == 0)
+        ++last_axis;
+      else
+        std::printf("  %s %s: axis %s\n", t.name.c_str(), t.dtype.c_str(), t.axis.c_str());
+    }
+    if (last_axis) std::printf("%d cast tensors along their last axis\n", last_axis);
     for (const std::string& f : rep.files) std::printf("wrote %s\n", f.c_str());
     if (!rep.directory.empty()) std::printf("model directory %s\n", rep.directory.c_str());
   });

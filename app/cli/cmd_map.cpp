@@ -18,7 +18,7 @@ using nlohmann::ordered_json;
 
 struct MapArgs {
   std::string model, metric = "snr", activations, act_dtype, round = "even", scale_mode = "floor",
-                     device = "auto", filter, rotate = "none";
+                     device = "auto", filter, rotate = "none", axis = "auto";
   std::vector<std::string> dtypes;
   int64_t tokens = 64;
   bool json = false, csv = false, embeddings = false;
@@ -88,6 +88,7 @@ void map_cmd(CLI::App& app) {
   sub->add_option("--rotate", a.rotate,
                   "Block Hadamard rotation before casting: N, hN or hNrSEED, N in 16..256");
   add_rounding_options(sub, a.round, a.scale_mode);
+  add_axis_option(sub, a.axis);
   add_device_option(sub, a.device);
   sub->add_option("--filter", a.filter, "Only tensors whose name matches this regular expression");
   sub->add_flag("--embeddings", a.embeddings, "Include token / position embeddings");
@@ -98,6 +99,7 @@ void map_cmd(CLI::App& app) {
     MapOptions o;
     o.dtypes = a.dtypes;
     o.cast.round = parse_round(a.round);
+    AxisSpec::parse(a.axis).apply(o.cast);
     o.cast.scale_mode = parse_scale_mode(a.scale_mode);
     o.cast.device = parse_device(a.device);
     o.cast.rotate = parse_rotation(a.rotate);

@@ -59,8 +59,19 @@ class Progress {
 
 struct InspectArgs {
   std::string model;
+  std::string axis = "auto";
   bool json = false;
 };
+
+// The quantization axis a cast of this tensor would use ("-" for tensors that are never cast).
+std::string axis_column(const io::TensorInfo& t, const CastOptions& o) {
+  if (!io::is_float_storage(t.dtype) || t.shape.empty() || numel(t.shape) == 0) return "-";
+  try {
+    return describe_axis(o, t.shape);
+  } catch (const Error&) {
+    return "out of range";
+  }
+}
 
 void inspect_cmd(CLI::App& app) {
   static InspectArgs a;
@@ -71,7 +82,10 @@ void inspect_cmd(CLI::App& app) {
          "Model: .safetensors, .npy, .npz, .gguf, .onnx, a directory or a *.safetensors.index.json")
       ->required();
   sub->add_flag("--json", a.json, "Print JSON instead of a table");
+  add_axis_option(sub, a.axis);
   sub->callback([] {
+    CastOptions o;
+    AxisSpec::parse(a.axis).apply(o);
     auto m = io::open_model(a.model);
     uint64_t bytes = 0;
     int64_t elems = 0;
@@ -90,18 +104,20 @@ void inspect_cmd(CLI::App& app) {
                                 {"shape", t.shape},
                                 {"numel", numel(t.shape)},
                                 {"nbytes", t.nbytes},
-                                {"file", t.file}});
+                                {"file", t.file},
+                                {"axis", axis_column(t, o)}});
       j["total"] = {{"tensors", m->tensors().size()}, {"numel", elems}, {"nbytes", bytes}};
       std::printf("%s\n", j.dump(2).c_str());
       return;
     }
     size_t w = 4;
     for (const io::TensorInfo& t : m->tensors()) w = std::max(w, t.name.size());
-    std::printf("%-*s  %-14s  %-24s  %12s\n", static_cast<int>(w), "name", "dtype", "shape",
-                "size");
+    std::printf("%-*s  %-14s  %-24s  %12s  %s\n", static_cast<int>(w), "name", "dtype", "shape",
+                "size", "axis");
     for (const io::TensorInfo& t : m->tensors())
-      std::printf("%-*s  %-14s  %-24s  %12s\n", static_cast<int>(w), t.name.c_str(),
-                  t.dtype.c_str(), shape_str(t.shape).c_str(), human_bytes(t.nbytes).c_str());
+      std::printf("%-*s  %-14s  %-24s  %12s  %s\n", static_cast<int>(w), t.name.c_str(),
+                  t.dtype.c_str(), shape_str(t.shape).c_str(), human_bytes(t.nbytes).c_str(),
+                  axis_column(t, o).c_str());
     std::printf("%zu tensors, %lld values, %s (%s)\n", m->tensors().size(),
                 static_cast<long long>(elems), human_bytes(bytes).c_str(), m->format().c_str());
   });
@@ -116,7 +132,7 @@ struct ReportArgs {
   std::string rotate = "none";
   std::vector<std::string> dtypes;
   bool json = false, csv = false;
-  int axis = -1;
+  std::string axis = "auto";
 };
 
 struct Total {
@@ -135,7 +151,7 @@ void report_cmd(CLI::App& app) {
   sub->add_flag("--json", a.json, "Print JSON");
   sub->add_flag("--csv", a.csv, "Print CSV");
   add_rounding_options(sub, a.round, a.scale_mode);
-  sub->add_option("--axis", a.axis, "Tile axis (negative counts from the end)");
+  add_axis_option(sub, a.axis);
   sub->add_option("--filter", a.filter,
                   "Only tensors whose name matches this regular expression (anywhere in the name)");
   add_device_option(sub, a.device);
@@ -150,7 +166,7 @@ void report_cmd(CLI::App& app) {
     o.mode = CastMode::Virtual;
     o.round = parse_round(a.round);
     o.scale_mode = parse_scale_mode(a.scale_mode);
-    o.axis = a.axis;
+    AxisSpec::parse(a.axis).apply(o);
     o.device = parse_device(a.device);
     o.rotate = parse_rotation(a.rotate);
     std::optional<std::regex> re;
@@ -171,10 +187,10 @@ void report_cmd(CLI::App& app) {
     if (a.csv)
       std::printf(
           "tensor,stored_dtype,shape,numel,datatype,mse,snr_db,max_abs_err,clipped_pct,nonfinite_"
-          "in,nonfinite_out,error\n");
+          "in,nonfinite_out,error,axis\n");
     else if (!a.json)
-      std::printf("%-40s %-22s %12s %9s %12s %9s %8s\n", "tensor", "datatype", "mse", "snr_db",
-                  "max_abs_err", "clipped%", "nonfin");
+      std::printf("%-40s %-22s %12s %9s %12s %9s %8s  %s\n", "tensor", "datatype", "mse", "snr_db",
+                  "max_abs_err", "clipped%", "nonfin", "axis");
     Progress prog(todo.size());
     for (size_t i = 0; i < todo.size(); ++i) {
       const io::TensorInfo& info = *todo[i];
@@ -204,6 +220,7 @@ void report_cmd(CLI::App& app) {
         ~Release() { io::release_pages(model, name); }
       } release{*m, info.name};
       ordered_json jr = ordered_json::array();
+      const std::string axis = axis_column(info, o);
       for (size_t d = 0; d < dts.size(); ++d) {
         const std::string label = a.dtypes[d];
         Stats s;
@@ -245,24 +262,27 @@ void report_cmd(CLI::App& app) {
           std::string e2 = err;
           for (char& c : e2)
             if (c == '"') c = '\'';
-          std::printf("\"%s\",%s,\"%s\",%lld,%s,%.9g,%.6g,%.9g,%.6g,%lld,%lld,\"%s\"\n",
+          std::printf("\"%s\",%s,\"%s\",%lld,%s,%.9g,%.6g,%.9g,%.6g,%lld,%lld,\"%s\",%s\n",
                       info.name.c_str(), info.dtype.c_str(), shape_str(info.shape).c_str(),
                       static_cast<long long>(numel(info.shape)), label.c_str(), s.mse, s.snr_db,
                       s.max_abs_err, s.clipped_pct(), static_cast<long long>(s.nonfinite_in),
-                      static_cast<long long>(s.nonfinite_out), e2.c_str());
+                      static_cast<long long>(s.nonfinite_out), e2.c_str(), axis.c_str());
         } else {
           prog.done();
           if (err.empty())
-            std::printf("%-40s %-22s %12.6g %9.3f %12.6g %9.4f %8lld\n", info.name.c_str(),
+            std::printf("%-40s %-22s %12.6g %9.3f %12.6g %9.4f %8lld  %s\n", info.name.c_str(),
                         label.c_str(), s.mse, s.snr_db, s.max_abs_err, s.clipped_pct(),
-                        static_cast<long long>(s.nonfinite_in + s.nonfinite_out));
+                        static_cast<long long>(s.nonfinite_in + s.nonfinite_out), axis.c_str());
           else
             std::printf("%-40s %-22s error: %s\n", info.name.c_str(), label.c_str(), err.c_str());
         }
       }
       if (a.json)
-        jt.push_back(
-            {{"name", info.name}, {"dtype", info.dtype}, {"shape", info.shape}, {"results", jr}});
+        jt.push_back({{"name", info.name},
+                      {"dtype", info.dtype},
+                      {"shape", info.shape},
+                      {"axis", axis},
+                      {"results", jr}});
       std::fflush(stdout);
     }
     prog.done();
@@ -279,8 +299,9 @@ void report_cmd(CLI::App& app) {
       ordered_json j;
       j["model"] = a.model;
       j["format"] = m->format();
-      j["options"] = {
-          {"round", to_string(o.round)}, {"scale_mode", to_string(o.scale_mode)}, {"axis", o.axis}};
+      j["options"] = {{"round", to_string(o.round)},
+                      {"scale_mode", to_string(o.scale_mode)},
+                      {"axis", AxisSpec::from(o).str()}};
       if (o.rotate.enabled()) j["options"]["rotate"] = o.rotate.str();
       j["tensors"] = jt;
       j["skipped"] = jskip;
@@ -303,7 +324,7 @@ void report_cmd(CLI::App& app) {
     } else if (a.csv) {
       for (size_t d = 0; d < dts.size(); ++d) {
         const Total& t = totals[d];
-        std::printf("__total__,,,%lld,%s,%.9g,%.6g,%.9g,%.6g,%lld,%lld,\"\"\n",
+        std::printf("__total__,,,%lld,%s,%.9g,%.6g,%.9g,%.6g,%lld,%lld,\"\",\n",
                     static_cast<long long>(t.count), a.dtypes[d].c_str(), mse(t), snr(t), t.max_err,
                     pct(t), static_cast<long long>(t.nonfinite_in),
                     static_cast<long long>(t.nonfinite_out));

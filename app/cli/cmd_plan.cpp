@@ -15,7 +15,7 @@ struct PlanArgs {
   std::string model, out, round = "even", scale_mode = "floor", device = "auto";
   std::vector<std::string> candidates;
   double snr = 30.0;
-  int axis = -1;
+  std::string axis = "auto";
   bool include_1d = false, include_embeddings = false, json = false;
 };
 
@@ -33,7 +33,7 @@ void plan_cmd(CLI::App& app) {
       ->delimiter(',');
   sub->add_flag("--include-1d", a.include_1d, "Also assign 1-D tensors (norms, biases)");
   sub->add_flag("--include-embeddings", a.include_embeddings, "Also assign embedding tables");
-  sub->add_option("--axis", a.axis, "Tile axis (default -1: in-features of a linear weight)");
+  add_axis_option(sub, a.axis);
   add_rounding_options(sub, a.round, a.scale_mode);
   add_device_option(sub, a.device);
   sub->add_flag("--json", a.json, "Print the picks as JSON");
@@ -43,7 +43,7 @@ void plan_cmd(CLI::App& app) {
     if (!a.candidates.empty()) o.candidates = a.candidates;
     o.include_1d = a.include_1d;
     o.include_embeddings = a.include_embeddings;
-    o.cast.axis = a.axis;
+    AxisSpec::parse(a.axis).apply(o.cast);
     o.cast.round = parse_round(a.round);
     o.cast.scale_mode = parse_scale_mode(a.scale_mode);
     o.cast.device = parse_device(a.device);
@@ -57,8 +57,8 @@ void plan_cmd(CLI::App& app) {
         const io::TensorInfo* t = model->find(p.tensor);
         j.push_back({{"tensor", p.tensor},
                      {"shape", t->shape},
-                     {"axis", a.axis},
-                     {"axis_length", t->shape[(a.axis + t->shape.size()) % t->shape.size()]},
+                     {"axis", p.axis},
+                     {"axis_length", axis_length(o.cast, t->shape)},
                      {"dtype", p.dtype},
                      {"bits", p.bits},
                      {"snr_db", p.snr_db},
@@ -66,14 +66,12 @@ void plan_cmd(CLI::App& app) {
       }
       std::printf("%s\n", j.dump(2).c_str());
     } else {
-      std::printf("%-48s %-14s %-6s %-28s %6s %8s\n", "tensor", "shape", "axis", "dtype", "bits",
+      std::printf("%-48s %-14s %-9s %-28s %6s %8s\n", "tensor", "shape", "axis", "dtype", "bits",
                   "SNR dB");
       for (const AutoPlanPick& p : picks) {
         const io::TensorInfo* t = model->find(p.tensor);
-        const int64_t len = t->shape[(a.axis + t->shape.size()) % t->shape.size()];
-        std::printf("%-48s %-14s %-6s %-28s %6.3f %8.2f%s\n", p.tensor.c_str(),
-                    shape_str(t->shape).c_str(),
-                    (std::to_string(a.axis) + ":" + std::to_string(len)).c_str(),
+        std::printf("%-48s %-14s %-9s %-28s %6.3f %8.2f%s\n", p.tensor.c_str(),
+                    shape_str(t->shape).c_str(), describe_axis(o.cast, t->shape).c_str(),
                     p.dtype.empty() ? "-" : p.dtype.c_str(), p.bits, p.snr_db,
                     p.met ? "" : "  (target not met)");
       }

@@ -6,6 +6,9 @@
 #include <string>
 #include <vector>
 
+#include "castscope/cast.hpp"
+#include "castscope/error.hpp"
+
 namespace castscope::cli {
 
 using Registrar = std::function<void(CLI::App&)>;
@@ -30,6 +33,26 @@ inline void add_rounding_options(CLI::App* sub, std::string& round, std::string&
 inline void add_device_option(CLI::App* sub, std::string& device) {
   sub->add_option("--device", device, "auto | cpu | cuda")
       ->check(CLI::IsMember({"auto", "cpu", "cuda", "gpu"}));
+}
+
+// The quantization axis: auto (per tensor, the reduction axis the stacks use: the last axis,
+// axes 1.. flattened for a conv weight of rank 4 / 5), an axis, or an axis and every later one
+// flattened ("1:"). Checked here so a bad value is a usage error.
+inline void add_axis_option(CLI::App* sub, std::string& axis) {
+  sub->add_option("--axis", axis,
+                  "Quantization axis: auto (default: the last axis; a conv weight [O, I, kh, "
+                  "kw] over I*kh*kw), A (negative counts from the end; 2-D tiles cover A-1 and "
+                  "A) or A: (axes A to the end flattened, e.g. 1:)")
+      ->check(CLI::Validator(
+          [](std::string& v) -> std::string {
+            try {
+              AxisSpec::parse(v);
+              return {};
+            } catch (const Error& e) {
+              return e.what();
+            }
+          },
+          "auto|A|A:", "axis"));
 }
 
 }  // namespace castscope::cli

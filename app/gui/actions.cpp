@@ -120,7 +120,7 @@ void update_jobs(AppState& app) {
     o.round = app.composer.round;
     o.scale_mode = app.composer.scale_mode;
     o.overflow = app.composer.overflow;
-    o.axis = app.composer.axis;
+    app.composer.axis.apply(o);
     o.device = Device::Auto;
     o.rotate = Rotation{app.view_rotate, app.view_rotate > 0 && app.view_signs,
                         static_cast<uint64_t>(app.view_seed)};

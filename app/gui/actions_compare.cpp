@@ -16,7 +16,7 @@ namespace {
 
 std::string options_key(const AppState& app) {
   return std::string(to_string(app.composer.round)) + "/" + to_string(app.composer.overflow) + "/" +
-         std::to_string(app.composer.axis);
+         app.composer.axis.str();
 }
 
 CastOptions cast_options(const AppState& app) {
@@ -24,7 +24,7 @@ CastOptions cast_options(const AppState& app) {
   o.round = app.composer.round;
   o.scale_mode = app.composer.scale_mode;
   o.overflow = app.composer.overflow;
-  o.axis = app.composer.axis;
+  app.composer.axis.apply(o);
   return o;
 }
 
@@ -156,10 +156,15 @@ void update_decision_jobs(AppState& app) {
             row.bytes_out = t.nbytes;
           } else {
             row.dtype = d->str();
-            row.bits = d->bits_per_value(t.shape.empty() ? 1 : t.shape.back());
+            CastOptions co = o;
+            if (const std::optional<AxisSpec> ax = plan.axis_for(t)) ax->apply(co);
+            try {
+              row.bits = d->bits_per_value(axis_length(co, t.shape));
+            } catch (const Error&) {
+              row.bits = d->bits_per_value(t.shape.empty() ? 1 : t.shape.back());
+            }
             row.bytes_out = static_cast<uint64_t>(std::ceil(row.bits * n / 8.0));
             try {
-              CastOptions co = o;
               co.mode = CastMode::Virtual;
               co.rotate = plan.rotation_for(t);
               const Tensor x = model->load(t.name);

@@ -40,6 +40,9 @@ void draw_composer_panel(AppState& app) {
     ImGui::Separator();
     ImGui::Text("on %s %s: %.4g bits per value", app.analysis->tensor.c_str(),
                 shape_str(app.analysis->shape).c_str(), app.analysis->bits_per_value);
+    // The axis in use on this tensor: "1..3:147" is axes 1 to 3 flattened, 147 values a row.
+    ImGui::Text("quantization axis %s (%s)", app.analysis->axis.c_str(),
+                app.composer.axis.str().c_str());
   }
   ImGui::End();
 }

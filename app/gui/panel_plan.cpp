@@ -77,8 +77,10 @@ void draw_plan_panel(AppState& app) {
   ImGui::SameLine();
   ImGui::Checkbox("embeddings", &app.auto_include_embeddings);
   ImGui::SameLine();
-  ImGui::TextDisabled("tile axis %d (composer; -1: a linear weight's in-features)",
-                      app.composer.axis);
+  ImGui::TextDisabled(
+      "quantization axis %s (composer; auto: a linear weight's in-features, a "
+      "conv weight's I*kh*kw)",
+      app.composer.axis.str().c_str());
   job_line(app.auto_job);
   job_line(app.plan_job);
 

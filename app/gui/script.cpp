@@ -179,7 +179,7 @@ void Script::step(AppState& app) {
       } else if (l.cmd == "plan-candidates") {
         std::snprintf(app.auto_candidates, sizeof app.auto_candidates, "%s", l.arg.c_str());
       } else if (l.cmd == "axis") {
-        app.composer.axis = std::stoi(l.arg);
+        app.composer.axis = AxisSpec::parse(l.arg);
         app.recompute = true;
       } else if (l.cmd == "plan-save") {
         save_plan(l.arg, app.plan);
@@ -348,7 +348,7 @@ std::string state_json(const AppState& app, const std::vector<std::string>& scri
   j["dtype_name"] = app.composer.dtype.name();
   j["composer_error"] = app.composer.error;
   j["round"] = to_string(app.composer.round);
-  j["axis"] = app.composer.axis;
+  j["axis"] = app.composer.axis.str();
   j["scale_mode"] = to_string(app.composer.scale_mode);
   j["overflow"] = to_string(app.composer.overflow);
   j["theme"] = app.dark ? "dark" : "light";
@@ -377,6 +377,7 @@ std::string state_json(const AppState& app, const std::vector<std::string>& scri
     r["nonfinite_in"] = a->stats.nonfinite_in;
     r["count"] = a->stats.count;
     r["bits_per_value"] = a->bits_per_value;
+    r["axis"] = a->axis;
     uint64_t vo = 0, vc = 0;
     for (uint64_t c : a->value_orig.counts) vo += c;
     for (uint64_t c : a->value_cast.counts) vc += c;

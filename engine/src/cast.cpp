@@ -69,9 +69,33 @@ BackendInfo backend_info() {
   return b;
 }
 
+namespace {
+
+// A result computed on the flattened view, restated for the input of shape `shape` cast with
+// the resolved options `o`: the codes and scaling tensors stay in the view's shapes.
+CastResult from_view(CastResult r, const CastOptions& o, const Shape& shape) {
+  r.options.axis = o.axis;
+  r.options.flatten = o.flatten;
+  r.options.axis_auto = false;
+  r.shape = shape;
+  if (r.values) r.values = r.values.reshaped(shape);
+  return r;
+}
+
+}  // namespace
+
 CastResult cast(const Tensor& x, const DataType& dtype, const CastOptions& options) {
   if (x.numel() == 0)
     throw Error("cannot cast an empty tensor (shape " + shape_str(x.shape()) + ")");
+  if (options.axis_auto || options.flatten) {
+    const CastOptions o = resolve_axis(options, x.shape());
+    if (!o.flatten) return cast(x, dtype, o);
+    // Flattening comes before the rotation: a rotation runs along the flattened axis too.
+    CastOptions inner = o;
+    inner.axis = -1;
+    inner.flatten = false;
+    return from_view(cast(x.reshaped(cast_view_shape(x.shape(), o)), dtype, inner), o, x.shape());
+  }
   if (options.rotate.enabled()) return rotation::cast_rotated(x, dtype, options);
   // ggml's block formats run on the CPU for every device (their quantizer is ggml's reference).
   if (options.device != Device::CPU && dtype.family() != Family::GGML) {
@@ -92,6 +116,7 @@ CastResult cast(const Tensor& x, const DataType& dtype, const CastOptions& optio
 }
 
 Tensor upcast(const CastResult& result) {
+  if (result.options.flatten) return upcast(as_view(result)).reshaped(result.shape);
   if (result.options.rotate.enabled() && result.mode != CastMode::Virtual)
     return rotation::upcast_rotated(result);
   if (result.mode == CastMode::Virtual) {
@@ -226,6 +251,7 @@ int sparse_axis(const detail::CastPlan& p) {
 
 CastResult pack(const CastResult& a) {
   if (a.mode == CastMode::Compress) return a;
+  if (a.options.flatten) return from_view(pack(as_view(a)), a.options, a.shape);
   if (a.mode != CastMode::Actual) throw Error("pack needs an actual-mode cast result");
   if (a.dtype.family() == Family::Codebook) return codebook::pack(a);
   if (a.dtype.family() == Family::GGML) {  // the blocks are packed already
@@ -276,6 +302,7 @@ CastResult pack(const CastResult& a) {
 
 CastResult unpack(const CastResult& c) {
   if (c.mode == CastMode::Actual) return c;
+  if (c.options.flatten) return from_view(unpack(as_view(c)), c.options, c.shape);
   if (c.mode != CastMode::Compress) throw Error("unpack needs a compressed cast result");
   if (c.dtype.family() == Family::Codebook) return codebook::unpack(c);
   if (c.dtype.family() == Family::GGML) {

@@ -172,8 +172,8 @@ TEST(ExportGptOss, BlocksAndScalesDecode) {
   export_model(m, tmp / "o.safetensors", plan_of({{"*weight", "mxfp4e2"}}),
                ExportOptions{Layout::GptOss});
   const auto st = exporttest::read_st(tmp / "o.safetensors");
-  const auto& bl = st.tensors.at("block.0.mlp.mlp1_weight.blocks");
-  const auto& sc = st.tensors.at("block.0.mlp.mlp1_weight.scales");
+  const auto& bl = st.tensors.at("block.0.mlp.mlp1_weight_blocks");
+  const auto& sc = st.tensors.at("block.0.mlp.mlp1_weight_scales");
   EXPECT_EQ(bl.dtype, "U8");
   EXPECT_EQ(bl.shape, (std::vector<int64_t>{3, 16, 2, 16}));
   EXPECT_EQ(sc.shape, (std::vector<int64_t>{3, 16, 2}));

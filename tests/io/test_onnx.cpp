@@ -147,6 +147,54 @@ TEST(Onnx, InitializersConstantsAndExternalData) {
   EXPECT_THROW(io::open_model(dir / "bad.onnx"), Error);
 }
 
+// A CNN's Conv weights as ONNX stores them, [O, I, kh, kw]: the default datatype (mxfp8e4, tiles
+// of 32) on the default axis casts them over I*kh*kw, exactly as their [O, I*kh*kw] view.
+TEST(Onnx, ConvWeightsCastOverTheirReduction) {
+  IO_SEED_TRACE();
+  std::mt19937_64 rng(seed() + 11);
+  std::normal_distribution<float> nd;
+  TempDir dir;
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  onnx::GraphProto* g = m.mutable_graph();
+  g->set_name("cnn");
+  const std::vector<Shape> shapes = {{64, 3, 7, 7}, {256, 128, 3, 3}};
+  std::vector<std::vector<float>> data;
+  for (size_t k = 0; k < shapes.size(); ++k) {
+    std::vector<float> v(static_cast<size_t>(numel(shapes[k])));
+    for (float& x : v) x = nd(rng) * 0.05f;
+    onnx::TensorProto* t = g->add_initializer();
+    t->set_name("conv" + std::to_string(k) + ".weight");
+    t->set_data_type(onnx::TensorProto_DataType_FLOAT);
+    for (int64_t d : shapes[k]) t->add_dims(d);
+    t->set_raw_data(std::string(reinterpret_cast<const char*>(v.data()), v.size() * 4));
+    onnx::NodeProto* n = g->add_node();
+    n->set_op_type("Conv");
+    n->add_input(k ? "h" : "x");
+    n->add_input(t->name());
+    n->add_output(k ? "y" : "h");
+    data.push_back(std::move(v));
+  }
+  const std::string path = dir / "cnn.onnx";
+  write_model(m, path);
+  auto model = io::open_model(path);
+  const DataType d = DataType::parse("mxfp8e4");
+  for (size_t k = 0; k < shapes.size(); ++k) {
+    SCOPED_TRACE(shape_str(shapes[k]));
+    const Tensor x = model->load("conv" + std::to_string(k) + ".weight");
+    CastOptions o;
+    o.device = Device::CPU;
+    o.axis_auto = true;
+    const CastResult r = cast(x, d, o);
+    EXPECT_EQ(describe_axis(o, x.shape()), "1..3:" + std::to_string(x.numel() / x.shape()[0]));
+    CastOptions plain;
+    plain.device = Device::CPU;
+    const Tensor want = cast(x.reshaped({x.shape()[0], x.numel() / x.shape()[0]}), d, plain).values;
+    ASSERT_EQ(r.values.shape(), shapes[k]);
+    EXPECT_EQ(std::memcmp(r.values.data(), want.data(), want.nbytes()), 0);
+  }
+}
+
 }  // namespace
 }  // namespace castscope::iotest
 #endif

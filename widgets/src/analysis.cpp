@@ -95,8 +95,8 @@ std::shared_ptr<const Analysis> analyze(const Tensor& x_in, const DataType& dtyp
   a->options = options;
   a->options.job = nullptr;
   a->stats = compute_stats(x, q, r.counts.clipped);
-  const auto [rows, cols] = fold_2d(x.shape());
-  a->bits_per_value = dtype.bits_per_value(cols);
+  a->bits_per_value = dtype.bits_per_value(axis_length(options, x.shape()));
+  a->axis = describe_axis(options, x.shape());
   const float* xp = x.ptr<float>();
   const float* qp = q.ptr<float>();
   double amax = 0;

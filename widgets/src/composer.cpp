@@ -293,11 +293,23 @@ bool draw_composer(ComposerState& s) {
   s.round = static_cast<Round>(r);
   s.scale_mode = static_cast<ScaleMode>(m);
   s.overflow = static_cast<Overflow>(o);
-  if (ImGui::InputInt("tile axis", &s.axis)) changed = true;
+  if (ImGui::Checkbox("auto axis", &s.axis.automatic)) changed = true;
   if (ImGui::IsItemHovered())
     ImGui::SetTooltip(
-        "The axis tiles run along (negative counts from the end). -1, the default, is the "
-        "in-features of a linear weight [out, in], the axis inference stacks reduce over.");
+        "The quantization axis of each tensor as the inference stacks reduce: the in-features "
+        "(last axis) of a linear weight [out, in], I*kh*kw of a conv weight [O, I, kh, kw].");
+  if (!s.axis.automatic) {
+    if (ImGui::InputInt("tile axis", &s.axis.axis)) changed = true;
+    if (ImGui::IsItemHovered())
+      ImGui::SetTooltip(
+          "The axis tiles run along (negative counts from the end); a 2-D tile covers this "
+          "axis and the one before it.");
+    if (ImGui::Checkbox("flatten later axes", &s.axis.flatten)) changed = true;
+    if (ImGui::IsItemHovered())
+      ImGui::SetTooltip(
+          "This axis and every later one act as one (1 on a conv weight [O, I, kh, kw] casts "
+          "the view [O, I*kh*kw]).");
+  }
   ImGui::EndDisabled();
 
   ImGui::Separator();

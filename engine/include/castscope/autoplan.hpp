@@ -19,7 +19,7 @@ struct AutoPlanOptions {
   std::vector<std::string> candidates = default_auto_candidates();  // datatype strings
   bool include_1d = false;          // norms and biases are kept unless asked
   bool include_embeddings = false;  // token / position embeddings are kept unless asked
-  CastOptions cast;                 // round, scale mode, axis, device
+  CastOptions cast;                 // round, scale mode, axis (axis_auto: per tensor), device
 };
 
 // Token and position embedding tables, by the names the common stacks give them.
@@ -34,8 +34,10 @@ struct AutoPlanPick {
   double bits = 0;
   double snr_db = 0;
   bool met = false;  // false: no candidate reached the target; dtype is the best SNR found
+  std::string axis;  // the quantization axis it was cast on (AxisSpec::str(), resolved)
 };
-// The candidates tried cheapest first (bits per value at the tensor's last-axis length).
+// The candidates tried cheapest first (bits per value at the length of the tensor's quantization
+// axis, flattened where o.cast says so).
 AutoPlanPick auto_pick(const std::string& name, const Tensor& x, const AutoPlanOptions& o,
                        JobControl* job = nullptr);
 // auto_pick over every tensor auto_considers; throws Error naming a bad candidate string.

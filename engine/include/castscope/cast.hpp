@@ -6,6 +6,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "castscope/datatype.hpp"
 #include "castscope/rotation.hpp"
@@ -36,9 +37,15 @@ struct CastOptions {
   ScaleMode scale_mode = ScaleMode::Floor;
   Overflow overflow = Overflow::Saturate;
   uint64_t seed = 0;
-  // Tile axis of a 1-D tile (negative counts from the end). A 2-D tile covers axes
-  // (axis - 1, axis). Channel scales use it as the channel's reduction axis.
+  // Quantization axis: tiles run along `axis` (negative counts from the end), a 2-D tile covers
+  // (axis - 1, axis), channel scales reduce over it. With `flatten` the axes from `axis` to the
+  // end act as one, so a conv weight [O, I, kh, kw] with axis 1 is cast as its view
+  // [O, I*kh*kw]; the codes and scaling tensors of such a cast have the view's shape, its values
+  // the input's. With `axis_auto` both come from the input's shape (default_axis) as the cast
+  // starts, and the result records what was chosen.
   int axis = -1;
+  bool flatten = false;
+  bool axis_auto = false;
   Device device = Device::Auto;
   // TCFP-8 scale selection: true picks the block scale at 3 sigma (NormalFloat-aware), false at
   // the block's absmax.
@@ -49,6 +56,46 @@ struct CastOptions {
   // actual / compressed results hold the rotated codes and upcast() rotates back.
   Rotation rotate;
 };
+
+// A quantization-axis setting as users write it (CLI --axis, plan files, the app):
+// "auto" (default_axis of each tensor), "A" (axis A) or "A:" (axes A to the end flattened).
+struct AxisSpec {
+  bool automatic = false;
+  int axis = -1;
+  bool flatten = false;
+  std::string str() const;
+  static AxisSpec parse(std::string_view s);  // throws Error naming the text
+  static AxisSpec from(const CastOptions& o) { return {o.axis_auto, o.axis, o.flatten}; }
+  void apply(CastOptions& o) const {
+    o.axis_auto = automatic;
+    o.axis = axis;
+    o.flatten = flatten;
+  }
+  // Spelled out: the CUDA sources that include this header compile as C++17.
+  bool operator==(const AxisSpec& o) const {
+    return automatic == o.automatic && axis == o.axis && flatten == o.flatten;
+  }
+  bool operator!=(const AxisSpec& o) const { return !(*this == o); }
+};
+
+// The reduction axis the inference stacks quantize over, from the shape alone: a weight of rank
+// 4 or 5 is a Conv2d / Conv3d weight [O, I/groups, k...] (PyTorch and ONNX layouts) and reduces
+// over I*k... (axis 1, flattened); everything else over its last axis (a linear weight [out, in],
+// stacked experts [E, out, in], a 1-D vector). A rank-3 conv1d weight is not told apart from
+// stacked experts and takes the last axis unless set explicitly.
+AxisSpec default_axis(const Shape& shape);
+// `o` with axis_auto resolved for `shape`, a negative flattened axis made non-negative and
+// `flatten` dropped where it merges nothing (the axis is the last). Throws Error for an axis out
+// of range.
+CastOptions resolve_axis(const CastOptions& o, const Shape& shape);
+// The shape a cast of `shape` under (resolved) `o` works on: with flatten, the axes from `axis`
+// on multiplied into one last axis; otherwise `shape` itself.
+Shape cast_view_shape(const Shape& shape, const CastOptions& o);
+// The axis in use on `shape` for display: "-1:4096", "1..3:147" (axes 1 to 3 flattened, 147
+// values per row).
+std::string describe_axis(const CastOptions& o, const Shape& shape);
+// Length of the (possibly flattened) quantization axis of `shape`.
+int64_t axis_length(const CastOptions& o, const Shape& shape);
 
 struct CastCounts {
   int64_t clipped = 0;    // finite inputs that saturated (or clamped at 0 for uint)
@@ -82,6 +129,9 @@ CastResult cast(const Tensor& x, const DataType& dtype, const CastOptions& optio
 // Values (float32, input shape) that an actual or compressed result stands for. For every
 // datatype, upcast(cast(x, d, {Compress})) equals cast(x, d, {Virtual}).values bit for bit.
 Tensor upcast(const CastResult& result);
+// A flattened result as the plain cast of its view: shape the view's, axis the view's last,
+// flatten off (values reshaped to the view). Other results are returned unchanged.
+CastResult as_view(const CastResult& result);
 // Actual <-> compressed layouts (lossless both ways).
 CastResult pack(const CastResult& actual);
 CastResult unpack(const CastResult& packed);

@@ -67,6 +67,8 @@ struct PlanRule {
   std::string dtype;    // datatype string, or "keep"
   int rank = -1;        // only tensors of this rank (-1: any)
   Rotation rotate;      // block Hadamard rotation before the cast (none: "rotate" absent)
+  // Quantization axis ("axis": "auto", an integer, or "A:" flattened); absent: the export's.
+  std::optional<AxisSpec> axis;
   // Filled by the loader.
   std::optional<DataType> target;  // empty: keep
   std::shared_ptr<std::regex> re;
@@ -83,6 +85,8 @@ struct ExportPlan {
   std::optional<DataType> dtype_for(const io::TensorInfo& info) const;
   // The rotation of the matching rule (none for the default and for kept tensors).
   Rotation rotation_for(const io::TensorInfo& info) const;
+  // The axis setting of the matching rule (empty: none given, the export's own applies).
+  std::optional<AxisSpec> axis_for(const io::TensorInfo& info) const;
   // Index of the rule that matches (-1: none).
   int match(const std::string& name, int rank) const;
 };
@@ -124,6 +128,7 @@ struct ExportedTensor {
   Shape shape;
   uint64_t bytes_in = 0;   // stored size in the source
   uint64_t bytes_out = 0;  // bytes written for it (all parts)
+  std::string axis;        // cast tensors: the quantization axis in use (describe_axis)
 };
 
 struct ExportReport {
@@ -221,9 +226,14 @@ void for_each_tensor(const io::Model& model, const ExportPlan& plan, JobControl*
                      const TensorFn& fn);
 // Cast options for one tensor of an export.
 CastOptions cast_options(const ExportOptions& o, CastMode mode, JobControl* sub);
+// The same with the plan rule's axis (else the export's) resolved for the tensor's shape. The
+// gguf layout resolves "auto" to the last axis (ggml quantizes rows, whatever the tensor), the
+// gpt-oss layout to axis -2 for rank-3 experts [E, in, out] (transformers' GptOss layout).
+CastOptions cast_options(const ExportOptions& o, CastMode mode, JobControl* sub,
+                         const ExportPlan& plan, const io::TensorInfo& info);
 bool is_mxfp4(const DataType& d);  // e2m1[fnuz] + e8m0 scale per 32, no extras
-bool axis_is_last(const CastOptions& o, const Shape& s);
-Tensor pack_e2m1(const Tensor& codes, bool fnuz);  // two codes per byte, element 2i low
+bool axis_is_last(const CastOptions& o, const Shape& s);  // resolved, and not flattened
+Tensor pack_e2m1(const Tensor& codes, bool fnuz);         // two codes per byte, element 2i low
 ExportReport export_native(const io::Model&, const std::string&, const ExportPlan&,
                            const ExportOptions&, JobControl*);
 ExportReport export_gpt_oss(const io::Model&, const std::string&, const ExportPlan&,

@@ -374,9 +374,23 @@ double CastRunner::min_bytes() const {
 
 }  // namespace detail
 
-DeviceCastResult cast(const DeviceTensor& x, const DataType& dtype, const CastOptions& opt,
+DeviceCastResult cast(const DeviceTensor& x, const DataType& dtype, const CastOptions& options,
                       bool with_values) {
-  if (opt.job) opt.job->check();
+  if (options.job) options.job->check();
+  const CastOptions opt = resolve_axis(options, x.shape());
+  if (opt.flatten) {
+    // As castscope::cast: the flattened view is cast, the values come back in the input's shape.
+    CastOptions inner = opt;
+    inner.axis = -1;
+    inner.flatten = false;
+    DeviceCastResult r =
+        cast(x.reshaped(cast_view_shape(x.shape(), opt)), dtype, inner, with_values);
+    r.options.axis = opt.axis;
+    r.options.flatten = true;
+    r.shape = x.shape();
+    if (r.values) r.values = r.values.reshaped(x.shape());
+    return r;
+  }
   // Rotations wrap the cast in castscope::cast (rotation/rotation.cpp); silently casting the
   // unrotated tensor here would give different numbers than the host API.
   if (opt.rotate.enabled())

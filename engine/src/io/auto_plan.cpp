@@ -61,11 +61,13 @@ std::vector<Ranked> ranked(const AutoPlanOptions& o, int64_t channel) {
 
 AutoPlanPick auto_pick(const std::string& name, const Tensor& x, const AutoPlanOptions& o,
                        JobControl* job) {
-  AutoPlanPick best{name, "", 0, -std::numeric_limits<double>::infinity(), false};
+  AutoPlanPick best{name, "", 0, -std::numeric_limits<double>::infinity(), false, ""};
+  const CastOptions base = resolve_axis(o.cast, x.shape());
+  best.axis = AxisSpec::from(base).str();
   const Tensor xf = x.dtype() == DType::F32 ? x : x.to_f32();
-  for (const auto& [text, d, bits] : ranked(o, x.shape().empty() ? 1 : x.shape().back())) {
+  for (const auto& [text, d, bits] : ranked(o, axis_length(base, x.shape()))) {
     if (job) job->check();
-    CastOptions co = o.cast;
+    CastOptions co = base;
     co.mode = CastMode::Virtual;
     co.job = nullptr;
     CastResult r;
@@ -77,8 +79,8 @@ AutoPlanPick auto_pick(const std::string& name, const Tensor& x, const AutoPlanO
       continue;  // e.g. a 2-D tile on a tensor of rank 1
     }
     const Stats s = compute_stats(xf, r.values, r.counts.clipped);
-    if (s.snr_db >= o.snr_target_db) return {name, text, bits, s.snr_db, true};
-    if (s.snr_db > best.snr_db) best = {name, text, bits, s.snr_db, false};
+    if (s.snr_db >= o.snr_target_db) return {name, text, bits, s.snr_db, true, best.axis};
+    if (s.snr_db > best.snr_db) best = {name, text, bits, s.snr_db, false, best.axis};
   }
   return best;
 }
@@ -109,7 +111,10 @@ ExportPlan plan_from_picks(const std::vector<AutoPlanPick>& picks) {
     std::string pat;  // the exact name: glob metacharacters as one-character classes
     for (char c : p.tensor)
       pat += (c == '*' || c == '?' || c == '[') ? std::string("[") + c + "]" : std::string(1, c);
-    rules.push_back({{"pattern", pat}, {"dtype", p.dtype}});
+    nlohmann::json rule = {{"pattern", pat}, {"dtype", p.dtype}};
+    // The plain last axis is every plan's default; any other axis the pick was made on is kept.
+    if (!p.axis.empty() && p.axis != "-1") rule["axis"] = p.axis;
+    rules.push_back(rule);
   }
   return parse_plan(nlohmann::json({{"default", "keep"}, {"rules", rules}}).dump(), "auto-assign");
 }

@@ -165,7 +165,7 @@ ExportReport export_compressed_tensors(const io::Model& model, const std::string
       model, plan, job,
       [&](const io::TensorInfo& info, const std::optional<DataType>& d, const Tensor& x,
           JobControl* sub) {
-        ExportedTensor et{info.name, "", info.shape, info.nbytes, 0};
+        ExportedTensor et{info.name, "", info.shape, info.nbytes, 0, ""};
         w.route(info);
         if (!d) {
           keep_tensor(w, info, x, et);
@@ -179,16 +179,24 @@ ExportReport export_compressed_tensors(const io::Model& model, const std::string
               "group / block), nvfp4, mxfp4e2, MXFP8 (e4m3fn_e8m0_t32) and MXFP6 "
               "(e2m3[fnuz]_e8m0_t32); the plan maps it to " +
               d->str());
-        if (x.rank() < 1 || !axis_is_last(opt.cast, x.shape()))
+        const CastOptions co = cast_options(opt, CastMode::Actual, sub, plan, info);
+        if (x.rank() >= 1 && co.flatten)
+          // compressed-tensors quantizes the weights of Linear and Embedding modules only (its
+          // initialize_module_for_quantization refuses any other module), so a conv weight
+          // quantized over I*kh*kw would not load anywhere.
+          throw Error("compressed-tensors quantizes Linear and Embedding weights only; shape " +
+                      shape_str(x.shape()) + " is cast over the flattened axes " +
+                      describe_axis(co, x.shape()) +
+                      " (a conv weight): keep it, or export it with --layout native");
+        if (x.rank() < 1 || !axis_is_last(co, x.shape()))
           throw Error("compressed-tensors scales run along the last axis; cast axis " +
-                      std::to_string(opt.cast.axis) + " does not fit shape " +
-                      shape_str(x.shape()));
+                      describe_axis(co, x.shape()) + " does not fit shape " + shape_str(x.shape()));
         const bool dot_weight =
             info.name.size() > 7 && info.name.compare(info.name.size() - 7, 7, ".weight") == 0;
         const std::string module =
             dot_weight ? info.name.substr(0, info.name.size() - 7) : info.name;
         const std::string base = dot_weight ? info.name : info.name + ".weight";
-        const CastResult r = cast(x, *d, cast_options(opt, CastMode::Actual, sub));
+        const CastResult r = cast(x, *d, co);
         std::vector<std::pair<std::string, Tensor>> parts;
         if (sc->kind == CtKind::MXFP8 && x.shape().back() % 32 != 0)
           throw Error(sc->format + " needs the last axis to be a multiple of 32 (shape " +
@@ -225,6 +233,7 @@ ExportReport export_compressed_tensors(const io::Model& model, const std::string
         }
         meta["castscope." + info.name + ".dtype"] = d->str();
         et.dtype = d->str();
+        et.axis = describe_axis(co, x.shape());
         rep.tensors.push_back(et);
         auto it = std::find_if(groups.begin(), groups.end(), [&](const auto& gp) {
           return gp.first.format == sc->format && gp.first.weights == sc->weights;

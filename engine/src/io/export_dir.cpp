@@ -83,7 +83,7 @@ json read_config(const fs::path& p) {
 }
 
 // The keys transformers' Mxfp4Config reads: modules left in their stored dtype are listed so that
-// the loader does not look for .blocks / .scales of theirs.
+// the loader does not look for _blocks / _scales of theirs.
 void merge_gpt_oss_config(const fs::path& config, const ExportReport& rep) {
   json j = read_config(config);
   std::set<std::string> kept;

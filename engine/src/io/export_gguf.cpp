@@ -52,6 +52,7 @@ struct Planned {
   uint64_t offset, size;
   uint32_t crc = 0;
   const io::detail::GgufTensor* copy = nullptr;  // kept tensor copied from the source GGUF
+  CastOptions co = {};                           // its cast (axis resolved), job set per write
 };
 
 uint64_t type_size(uint32_t type, int64_t n) {
@@ -148,7 +149,7 @@ class Buf {
   std::vector<char> b;
 };
 
-Tensor encode(const Planned& p, const Tensor& x, const ExportOptions& opt, JobControl* sub) {
+Tensor encode(const Planned& p, const Tensor& x, JobControl* sub) {
   if (!p.dtype) {
     const DType sd = p.type == F16    ? DType::F16
                      : p.type == BF16 ? DType::BF16
@@ -160,7 +161,9 @@ Tensor encode(const Planned& p, const Tensor& x, const ExportOptions& opt, JobCo
                                       : DType::F32;
     return to_storage(x, sd);
   }
-  const CastResult r = cast(x, *p.dtype, cast_options(opt, CastMode::Actual, sub));
+  CastOptions co = p.co;
+  co.job = sub;
+  const CastResult r = cast(x, *p.dtype, co);
   if (p.type == F16 || p.type == BF16 || p.type == F32) return r.codes;
   if (p.dtype->family() == Family::GGML) return r.codes.reshaped({r.codes.numel()});
   const int64_t blocks = x.numel() / 32;
@@ -245,7 +248,8 @@ ExportReport export_gguf(const io::Model& model, const std::string& out, const E
         p.type = st->second->type_id;
         p.size = st->second->nbytes;
       } else {
-        p.type = choose_type(info, p.dtype, opt.cast);
+        p.co = cast_options(opt, CastMode::Actual, nullptr, plan, info);
+        p.type = choose_type(info, p.dtype, p.co);
         p.size = type_size(p.type, numel(info.shape));
       }
       p.offset = off;
@@ -326,7 +330,7 @@ ExportReport export_gguf(const io::Model& model, const std::string& out, const E
                 } catch (const Error&) {
                 }
               if (!x.defined()) x = model.load(info.name);
-              const Tensor t = encode(p, x, opt, job ? &sub.inner : nullptr);
+              const Tensor t = encode(p, x, job ? &sub.inner : nullptr);
               if (t.nbytes() != p.size)
                 throw Error("encoded size " + std::to_string(t.nbytes()) +
                             " differs from the planned " + std::to_string(p.size));
@@ -348,7 +352,8 @@ ExportReport export_gguf(const io::Model& model, const std::string& out, const E
           if (job) job->report(0.95 * done);
           rep.tensors.push_back(
               {info.name, p.dtype ? p.dtype->str() : std::string("keep:") + type_name(p.type),
-               info.shape, info.nbytes, p.size});
+               info.shape, info.nbytes, p.size,
+               p.dtype ? describe_axis(p.co, info.shape) : std::string()});
         }
       },
       [&](const std::string& staged) { verify_gguf(staged, h.b, planned, data_start, job); });

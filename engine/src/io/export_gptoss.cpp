@@ -1,7 +1,10 @@
-// gpt-oss MXFP4 checkpoints (OpenAI gpt-oss reference implementation): NAME.blocks uint8
-// [..., G, 16] holding 32 E2M1 codes per block, element 2i in the low nibble, and NAME.scales
-// uint8 [..., G] holding the E8M0 block exponents (bias 127).
+// gpt-oss MXFP4 checkpoints as transformers loads them (its GptOss MXFP4 integration):
+// NAME_blocks uint8 [..., rows, G, 16] holding 32 E2M1 codes per block, element 2i in the low
+// nibble, and NAME_scales uint8 [..., rows, G] holding the E8M0 block exponents (bias 127), with
+// the quantization axis moved last. transformers' experts are [E, in, out] (x @ W) and decode to
+// the transpose of the stored [E, out, in], so their blocks run along axis -2.
 #include "castscope/export.hpp"
+#include "plan.hpp"
 
 namespace castscope {
 namespace exportdetail {
@@ -22,8 +25,9 @@ bool is_mxfp4(const DataType& d) {
 }
 
 bool axis_is_last(const CastOptions& o, const Shape& s) {
+  const CastOptions c = resolve_axis(o, s);
   const int r = static_cast<int>(s.size());
-  return o.axis == -1 || o.axis == r - 1;
+  return !c.flatten && (c.axis == -1 || c.axis == r - 1);
 }
 
 // Unpacked e2m1 codes (one per byte) to two per byte along the last axis, element 2i low.
@@ -61,7 +65,7 @@ ExportReport export_gpt_oss(const io::Model& model, const std::string& out, cons
       model, plan, job,
       [&](const io::TensorInfo& info, const std::optional<DataType>& d, const Tensor& x,
           JobControl* sub) {
-        ExportedTensor et{info.name, "", info.shape, info.nbytes, 0};
+        ExportedTensor et{info.name, "", info.shape, info.nbytes, 0, ""};
         w.route(info);
         if (!d) {
           keep_tensor(w, info, x, et);
@@ -73,19 +77,42 @@ ExportReport export_gpt_oss(const io::Model& model, const std::string& out, cons
               "the gpt-oss layout stores MXFP4 (mxfp4e2, e2m1_e8m0_t32) only; the plan maps it "
               "to " +
               d->str());
-        if (x.rank() < 1 || x.shape().back() % 32 != 0 || !axis_is_last(opt.cast, x.shape()))
-          throw Error("gpt-oss MXFP4 needs 32-element blocks along the last axis; shape " +
-                      shape_str(x.shape()) + " does not tile");
-        const CastResult r = cast(x, *d, cast_options(opt, CastMode::Actual, sub));
+        CastOptions co = cast_options(opt, CastMode::Actual, sub, plan, info);
+        const int rank = x.rank();
+        const int ax = rank ? (co.axis < 0 ? co.axis + rank : co.axis) : 0;
+        const bool transposed = rank >= 2 && !co.flatten && ax == rank - 2;
+        const int64_t len = rank ? x.shape()[static_cast<size_t>(ax)] : 0;
+        if (rank < 1 || co.flatten || (ax != rank - 1 && !transposed) || len % 32 != 0)
+          throw Error(
+              "gpt-oss MXFP4 needs 32-element blocks along the last axis or, for experts "
+              "[E, in, out], along axis -2; shape " +
+              shape_str(x.shape()) + " with quantization axis " + describe_axis(co, x.shape()) +
+              " does not tile");
+        const std::string axis_text = describe_axis(co, x.shape());
+        Tensor xs = x;
+        if (transposed) {
+          // Stored as [..., out, in]: the quantization axis last, as transformers decodes it.
+          const Tensor xf = x.dtype() == DType::F32 ? x : x.to_f32();
+          std::vector<int> perm(static_cast<size_t>(rank));
+          for (int i = 0; i < rank; ++i) perm[static_cast<size_t>(i)] = i;
+          std::swap(perm[static_cast<size_t>(rank - 1)], perm[static_cast<size_t>(rank - 2)]);
+          Shape ts = xf.shape();
+          std::swap(ts[static_cast<size_t>(rank - 1)], ts[static_cast<size_t>(rank - 2)]);
+          xs = Tensor::empty(DType::F32, ts);
+          detail::permute(xf.data(), xs.mutable_data(), 4, xf.shape(), perm);
+          co.axis = -1;
+        }
+        const CastResult r = cast(xs, *d, co);
         Tensor blocks = pack_e2m1(r.codes, d->number().infnan() == InfNan::FNUZ);
-        Shape bs = x.shape();
+        Shape bs = xs.shape();
         bs.back() /= 32;
         bs.push_back(16);
         blocks = blocks.reshaped(bs);
-        w.add(info.name + ".blocks", blocks);
-        w.add(info.name + ".scales", r.scale);
+        w.add(info.name + "_blocks", blocks);
+        w.add(info.name + "_scales", r.scale);
         meta["castscope." + info.name + ".dtype"] = d->str();
         et.dtype = d->str();
+        et.axis = axis_text;
         et.bytes_out = blocks.nbytes() + r.scale.nbytes();
         rep.tensors.push_back(et);
       });

@@ -42,7 +42,14 @@ void add_packed(OutputFiles& w, std::map<std::string, std::string>& meta, const 
   meta[name + ".seed"] = std::to_string(r.options.seed);
   if (r.options.rotate.enabled()) {
     meta[name + ".rotate"] = r.options.rotate.str();
-    meta["castscope.version"] = "2";  // readers of version 1 would skip the inverse rotation
+    // Readers of version 1 would skip the inverse rotation (3, flattened axes, implies 2).
+    if (meta["castscope.version"] != "3") meta["castscope.version"] = "2";
+  }
+  if (r.options.flatten) {
+    // Codes and scales have the flattened view's shape; readers before version 3 would refuse
+    // them against NAME.shape, which is what they should do.
+    meta[name + ".flatten"] = "true";
+    meta["castscope.version"] = "3";
   }
   for (const io::PackedPart& p : io::packed_parts()) {
     const Tensor& t = r.*(p.member);
@@ -65,13 +72,14 @@ ExportReport export_native(const io::Model& model, const std::string& out, const
       model, plan, job,
       [&](const io::TensorInfo& info, const std::optional<DataType>& d, const Tensor& x,
           JobControl* sub) {
-        ExportedTensor et{info.name, "", info.shape, info.nbytes, 0};
+        ExportedTensor et{info.name, "", info.shape, info.nbytes, 0, ""};
         w.route(info);
         const DType sd = stored_dtype(info);
         if (d) {
           et.dtype = d->str();
-          CastOptions o = cast_options(opt, CastMode::Compress, sub);
+          CastOptions o = cast_options(opt, CastMode::Compress, sub, plan, info);
           o.rotate = plan.rotation_for(info);
+          et.axis = describe_axis(o, x.shape());
           add_packed(w, meta, info.name, cast(x, *d, o), et);
         } else if (const char* spec = keep_spec(sd); spec && x.numel() > 0) {
           et.dtype = std::string("keep:") + dtype_name(sd);

@@ -86,6 +86,11 @@ Rotation ExportPlan::rotation_for(const io::TensorInfo& info) const {
   return i >= 0 ? rules[static_cast<size_t>(i)].rotate : Rotation{};
 }
 
+std::optional<AxisSpec> ExportPlan::axis_for(const io::TensorInfo& info) const {
+  const int i = match(info.name, static_cast<int>(info.shape.size()));
+  return i >= 0 ? rules[static_cast<size_t>(i)].axis : std::nullopt;
+}
+
 namespace {
 
 std::optional<DataType> parse_target(const std::string& text, const std::string& where) {
@@ -130,9 +135,9 @@ ExportPlan parse_plan(const std::string& text, const std::string& source) {
         throw Error(where + ": expected {\"pattern\": \"...\", \"dtype\": \"...\"}");
       for (auto it = r.begin(); it != r.end(); ++it)
         if (it.key() != "pattern" && it.key() != "dtype" && it.key() != "rank" &&
-            it.key() != "rotate")
+            it.key() != "rotate" && it.key() != "axis")
           throw Error(where + ": unknown key \"" + it.key() +
-                      "\" (expected pattern, dtype, rank, rotate)");
+                      "\" (expected pattern, dtype, rank, rotate, axis)");
       PlanRule rule;
       rule.pattern = r["pattern"].get<std::string>();
       rule.dtype = r["dtype"].get<std::string>();
@@ -153,6 +158,18 @@ ExportPlan parse_plan(const std::string& text, const std::string& source) {
                                                      : std::to_string(v.get<uint64_t>()));
         } catch (const Error& e) {
           throw Error(where + ": \"rotate\": " + e.what());
+        }
+      }
+      if (r.contains("axis")) {
+        // Plans without it (all written before axis choices existed) take the command's axis.
+        const json& v = r["axis"];
+        if (!v.is_string() && !v.is_number_integer())
+          throw Error(where + ": \"axis\" must be \"auto\", an integer or a string like \"1:\"");
+        try {
+          rule.axis = AxisSpec::parse(v.is_string() ? v.get<std::string>()
+                                                    : std::to_string(v.get<int64_t>()));
+        } catch (const Error& e) {
+          throw Error(where + ": \"axis\": " + e.what());
         }
       }
       if (rule.pattern.rfind("re:", 0) == 0) {
@@ -185,6 +202,12 @@ std::string plan_to_json(const ExportPlan& plan) {
     json o = {{"pattern", r.pattern}, {"dtype", r.target ? r.target->str() : std::string("keep")}};
     if (r.rank >= 0) o["rank"] = r.rank;
     if (r.rotate.enabled()) o["rotate"] = r.rotate.str();
+    if (r.axis) {
+      if (!r.axis->automatic && !r.axis->flatten)
+        o["axis"] = r.axis->axis;
+      else
+        o["axis"] = r.axis->str();
+    }
     j["rules"].push_back(o);
   }
   return j.dump(2) + "\n";

@@ -452,6 +452,18 @@ CastOptions cast_options(const ExportOptions& o, CastMode mode, JobControl* sub)
   return c;
 }
 
+CastOptions cast_options(const ExportOptions& o, CastMode mode, JobControl* sub,
+                         const ExportPlan& plan, const io::TensorInfo& info) {
+  CastOptions c = cast_options(o, mode, sub);
+  if (const std::optional<AxisSpec> a = plan.axis_for(info)) a->apply(c);
+  // The stacks of these layouts fix the axis: ggml quantizes rows; transformers' gpt-oss experts
+  // [E, in, out] reduce over axis -2, and other tensors of that layout over their last axis.
+  if (o.layout == Layout::GGUF && c.axis_auto) AxisSpec{}.apply(c);
+  if (o.layout == Layout::GptOss && c.axis_auto)
+    AxisSpec{false, info.shape.size() == 3 ? -2 : -1, false}.apply(c);
+  return resolve_axis(c, info.shape);
+}
+
 void for_each_tensor(const io::Model& model, const ExportPlan& plan, JobControl* job,
                      const TensorFn& fn) {
   const auto& infos = model.tensors();

@@ -111,7 +111,14 @@ void save_packed(const std::string& path, const std::vector<PackedTensor>& tenso
           json{{"codebook", cb->str()}, {"mappings", cb->maps}, {"names", cb->names}}.dump();
     if (r.options.rotate.enabled()) {
       meta[pt.name + ".rotate"] = r.options.rotate.str();
-      meta["castscope.version"] = "2";  // readers of version 1 would skip the inverse rotation
+      // Readers of version 1 would skip the inverse rotation (3, flattened axes, implies 2).
+      if (meta["castscope.version"] != "3") meta["castscope.version"] = "2";
+    }
+    if (r.options.flatten) {
+      // Codes and scales have the flattened view's shape; readers before version 3 would refuse
+      // them against NAME.shape, which is what they should do.
+      meta[pt.name + ".flatten"] = "true";
+      meta["castscope.version"] = "3";
     }
     for (const PackedPart& part : packed_parts()) {
       const Tensor& t = r.*(part.member);
@@ -192,6 +199,13 @@ std::vector<PackedTensor> load_packed(const std::string& path) {
       r.options.seed = detail::text_unsigned(get(".seed"), "", "metadata " + name + ".seed");
       // Files without the key (all before rotations existed) hold unrotated codes.
       if (meta.contains(name + ".rotate")) r.options.rotate = parse_rotation(get(".rotate"));
+      // Files without the key (all before flattened axes existed) tile along NAME.axis alone.
+      if (meta.contains(name + ".flatten")) {
+        const std::string f = get(".flatten");
+        if (f != "true" && f != "false")
+          throw Error("metadata " + name + ".flatten is '" + f + "', expected true or false");
+        r.options.flatten = f == "true";
+      }
       if (r.mode == CastMode::Virtual) throw Error("mode 'virtual' has no codes");
     } catch (const Error& e) {
       throw Error("'" + path + "': tensor '" + name + "': " + e.what());

@@ -169,6 +169,11 @@ ExponentHistogram exponent_histogram(const float* v, int64_t n) {
 }
 
 TileMap tile_map(const Tensor& x_f32, const Tensor& values, const CastResult& result) {
+  if (result.options.flatten) {
+    // The tiles are those of the flattened view (a conv weight's [O, I*kh*kw]).
+    const CastResult v = as_view(result);
+    return tile_map(x_f32.reshaped(v.shape), values.reshaped(v.shape), v);
+  }
   CastResult a = result.mode == CastMode::Compress ? unpack(result) : result;
   if (a.mode == CastMode::Actual && a.dtype.family() == Family::Codebook) {
     // Scales as those of the compute format with the same tile; then the mapping choices.

@@ -48,7 +48,7 @@ Tensor cast_operand(const Tensor& t, const std::optional<DataType>& d, const Cas
   }
   CastOptions o = base;
   o.mode = CastMode::Virtual;
-  o.axis = -1;
+  AxisSpec{}.apply(o);  // the reduction axis of x [tokens, in] and W [out, in] alike
   CastResult r = cast(t, *d, o);
   backend = r.backend;
   snr = compute_stats(t, r.values, r.counts.clipped).snr_db;

@@ -124,9 +124,15 @@ ModelMap sweep_model(const io::Model& model, const MapOptions& o, JobControl* jo
     todo.push_back(&t);
     total_bytes += std::max<uint64_t>(t.nbytes, 1);
   }
-  // Bits per value with the channel length of the typical row (the longest last axis).
+  // Bits per value with the channel length of the typical row (the longest quantization axis).
   int64_t last = 0;
-  for (const io::TensorInfo* t : todo) last = std::max(last, t->shape.back());
+  for (const io::TensorInfo* t : todo) {
+    try {
+      last = std::max(last, axis_length(o.cast, t->shape));
+    } catch (const Error&) {
+      last = std::max(last, t->shape.back());  // an axis out of range: the cell says why
+    }
+  }
   for (const DataType& d : map.dtypes) map.bits.push_back(d.bits_per_value(last));
 
   // The device-resident path skips a host round trip per cell; rotations go through cast().

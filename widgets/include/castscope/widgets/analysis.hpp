@@ -35,7 +35,8 @@ struct Analysis {
   CastOptions options;  // the job pointer is cleared
   std::string backend;
   Stats stats;
-  double bits_per_value = 0;
+  double bits_per_value = 0;  // at the length of the quantization axis
+  std::string axis;           // the quantization axis in use (describe_axis: "-1:4096", "1..3:147")
   double absmax = 0;
   // Value histograms of the original and the cast over the same symmetric range, linear in x
   // and over log2|x|.

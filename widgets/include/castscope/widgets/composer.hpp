@@ -32,7 +32,9 @@ struct ComposerState {
   Round round = Round::Even;
   ScaleMode scale_mode = ScaleMode::Floor;
   Overflow overflow = Overflow::Saturate;
-  int axis = -1;  // tile axis (negative counts from the end)
+  // Quantization axis: auto (each tensor's reduction axis, default_axis), an axis, or an axis
+  // and every later one flattened into one.
+  AxisSpec axis{true, -1, false};
 
   char text[160] = "mxfp4e2";
   std::string error;  // why the current fields / text do not form a datatype

@@ -1,0 +1,103 @@
+// Quantization-axis settings: parsing, the default rule, and the flattened view a cast runs on.
+#include <charconv>
+
+#include "castscope/cast.hpp"
+#include "castscope/error.hpp"
+
+namespace castscope {
+
+std::string AxisSpec::str() const {
+  if (automatic) return "auto";
+  return std::to_string(axis) + (flatten ? ":" : "");
+}
+
+AxisSpec AxisSpec::parse(std::string_view s) {
+  AxisSpec a;
+  if (s == "auto") {
+    a.automatic = true;
+    return a;
+  }
+  std::string_view num = s;
+  if (!num.empty() && num.back() == ':') {
+    a.flatten = true;
+    num.remove_suffix(1);
+  }
+  const char* end = num.data() + num.size();
+  auto [p, ec] = std::from_chars(num.data(), end, a.axis);
+  if (num.empty() || ec != std::errc() || p != end || a.axis < -64 || a.axis > 64)
+    throw Error("axis '" + std::string(s) +
+                "': expected auto, an axis (-1: the last) or an axis followed by ':' (that axis "
+                "and every later one flattened into one, e.g. 1: for a conv weight)");
+  return a;
+}
+
+AxisSpec default_axis(const Shape& shape) {
+  if (shape.size() == 4 || shape.size() == 5) return {false, 1, true};
+  return {false, -1, false};
+}
+
+CastOptions resolve_axis(const CastOptions& o, const Shape& shape) {
+  CastOptions r = o;
+  if (r.axis_auto) {
+    default_axis(shape).apply(r);
+    r.axis_auto = false;
+  }
+  if (!r.flatten) return r;
+  const int rank = static_cast<int>(shape.size());
+  const int ax = r.axis < 0 ? r.axis + rank : r.axis;
+  if (ax < 0 || ax >= rank)
+    throw Error("quantization axis " + AxisSpec::from(o).str() +
+                " is out of range for a tensor of rank " + std::to_string(rank) + " (shape " +
+                shape_str(shape) + ")");
+  if (ax == rank - 1) {
+    r.flatten = false;  // nothing to merge: the plain last axis, as files without the key say
+    return r;
+  }
+  r.axis = ax;
+  return r;
+}
+
+Shape cast_view_shape(const Shape& shape, const CastOptions& o) {
+  if (!o.flatten) return shape;
+  const int rank = static_cast<int>(shape.size());
+  const int ax = o.axis < 0 ? o.axis + rank : o.axis;
+  if (ax < 0 || ax >= rank)
+    throw Error("flattened axis " + std::to_string(o.axis) + " is out of range for shape " +
+                shape_str(shape));
+  Shape v(shape.begin(), shape.begin() + ax);
+  int64_t n = 1;
+  for (int i = ax; i < rank; ++i) n *= shape[i];
+  v.push_back(n);
+  return v;
+}
+
+int64_t axis_length(const CastOptions& o, const Shape& shape) {
+  if (shape.empty()) return 1;
+  const CastOptions r = resolve_axis(o, shape);
+  if (r.flatten) return cast_view_shape(shape, r).back();
+  const int rank = static_cast<int>(shape.size());
+  const int ax = ((r.axis % rank) + rank) % rank;
+  return shape[ax];
+}
+
+std::string describe_axis(const CastOptions& o, const Shape& shape) {
+  if (shape.empty()) return "-";
+  const CastOptions r = resolve_axis(o, shape);
+  const std::string len = std::to_string(axis_length(r, shape));
+  if (r.flatten)
+    return std::to_string(r.axis) + ".." + std::to_string(shape.size() - 1) + ":" + len;
+  return std::to_string(r.axis) + ":" + len;
+}
+
+CastResult as_view(const CastResult& result) {
+  if (!result.options.flatten) return result;
+  CastResult v = result;
+  v.shape = cast_view_shape(result.shape, result.options);
+  v.options.axis = -1;
+  v.options.flatten = false;
+  v.options.axis_auto = false;
+  if (v.values) v.values = v.values.reshaped(v.shape);
+  return v;
+}
+
+}  // namespace castscope

@@ -1,0 +1,240 @@
+// Quantization axes through files: plan rules, the packed layout's metadata, conv weights read
+// from a checkpoint and exported, and the layouts that fix their own axis (gguf, gpt-oss,
+// compressed-tensors).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "castscope/export.hpp"
+#include "st_reader.hpp"
+#include "test_seed.hpp"
+
+using namespace castscope;
+namespace fs = std::filesystem;
+
+namespace {
+
+Tensor normal_tensor(const Shape& shape, std::mt19937_64& rng) {
+  Tensor t = Tensor::empty(DType::F32, shape);
+  std::normal_distribution<float> n(0.0f, 1.0f);
+  std::uniform_int_distribution<int> e(-5, 5);
+  float* p = t.mutable_ptr<float>();
+  for (int64_t i = 0; i < t.numel(); ++i) p[i] = std::ldexp(n(rng), e(rng));
+  return t;
+}
+
+bool same_bits(const Tensor& a, const Tensor& b) {
+  return a.numel() == b.numel() && std::memcmp(a.data(), b.data(), a.nbytes()) == 0;
+}
+
+CastOptions cpu() {
+  CastOptions o;
+  o.device = Device::CPU;
+  return o;
+}
+
+// The cast of the [O, I*kh*kw] view, the way the stacks group a conv weight.
+Tensor view_cast(const Tensor& x, const std::string& dtype) {
+  const Shape v = {x.shape()[0], x.numel() / x.shape()[0]};
+  return cast(x.reshaped(v), DataType::parse(dtype), cpu()).values.reshaped(x.shape());
+}
+
+struct Tmp {
+  fs::path dir;
+  Tmp() {
+    dir = fs::temp_directory_path() / ("castscope_axis_" + std::to_string(::getpid()) + "_" +
+                                       std::to_string(castscope::test::test_seed() % 1000000));
+    fs::create_directories(dir);
+  }
+  ~Tmp() { fs::remove_all(dir); }
+  std::string operator/(const std::string& f) const { return (dir / f).string(); }
+};
+
+}  // namespace
+
+TEST(AxisPlan, RoundTripAndOldPlans) {
+  const ExportPlan p = parse_plan(R"({"rules": [
+      {"pattern": "conv*", "dtype": "mxfp8e4", "axis": "1:"},
+      {"pattern": "fc*", "dtype": "nvfp4", "axis": -1},
+      {"pattern": "x*", "dtype": "nvfp4", "axis": "auto"},
+      {"pattern": "*", "dtype": "mxfp4e2"}]})");
+  ASSERT_EQ(p.rules.size(), 4u);
+  EXPECT_EQ(p.rules[0].axis->str(), "1:");
+  EXPECT_EQ(p.rules[1].axis->str(), "-1");
+  EXPECT_TRUE(p.rules[2].axis->automatic);
+  EXPECT_FALSE(p.rules[3].axis);  // a plan without the key: the command's axis applies
+  const ExportPlan back = parse_plan(plan_to_json(p));
+  for (size_t i = 0; i < p.rules.size(); ++i) EXPECT_EQ(back.rules[i].axis, p.rules[i].axis) << i;
+  EXPECT_EQ(nlohmann::json::parse(plan_to_json(p))["rules"][1]["axis"], -1);
+  io::TensorInfo t{"conv1.weight", "F32", {64, 3, 7, 7}, 0, ""};
+  EXPECT_EQ(p.axis_for(t)->str(), "1:");
+  for (const char* bad : {R"({"rules": [{"pattern": "*", "dtype": "nvfp4", "axis": "1x"}]})",
+                          R"({"rules": [{"pattern": "*", "dtype": "nvfp4", "axis": 1.5}]})"}) {
+    try {
+      parse_plan(bad, "bad.json");
+      ADD_FAILURE() << bad;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("rule 0"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("axis"), std::string::npos) << e.what();
+    }
+  }
+}
+
+// Conv weights of real shapes in a safetensors checkpoint: read, cast with the default datatype
+// on the default axis without an error, exported natively and read back, all equal to the cast
+// of the [O, I*kh*kw] view bit for bit.
+TEST(AxisFiles, ConvCheckpointNativeRoundTrip) {
+  const uint64_t seed = castscope::test::test_seed();
+  std::mt19937_64 rng(seed);
+  Tmp tmp;
+  const std::map<std::string, Tensor> ts = {
+      {"conv1.weight", normal_tensor({64, 3, 7, 7}, rng)},
+      {"layer2.conv.weight", normal_tensor({256, 128, 3, 3}, rng)},
+      {"fc.weight", normal_tensor({10, 512}, rng)}};
+  std::vector<std::pair<std::string, Tensor>> list(ts.begin(), ts.end());
+  save_safetensors(tmp / "cnn.safetensors", list, {});
+  const auto model = io::open_model(tmp / "cnn.safetensors");
+  CastOptions o = cpu();
+  o.axis_auto = true;
+  for (const auto& [name, x] : ts) {
+    const Tensor got = cast(model->load(name), DataType::parse("mxfp8e4"), o).values;
+    const Tensor want =
+        x.rank() == 4 ? view_cast(x, "mxfp8e4") : cast(x, DataType::parse("mxfp8e4"), cpu()).values;
+    EXPECT_TRUE(same_bits(got, want)) << name << " seed " << seed;
+  }
+  ExportOptions eo;
+  eo.cast = o;
+  const ExportReport rep =
+      export_model(*model, tmp / "out.safetensors",
+                   parse_plan(R"({"rules": [{"pattern": "*", "dtype": "mxfp8e4"}]})"), eo);
+  const auto st = exporttest::read_st(tmp / "out.safetensors");
+  EXPECT_EQ(st.metadata.at("conv1.weight.flatten"), "true");
+  EXPECT_EQ(st.metadata.at("conv1.weight.axis"), "1");
+  EXPECT_EQ(st.metadata.count("fc.weight.flatten"), 0u);
+  EXPECT_EQ(st.metadata.at("castscope.version"), "3");
+  EXPECT_EQ(st.tensors.at("conv1.weight").shape, (std::vector<int64_t>{64, 147}));
+  EXPECT_EQ(st.tensors.at("conv1.weight.scale").shape, (std::vector<int64_t>{64, 5}));
+  for (const ExportedTensor& t : rep.tensors)
+    if (t.name == "conv1.weight") EXPECT_EQ(t.axis, "1..3:147");
+  for (const io::PackedTensor& p : io::load_packed(tmp / "out.safetensors")) {
+    const Tensor& x = ts.at(p.name);
+    EXPECT_EQ(p.result.shape, x.shape()) << p.name;
+    EXPECT_EQ(p.result.options.flatten, x.rank() == 4) << p.name;
+    const Tensor want =
+        x.rank() == 4 ? view_cast(x, "mxfp8e4") : cast(x, DataType::parse("mxfp8e4"), cpu()).values;
+    EXPECT_TRUE(same_bits(upcast(p.result), want)) << p.name << " seed " << seed;
+  }
+  // A plan rule's axis beats the export's: the kernel axis alone, as before flattening existed.
+  export_model(*model, tmp / "kw.safetensors",
+               parse_plan(R"({"rules": [{"pattern": "conv1.*", "dtype": "mxfp8e4", "axis": -1}]})"),
+               eo);
+  bool found = false;
+  for (const io::PackedTensor& p : io::load_packed(tmp / "kw.safetensors")) {
+    if (p.name != "conv1.weight") continue;  // the others are kept (unscaled float32 codes)
+    found = true;
+    EXPECT_FALSE(p.result.options.flatten);
+    EXPECT_TRUE(same_bits(upcast(p.result),
+                          cast(ts.at("conv1.weight"), DataType::parse("mxfp8e4"), cpu()).values));
+  }
+  EXPECT_TRUE(found);
+}
+
+// Files written before flattened axes existed have no NAME.flatten key and version 1 or 2: they
+// read as tiles along NAME.axis alone and decompress exactly as before.
+TEST(AxisFiles, PackedWithoutFlattenKeyReadsAsBefore) {
+  const uint64_t seed = castscope::test::test_seed();
+  std::mt19937_64 rng(seed);
+  Tmp tmp;
+  const Tensor x = normal_tensor({16, 8, 3, 3}, rng);
+  CastOptions o = cpu();
+  o.mode = CastMode::Compress;
+  const CastResult r = cast(x, DataType::parse("mxfp8e4"), o);  // axis -1: the kernel axis
+  io::save_packed(tmp / "old.safetensors", {{"w", r}});
+  const auto st = exporttest::read_st(tmp / "old.safetensors");
+  EXPECT_EQ(st.metadata.count("w.flatten"), 0u);
+  EXPECT_EQ(st.metadata.at("castscope.version"), "1");
+  const auto back = io::load_packed(tmp / "old.safetensors");
+  ASSERT_EQ(back.size(), 1u);
+  EXPECT_FALSE(back[0].result.options.flatten);
+  EXPECT_TRUE(same_bits(upcast(back[0].result), cast(x, DataType::parse("mxfp8e4"), cpu()).values))
+      << "seed " << seed;
+  // The flattened cast of the same tensor round-trips with its key; a bad key value is refused.
+  o.axis_auto = true;
+  const CastResult f = cast(x, DataType::parse("nvfp4"), o);
+  io::save_packed(tmp / "new.safetensors", {{"w", f}});
+  const auto nb = io::load_packed(tmp / "new.safetensors");
+  EXPECT_TRUE(nb[0].result.options.flatten);
+  EXPECT_TRUE(same_bits(upcast(nb[0].result), view_cast(x, "nvfp4"))) << "seed " << seed;
+  // The codes of a flattened tensor do not fit NAME.shape without the key: refused, not misread.
+  std::string bytes = exporttest::slurp(tmp / "new.safetensors");
+  const size_t k = bytes.find("\"w.flatten\":\"true\"");
+  ASSERT_NE(k, std::string::npos);
+  bytes.replace(k, 18, "\"w.flatten\":\"nope\"");
+  { std::ofstream(tmp / "bad.safetensors", std::ios::binary) << bytes; }
+  EXPECT_THROW(io::load_packed(tmp / "bad.safetensors"), Error);
+}
+
+TEST(AxisLayouts, EachStackKeepsItsAxis) {
+  const uint64_t seed = castscope::test::test_seed();
+  std::mt19937_64 rng(seed);
+  Tmp tmp;
+  MemoryModel m;
+  m.add("features.0.weight", normal_tensor({64, 32, 3, 3}, rng));
+  ExportOptions eo;
+  eo.cast = cpu();
+  eo.cast.axis_auto = true;
+  eo.layout = Layout::CompressedTensors;
+  eo.config_path = tmp / "config.json";
+  // compressed-tensors quantizes Linear / Embedding weights only: a conv weight is refused.
+  try {
+    export_model(m, tmp / "ct.safetensors",
+                 parse_plan(R"({"rules": [{"pattern": "*", "dtype": "mxfp8e4"}]})"), eo);
+    ADD_FAILURE() << "compressed-tensors took a conv weight";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("Linear"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("features.0.weight"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(fs::exists(tmp / "ct.safetensors"));
+}
+
+// transformers' gpt-oss experts are [E, in, out]: the layout's default axis is -2 and the blocks
+// are stored [E, out, in / 32, 16] as NAME_blocks / NAME_scales.
+TEST(AxisLayouts, GptOssExpertsAlongTheirInputs) {
+  const uint64_t seed = castscope::test::test_seed();
+  std::mt19937_64 rng(seed);
+  Tmp tmp;
+  const Tensor w = normal_tensor({2, 64, 96}, rng);  // [E, in = 64, out = 96]
+  MemoryModel m;
+  m.add("model.layers.0.mlp.experts.gate_up_proj", w);
+  ExportOptions eo;
+  eo.cast = cpu();
+  eo.cast.axis_auto = true;
+  eo.layout = Layout::GptOss;
+  export_model(m, tmp / "o.safetensors",
+               parse_plan(R"({"rules": [{"pattern": "*experts*", "dtype": "mxfp4e2"}]})"), eo);
+  const auto st = exporttest::read_st(tmp / "o.safetensors");
+  const auto& bl = st.tensors.at("model.layers.0.mlp.experts.gate_up_proj_blocks");
+  const auto& sc = st.tensors.at("model.layers.0.mlp.experts.gate_up_proj_scales");
+  EXPECT_EQ(bl.shape, (std::vector<int64_t>{2, 96, 2, 16}));
+  EXPECT_EQ(sc.shape, (std::vector<int64_t>{2, 96, 2}));
+  CastOptions o = cpu();
+  o.axis = -2;
+  const Tensor want = cast(w, DataType::parse("mxfp4e2"), o).values;
+  for (int64_t e = 0; e < 2; ++e)
+    for (int64_t out = 0; out < 96; ++out)
+      for (int64_t in = 0; in < 64; ++in) {
+        const int64_t k = (e * 96 + out) * 64 + in;  // element of the stored [E, out, in]
+        const uint8_t byte = bl.as<uint8_t>()[k / 2];
+        const uint8_t code = k % 2 ? byte >> 4 : byte & 0xF;
+        const float v = static_cast<float>(exporttest::e2m1(code) *
+                                           std::ldexp(1.0, sc.as<uint8_t>()[k / 32] - 127));
+        const float wv = want.ptr<float>()[(e * 64 + in) * 96 + out];
+        ASSERT_EQ(std::memcmp(&v, &wv, 4), 0)
+            << "expert " << e << " out " << out << " in " << in << " seed " << seed;
+      }
+}
