@@ -107,7 +107,7 @@ def cast(
     seed: int = 0,
     mode: str = "virtual",
     device: str = "auto",
-    axis: int = -1,
+    axis: Union[int, str] = "auto",
     tcfp_absmax: bool = False,
     threads: int = 0,
 ) -> Any:
@@ -124,12 +124,14 @@ def cast(
             codes and scaling tensors (unpacked / packed as in docs/formats.md).
         device: ``auto`` | ``cpu`` | ``cuda``. A CUDA tensor is cast on its GPU in place; a host
             array may be cast on the GPU (``cuda``) with the result back on the host.
-        axis: tile axis (negative counts from the end).
+        axis: quantization axis, as ``castscope-cli --axis``: ``"auto"`` (a conv weight of rank
+            4 or 5 over its flattened I*kh*kw, anything else over its last axis), an int
+            (negative counts from the end), or ``"A:"`` (axes A to the end flattened).
         tcfp_absmax: TCFP-8 block scales at absmax instead of 3 sigma.
         threads: CPU threads (0: all).
     """
     arr, as_dtype, fw = _prepare(x, "the input tensor")
-    r = _core._cast(arr, _dtype(dtype), round, scale_mode, overflow, int(seed), int(axis), mode,
+    r = _core._cast(arr, _dtype(dtype), round, scale_mode, overflow, int(seed), str(axis), mode,
                     device, bool(tcfp_absmax), int(threads), as_dtype, fw)
     return r.values if mode == "virtual" else r
 
@@ -227,7 +229,7 @@ def export(
     round: str = "even",
     scale_mode: str = "floor",
     seed: int = 0,
-    axis: int = -1,
+    axis: Union[int, str] = "auto",
     device: str = "auto",
     config_path: str = "",
     metadata: Optional[Mapping[str, str]] = None,
@@ -251,7 +253,7 @@ def export(
         kind, text = "file", os.fspath(plan)
     else:
         kind, text = "dtype", str(plan)
-    return _core._export(m._m, out, kind, text, layout, round, scale_mode, int(seed), int(axis),
+    return _core._export(m._m, out, kind, text, layout, round, scale_mode, int(seed), str(axis),
                          device, config_path, dict(metadata or {}), progress)
 
 

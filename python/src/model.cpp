@@ -87,7 +87,8 @@ void bind_model(nb::module_& m) {
       "_export",
       [](const io::Model& model, const std::string& out, const std::string& plan_kind,
          const std::string& plan, const std::string& layout, const std::string& round,
-         const std::string& scale_mode, uint64_t seed, int axis, const std::string& device,
+         const std::string& scale_mode, uint64_t seed, const std::string& axis,
+         const std::string& device,
          const std::string& config_path, const std::map<std::string, std::string>& metadata,
          nb::handle progress) {
         ExportPlan p;
@@ -102,7 +103,7 @@ void bind_model(nb::module_& m) {
         o.cast.round = parse_round(round);
         o.cast.scale_mode = parse_scale_mode(scale_mode);
         o.cast.seed = seed;
-        o.cast.axis = axis;
+        AxisSpec::parse(axis).apply(o.cast);
         o.cast.device = parse_device(device);
         o.config_path = config_path;
         // As castscope-cli export records it, so both write the same file.

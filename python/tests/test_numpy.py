@@ -133,6 +133,21 @@ def test_options_equal_cli(cli, tmp_path, rng, opts):
     assert bits(ours) == bits(cli_cast(cli, tmp_path, x, "mxfp6e2", *extra))
 
 
+@pytest.mark.parametrize("axis", ["auto", "1:"])
+def test_conv_weight_axis_equals_cli_and_its_flat_view(cli, tmp_path, rng, axis):
+    # A conv weight [O, I, kh, kw] is quantized over I*kh*kw, as the inference stacks do.
+    w = sample(rng, (16, 8, 3, 3))
+    ours = castscope.cast(w, "mxfp8e4", axis=axis, device="cpu")
+    flat = castscope.cast(w.reshape(16, 72), "mxfp8e4", axis=-1, device="cpu")
+    assert bits(ours) == bits(flat.reshape(w.shape))
+    assert bits(ours) == bits(cli_cast(cli, tmp_path, w, "mxfp8e4", "--axis", axis, "--device",
+                                       "cpu"))
+    kw = castscope.cast(w, "mxfp8e4", axis=-1, device="cpu")
+    assert bits(kw) != bits(ours)  # tiles along kw (length 3) give other values
+    with pytest.raises(castscope.Error, match="sideways"):
+        castscope.cast(w, "mxfp8e4", axis="sideways")
+
+
 @pytest.mark.parametrize("src", [np.float16, np.float64])
 def test_input_dtypes_equal_cli(cli, tmp_path, rng, src):
     x = sample(rng, (16, 64), src)
