@@ -7,6 +7,7 @@
 #include <type_traits>
 
 #include "cpu/cast_cpu.hpp"
+#include "cpu/fast_scaled.hpp"
 #include "cpu/fast_tile.hpp"
 #include "group.hpp"
 #include "parallel.hpp"
@@ -128,6 +129,55 @@ class Engine {
             (p.scale_is_exponent || !p.scaled) &&
             (p.scaled || p.opt.overflow == scalar::Overflow::Saturate);
     tp_ = fast::make_params(kp.data, kp.round, kp.seed);
+    const size_t cb = dtype_size(p.code_dtype);
+    scaled_ = std::is_same_v<T, float> && p.sparse_dim < 0 && !p.sub && fast::scaled_ok(kp) &&
+              (!out.codes || cb <= 2);
+    sp_ = fast::make_scaled_params(kp, static_cast<int>(cb));
+    cp_ = fast::make_code_params(kp.data, cb);
+  }
+
+  // The float-scale fast path for one group; false when the group needs the generic path.
+  bool scaled_group(int64_t g, int64_t& clipped) {
+    if constexpr (!std::is_same_v<T, float>) {
+      return false;
+    } else {
+      const int64_t per = p_.gr * p_.gc;
+      const int64_t b = g / per, gi = (g % per) / p_.gc, gj = g % p_.gc;
+      const int64_t r0 = gi * p_.tr, r1 = std::min(p_.R, r0 + p_.tr);
+      const int64_t c0 = gj * p_.tc, c1 = std::min(p_.C, c0 + p_.tc);
+      const int64_t base = b * p_.R * p_.C;
+      uint32_t amax = 0;
+      float lo = 0.0f, hi = 0.0f;
+      for (int64_t i = r0; i < r1; ++i) {
+        uint32_t a;
+        float l, h;
+        fast::abs_min_max(x_ + base + i * p_.C + c0, c1 - c0, a, l, h);
+        amax = std::max(amax, a);
+        lo = std::min(lo, l);
+        hi = std::max(hi, h);
+      }
+      if (amax >= 0x7F800000u) return false;  // NaN / Inf: the generic path makes the tile NaN
+      const GroupScale gs = detail::choose_scale(kp_, scalar::bits_float(amax), lo, hi, false);
+      fast::GroupArith ga;
+      if (!fast::group_arith(kp_, gs, ga)) return false;
+      if (out_.scale) detail::store_code(out_.scale, p_.scale_dtype, g, gs.scale_code, kp_.scale);
+      if (out_.zero) detail::store_code(out_.zero, p_.second_dtype, g, gs.zero_code, kp_.second);
+      for (int64_t i = r0; i < r1; ++i)
+        scaled_run(ga, base + i * p_.C + c0, base + i * p_.C + c1, clipped);
+      return true;
+    }
+  }
+
+  // Elements [b, e) of a group whose arithmetic is ga, in chunks of at most 2^20.
+  void scaled_run(const fast::GroupArith& ga, int64_t b, int64_t e, int64_t& clipped) {
+    if constexpr (std::is_same_v<T, float>) {
+      for (int64_t j = b; j < e; j += int64_t{1} << 20) {
+        const int n = static_cast<int>(std::min<int64_t>(int64_t{1} << 20, e - j));
+        clipped += fast::cast_scaled(
+            sp_, ga, x_ + j, n, out_.values ? out_.values + j : nullptr,
+            out_.codes ? static_cast<uint8_t*>(out_.codes) + j * sp_.code_bytes : nullptr);
+      }
+    }
   }
 
   // The fast path for one group; false when the group needs the generic path.
@@ -163,6 +213,11 @@ class Engine {
         for (int64_t j = c0; j < c1; j += kChunk) {
           const int n = static_cast<int>(std::min<int64_t>(kChunk, c1 - j));
           const int64_t e = base + i * p_.C + j;
+          if (out_.codes && cp_.bytes) {
+            clipped += fast::cast_tile_codes(tp_, cp_, x_ + e, n, shift, static_cast<uint64_t>(e),
+                                             static_cast<uint8_t*>(out_.codes) + e * cp_.bytes);
+            continue;
+          }
           clipped += fast::cast_tile(tp_, x_ + e, n, shift, static_cast<uint64_t>(e),
                                      out_.values ? out_.values + e : nullptr,
                                      out_.codes ? rr : nullptr, qq, ng);
@@ -185,6 +240,7 @@ class Engine {
   void group(int64_t g, std::vector<uint8_t>& keep, int64_t& clipped, int64_t& nonfinite,
              int64_t& pruned) {
     if (fast_ && fast_group(g, clipped)) return;
+    if (scaled_ && scaled_group(g, clipped)) return;
     const int64_t per = p_.gr * p_.gc;
     const int64_t b = g / per, gi = (g % per) / p_.gc, gj = g % p_.gc;
     const int64_t r0 = gi * p_.tr, r1 = std::min(p_.R, r0 + p_.tr);
@@ -247,6 +303,12 @@ class Engine {
           return;
         }
       }
+      fast::GroupArith ga;
+      if (scaled_ && fast::group_arith(kp_, gs, ga) &&
+          fast::abs_max_bits(x_ + b, e - b) < 0x7F800000u) {
+        scaled_run(ga, b, e, clipped);
+        return;
+      }
     }
     for (int64_t i = b; i < e; ++i) {
       const double v = static_cast<double>(x_[i]);
@@ -261,6 +323,17 @@ class Engine {
 
   GroupStats stats(int64_t b, int64_t e) const {
     GroupStats st;
+    if constexpr (std::is_same_v<T, float>) {
+      // The same statistics on float32: where a value is NaN / Inf only `nonfinite` counts.
+      uint32_t amax;
+      float lo, hi;
+      fast::abs_min_max(x_ + b, e - b, amax, lo, hi);
+      st.nonfinite = amax >= 0x7F800000u;
+      st.absmax = scalar::bits_float(amax);
+      st.lo = lo;
+      st.hi = hi;
+      return st;
+    }
     for (int64_t i = b; i < e; ++i) st.add(static_cast<double>(x_[i]));
     return st;
   }
@@ -272,6 +345,9 @@ class Engine {
   Outputs& out_;
   bool fast_ = false;
   fast::TileParams tp_{};
+  bool scaled_ = false;
+  fast::ScaledParams sp_{};
+  fast::CodeParams cp_{};
 };
 
 template <class T>

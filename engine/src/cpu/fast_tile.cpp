@@ -40,7 +40,55 @@ inline __attribute__((always_inline)) int64_t codes_loop(const TileParams& t, co
   return clipped;
 }
 
+template <int Mode, int Bytes>
+inline __attribute__((always_inline)) int64_t direct_codes_loop(const TileParams& t,
+                                                                const CodeParams& c, const float* x,
+                                                                int n, int s, uint64_t first,
+                                                                void* codes) {
+  // Copies: byte stores may alias t and c, and rereading them stops vectorization.
+  const TileParams tl = t;
+  const CodeParams cl = c;
+  int64_t clipped = 0;
+  for (int i = 0; i < n; ++i) {
+    uint32_t r, neg, over;
+    int qe;
+    cast_one<Mode>(tl, scalar::float_bits(x[i]), s, first + i, r, qe, neg, over);
+    const int32_t code = encode_fast(cl, r, qe, neg);
+    if constexpr (Bytes == 1)
+      static_cast<uint8_t*>(codes)[i] = static_cast<uint8_t>(code);
+    else
+      static_cast<uint16_t*>(codes)[i] = static_cast<uint16_t>(code);
+    clipped += over;
+  }
+  return clipped;
+}
+
 #define CASTSCOPE_CLONES __attribute__((target_clones("avx2", "default")))
+
+template <int Bytes>
+inline __attribute__((always_inline)) int64_t direct_codes(const TileParams& t, const CodeParams& c,
+                                                           const float* x, int n, int s, uint64_t f,
+                                                           void* codes) {
+  switch (t.mode) {
+    case 0:
+      return direct_codes_loop<0, Bytes>(t, c, x, n, s, f, codes);
+    case 1:
+      return direct_codes_loop<1, Bytes>(t, c, x, n, s, f, codes);
+    case 2:
+      return direct_codes_loop<2, Bytes>(t, c, x, n, s, f, codes);
+    default:
+      return direct_codes_loop<3, Bytes>(t, c, x, n, s, f, codes);
+  }
+}
+
+CASTSCOPE_CLONES int64_t codes_1byte(const TileParams& t, const CodeParams& c, const float* x,
+                                     int n, int s, uint64_t f, void* codes) {
+  return direct_codes<1>(t, c, x, n, s, f, codes);
+}
+CASTSCOPE_CLONES int64_t codes_2byte(const TileParams& t, const CodeParams& c, const float* x,
+                                     int n, int s, uint64_t f, void* codes) {
+  return direct_codes<2>(t, c, x, n, s, f, codes);
+}
 
 CASTSCOPE_CLONES int64_t values_even(const TileParams& t, const float* x, int n, int s, uint64_t f,
                                      float* v) {
@@ -89,6 +137,30 @@ CASTSCOPE_CLONES uint32_t abs_max_bits(const float* x, int64_t n) {
     m = a > m ? a : m;
   }
   return m;
+}
+
+CodeParams make_code_params(const scalar::Format& f, size_t bytes) {
+  CodeParams c;
+  if (bytes != 1 && bytes != 2) return c;
+  if (f.kind == scalar::Kind::Float) {
+    if (f.mgrid != f.mbits || f.qmin + f.mbits + f.bias - 1 != 0) return c;
+    c.kind = 0;
+  } else if (f.kind == scalar::Kind::Int) {
+    c.kind = 1;
+  } else {
+    return c;
+  }
+  c.base = f.mbits + f.bias - 1;
+  c.mbits = f.mbits;
+  c.sign_bit = f.bits - 1;
+  c.bytes = static_cast<int>(bytes);
+  return c;
+}
+
+int64_t cast_tile_codes(const TileParams& t, const CodeParams& c, const float* x, int n, int s,
+                        uint64_t first_index, void* codes) {
+  return c.bytes == 1 ? codes_1byte(t, c, x, n, s, first_index, codes)
+                      : codes_2byte(t, c, x, n, s, first_index, codes);
 }
 
 int64_t cast_tile(const TileParams& t, const float* x, int n, int s, uint64_t first_index,
