@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 
 #include "castscope/cast.hpp"
@@ -68,6 +69,10 @@ TEST(FastPath, MatchesGenericPathBitForBit) {
           v[j] = std::ldexp(1.0f + j / 64.0f, -140);
           v[64 + j] = std::ldexp(1.0f + j / 64.0f, 126);
         }
+        // NaN and Inf (their tiles take the generic path) and an all-zero row (zero scales).
+        v[200] = std::numeric_limits<float>::quiet_NaN();
+        v[300] = -std::numeric_limits<float>::infinity();
+        for (int j = 0; j < 96; ++j) v[480 + j] = 0.0f;
         // Around bfloat16's largest value and its rounding midpoint to the next binade.
         const uint32_t top[] = {0x7F7F7FFFu, 0x7F7F8000u, 0x7F7F8001u, 0x7F7FFFFFu,
                                 0x7F7EFFFFu, 0x7F7E8000u, 0x7F7F0000u, 0x7F000000u};

@@ -134,6 +134,7 @@ class Engine {
               (!out.codes || cb <= 2);
     sp_ = fast::make_scaled_params(kp, static_cast<int>(cb));
     cp_ = fast::make_code_params(kp.data, cb);
+    sc_ = fast::make_scale_choice(kp);
   }
 
   // The float-scale fast path for one group; false when the group needs the generic path.
@@ -165,6 +166,56 @@ class Engine {
       for (int64_t i = r0; i < r1; ++i)
         scaled_run(ga, base + i * p_.C + c0, base + i * p_.C + c1, clipped);
       return true;
+    }
+  }
+
+  // Short 1-D float-scaled groups g, g + 1, ... (before gend) of one row, in one batch: how many
+  // it cast, 0 where group g needs the single-group path.
+  int64_t scaled_batch(int64_t g, int64_t gend, int64_t& clipped) {
+    if constexpr (!std::is_same_v<T, float>) {
+      return 0;
+    } else {
+      constexpr int64_t kBatch = 64;
+      if (!scaled_ || p_.tr != 1 || p_.tc > 256) return 0;
+      const int64_t per = p_.gr * p_.gc;
+      const int64_t gj = g % p_.gc;
+      const int64_t n = std::min({gend - g, kBatch, p_.C / p_.tc - gj});  // full tiles only
+      if (n <= 0) return 0;
+      const int64_t first = (g / per) * p_.R * p_.C + ((g % per) / p_.gc) * p_.C + gj * p_.tc;
+      fast::GroupArith ga[kBatch];
+      int64_t k = 0;
+      if (sc_.ok) {
+        uint32_t amax[kBatch], codes[kBatch];
+        int64_t m = 0;
+        for (; m < n; ++m) {
+          float lo, hi;
+          fast::abs_min_max_short(x_ + first + m * p_.tc, p_.tc, amax[m], lo, hi);
+          if (amax[m] >= 0x7F800000u) break;
+        }
+        k = fast::choose_scales(sc_, kp_.tensor_scale, amax, static_cast<int>(m), ga, codes);
+        if (out_.scale)
+          for (int64_t j = 0; j < k; ++j)
+            detail::store_code(out_.scale, p_.scale_dtype, g + j, codes[j], kp_.scale);
+      } else {
+        for (; k < n; ++k) {
+          uint32_t amax;
+          float lo, hi;
+          fast::abs_min_max_short(x_ + first + k * p_.tc, p_.tc, amax, lo, hi);
+          if (amax >= 0x7F800000u) break;
+          const GroupScale gs = detail::choose_scale(kp_, scalar::bits_float(amax), lo, hi, false);
+          if (!fast::group_arith(kp_, gs, ga[k])) break;
+          if (out_.scale)
+            detail::store_code(out_.scale, p_.scale_dtype, g + k, gs.scale_code, kp_.scale);
+          if (out_.zero)
+            detail::store_code(out_.zero, p_.second_dtype, g + k, gs.zero_code, kp_.second);
+        }
+      }
+      if (k == 0) return 0;
+      clipped += fast::cast_scaled_groups(
+          sp_, ga, static_cast<int>(k), static_cast<int>(p_.tc), x_ + first,
+          out_.values ? out_.values + first : nullptr,
+          out_.codes ? static_cast<uint8_t*>(out_.codes) + first * sp_.code_bytes : nullptr);
+      return k;
     }
   }
 
@@ -348,6 +399,7 @@ class Engine {
   bool scaled_ = false;
   fast::ScaledParams sp_{};
   fast::CodeParams cp_{};
+  fast::ScaleChoice sc_{};
 };
 
 template <class T>
@@ -409,7 +461,11 @@ void run(const CastPlan& p, KernelParams& kp, const T* x, Outputs& out, Counts& 
   detail::parallel_for(groups, grain, p.opt.threads, p.opt.job, [&](int64_t b, int64_t e) {
     std::vector<uint8_t> keep;
     int64_t clipped = 0, nonfinite = 0, pruned = 0;
-    for (int64_t g = b; g < e; ++g) eng.group(g, keep, clipped, nonfinite, pruned);
+    for (int64_t g = b; g < e;) {
+      const int64_t k = eng.scaled_batch(g, e, clipped);
+      if (k == 0) eng.group(g++, keep, clipped, nonfinite, pruned);
+      g += k;
+    }
     counts.clipped += clipped;
     counts.nonfinite += nonfinite;
     counts.pruned += pruned;

@@ -100,35 +100,51 @@ inline __attribute__((always_inline)) int64_t by_out(const ScaledParams& sp, con
   return scaled_loop<Kind, Op, 2>(sp, ga, x, n, values, codes);
 }
 
+// Groups k = 0 .. groups - 1 of len values each, group k with arithmetic ga[k].
+template <int Kind, int Op>
+inline __attribute__((always_inline)) int64_t run_groups(const ScaledParams& sp,
+                                                         const GroupArith* ga, int groups, int len,
+                                                         const float* x, float* values,
+                                                         void* codes) {
+  int64_t clipped = 0;
+  uint8_t* c = static_cast<uint8_t*>(codes);
+  for (int k = 0; k < groups; ++k) {
+    const int64_t o = static_cast<int64_t>(k) * len;
+    clipped += by_out<Kind, Op>(sp, ga[k], x + o, len, values ? values + o : nullptr,
+                                c ? c + o * sp.code_bytes : nullptr);
+  }
+  return clipped;
+}
+
 template <int Kind>
-inline __attribute__((always_inline)) int64_t by_op(const ScaledParams& sp, const GroupArith& ga,
-                                                    const float* x, int n, float* values,
-                                                    void* codes) {
-  switch (ga.op) {
+inline __attribute__((always_inline)) int64_t by_op(const ScaledParams& sp, const GroupArith* ga,
+                                                    int groups, int len, const float* x,
+                                                    float* values, void* codes) {
+  switch (ga[0].op) {
     case 0:
-      return by_out<Kind, 0>(sp, ga, x, n, values, codes);
+      return run_groups<Kind, 0>(sp, ga, groups, len, x, values, codes);
     case 1:
-      return by_out<Kind, 1>(sp, ga, x, n, values, codes);
+      return run_groups<Kind, 1>(sp, ga, groups, len, x, values, codes);
     case 2:
-      return by_out<Kind, 2>(sp, ga, x, n, values, codes);
+      return run_groups<Kind, 2>(sp, ga, groups, len, x, values, codes);
     default:
-      return by_out<Kind, 3>(sp, ga, x, n, values, codes);
+      return run_groups<Kind, 3>(sp, ga, groups, len, x, values, codes);
   }
 }
 
 #define CASTSCOPE_CLONES __attribute__((target_clones("avx2", "default")))
 
-CASTSCOPE_CLONES int64_t scaled_float(const ScaledParams& sp, const GroupArith& ga, const float* x,
-                                      int n, float* values, void* codes) {
-  return by_op<0>(sp, ga, x, n, values, codes);
+CASTSCOPE_CLONES int64_t scaled_float(const ScaledParams& sp, const GroupArith* ga, int groups,
+                                      int len, const float* x, float* values, void* codes) {
+  return by_op<0>(sp, ga, groups, len, x, values, codes);
 }
-CASTSCOPE_CLONES int64_t scaled_int(const ScaledParams& sp, const GroupArith& ga, const float* x,
-                                    int n, float* values, void* codes) {
-  return by_op<1>(sp, ga, x, n, values, codes);
+CASTSCOPE_CLONES int64_t scaled_int(const ScaledParams& sp, const GroupArith* ga, int groups,
+                                    int len, const float* x, float* values, void* codes) {
+  return by_op<1>(sp, ga, groups, len, x, values, codes);
 }
-CASTSCOPE_CLONES int64_t scaled_uint(const ScaledParams& sp, const GroupArith& ga, const float* x,
-                                     int n, float* values, void* codes) {
-  return by_op<2>(sp, ga, x, n, values, codes);
+CASTSCOPE_CLONES int64_t scaled_uint(const ScaledParams& sp, const GroupArith* ga, int groups,
+                                     int len, const float* x, float* values, void* codes) {
+  return by_op<2>(sp, ga, groups, len, x, values, codes);
 }
 
 }  // namespace
@@ -163,6 +179,57 @@ ScaledParams make_scaled_params(const detail::KernelParams& kp, int code_bytes) 
   return sp;
 }
 
+ScaleChoice make_scale_choice(const detail::KernelParams& kp) {
+  const scalar::Format& f = kp.scale;
+  ScaleChoice c;
+  c.ok = kp.zero_kind == 0 && f.kind == scalar::Kind::Float && f.bits <= 32 && f.mbits <= 23 &&
+         f.mgrid == f.mbits && f.qmin + f.mbits + f.bias - 1 == 0 && f.maxe < 900 &&
+         f.qmin > -900 && kp.data_max > 0;
+  c.multi = kp.multiscale;
+  c.data_max = kp.data_max;
+  c.mgrid = f.mgrid;
+  c.qmin = f.qmin;
+  c.maxval = scalar::ldexp_int(f.maxr, f.maxe);
+  c.base = f.mbits + f.bias - 1;
+  c.mbits = f.mbits;
+  return c;
+}
+
+CASTSCOPE_CLONES int choose_scales(const ScaleChoice& c, double t, const uint32_t* amax_bits, int n,
+                                   GroupArith* ga, uint32_t* codes) {
+  const double data_max = c.data_max, maxval = c.maxval;
+  const int64_t mgrid = c.mgrid, qmin = c.qmin;
+  const int32_t base = c.base, mbits = c.mbits;
+  const bool multi = c.multi;
+  if (multi && !(t == t)) return 0;  // a NaN tensor scale makes every group NaN
+  double s[256];
+  for (int k = 0; k < n; ++k) {
+    const double a = scalar::bits_float(amax_bits[k]);
+    const double raw = (multi ? a / t : a) / data_max;
+    const uint64_t rb = double_bits(raw);
+    const int64_t b = static_cast<int64_t>(rb >> 52 & 0x7FF) - 1023;
+    const int64_t qe = b - mgrid > qmin ? b - mgrid : qmin;
+    const double magic = bits_double(static_cast<uint64_t>(qe + 52 + 1023) << 52 | 1ull << 51);
+    const double rv = (raw + magic) - magic;
+    const double m = rv > maxval ? maxval : rv;
+    const int64_t e = static_cast<int64_t>(double_bits(m) >> 52) - 1023;
+    const int64_t q2 = e - mgrid > qmin ? e - mgrid : qmin;
+    const uint32_t r = static_cast<uint32_t>(
+        static_cast<int32_t>(m * bits_double(static_cast<uint64_t>(1023 - q2) << 52)));
+    codes[k] = (static_cast<uint32_t>(q2 + base) << mbits) + r;
+    s[k] = m;
+  }
+  int ok = 0;
+  while (ok < n && s[ok] != 0) ++ok;
+  for (int k = 0; k < ok; ++k) {
+    ga[k].op = multi ? 1 : 0;
+    ga[k].a = s[k];
+    ga[k].b = t;
+    ga[k].div = multi ? s[k] * t : s[k];
+  }
+  return ok;
+}
+
 bool group_arith(const detail::KernelParams& kp, const detail::GroupScale& g, GroupArith& out) {
   if (g.nan || !(g.s != 0.0)) return false;
   if (kp.zero_kind == 1) {
@@ -188,30 +255,24 @@ bool group_arith(const detail::KernelParams& kp, const detail::GroupScale& g, Gr
 
 CASTSCOPE_CLONES void abs_min_max(const float* x, int64_t n, uint32_t& amax_bits, float& lo,
                                   float& hi) {
-  uint32_t m = 0;
-  float l = 0.0f, h = 0.0f;
-  for (int64_t i = 0; i < n; ++i) {
-    const float v = x[i];
-    const uint32_t a = scalar::float_bits(v) & 0x7FFFFFFFu;
-    m = a > m ? a : m;
-    l = v < l ? v : l;
-    h = v > h ? v : h;
+  abs_min_max_short(x, n, amax_bits, lo, hi);
+}
+
+int64_t cast_scaled_groups(const ScaledParams& sp, const GroupArith* ga, int groups, int len,
+                           const float* x, float* values, void* codes) {
+  switch (sp.kind) {
+    case 0:
+      return scaled_float(sp, ga, groups, len, x, values, codes);
+    case 1:
+      return scaled_int(sp, ga, groups, len, x, values, codes);
+    default:
+      return scaled_uint(sp, ga, groups, len, x, values, codes);
   }
-  amax_bits = m;
-  lo = l;
-  hi = h;
 }
 
 int64_t cast_scaled(const ScaledParams& sp, const GroupArith& ga, const float* x, int n,
                     float* values, void* codes) {
-  switch (sp.kind) {
-    case 0:
-      return scaled_float(sp, ga, x, n, values, codes);
-    case 1:
-      return scaled_int(sp, ga, x, n, values, codes);
-    default:
-      return scaled_uint(sp, ga, x, n, values, codes);
-  }
+  return cast_scaled_groups(sp, &ga, 1, n, x, values, codes);
 }
 
 }  // namespace castscope::cpu::fast

@@ -43,12 +43,60 @@ struct GroupArith {
 // Arithmetic of group scale g; false where the generic path must take the group.
 bool group_arith(const detail::KernelParams& kp, const detail::GroupScale& g, GroupArith& out);
 
+// choose_scale for a batch of groups without zero points whose scale is a float format (NVFP4's
+// e4m3fn, float32, bfloat16, ...): raw = (absmax [/ t]) / data_max rounded onto the scale's grid
+// (nearest even, saturating) by the same magic add, and its code by the fast code layout.
+struct ScaleChoice {
+  bool ok = false;
+  bool multi = false;
+  double data_max = 1;
+  int mgrid = 0, qmin = 0;
+  double maxval = 0;
+  int base = 0, mbits = 0;
+};
+
+ScaleChoice make_scale_choice(const detail::KernelParams& kp);
+// Groups k < n (n <= 256) with largest magnitudes amax_bits[k] (finite) and tensor scale t: ga[k]
+// and the scale codes; returns how many leading groups have a non-zero scale (the rest: generic
+// path).
+int choose_scales(const ScaleChoice& c, double t, const uint32_t* amax_bits, int n, GroupArith* ga,
+                  uint32_t* codes);
+
 // Largest |x| bits, smallest and largest value (both including 0) of n float32 values.
 void abs_min_max(const float* x, int64_t n, uint32_t& amax_bits, float& lo, float& hi);
+
+// The same, inline, for short groups where a call would cost more than the loop.
+inline void abs_min_max_short(const float* x, int64_t n, uint32_t& amax_bits, float& lo,
+                              float& hi) {
+  // Smallest and largest through integer keys in the order of the values (a negative value's
+  // magnitude bits flipped): a float min / max reduction does not vectorize, an integer one does.
+  uint32_t m = 0;
+  int32_t l = 0, h = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const uint32_t u = scalar::float_bits(x[i]);
+    const int32_t k = static_cast<int32_t>(u ^ ((0u - (u >> 31)) & 0x7FFFFFFFu));
+    const uint32_t a = u & 0x7FFFFFFFu;
+    m = a > m ? a : m;
+    l = k < l ? k : l;
+    h = k > h ? k : h;
+  }
+  auto value = [](int32_t k) {
+    const uint32_t u = static_cast<uint32_t>(k);
+    return scalar::bits_float(u ^ ((0u - (u >> 31)) & 0x7FFFFFFFu));
+  };
+  amax_bits = m;
+  lo = l < -1 ? value(l) : 0.0f;  // key -1 is -0, which counts as 0 (as in -0 < 0)
+  hi = value(h);
+}
 
 // Casts n finite float32 values of one group. Writes float32 values, or codes (code_bytes per
 // code, little-endian) at codes; returns the number of clipped values.
 int64_t cast_scaled(const ScaledParams& sp, const GroupArith& ga, const float* x, int n,
                     float* values, void* codes);
+
+// The same for `groups` consecutive groups of len values each, group k with arithmetic ga[k]
+// (all of one op): one call for a run of short tiles.
+int64_t cast_scaled_groups(const ScaledParams& sp, const GroupArith* ga, int groups, int len,
+                           const float* x, float* values, void* codes);
 
 }  // namespace castscope::cpu::fast
