@@ -163,9 +163,10 @@ TEST(FastPath, FloatScaledCodesRoundTrip) {
   }
 }
 
-// Unscaled casts of float32 to bfloat16, float16 and the FP8 formats, over every combination of
-// sign, exponent and top 11 significand bits with 16 patterns of the low 12 bits (exact ties,
-// just above and below them, random): 2^24 inputs per format, NaN, Inf and subnormals included.
+// Unscaled casts (values and codes) of float32 to bfloat16, float16 and the FP8 formats, over
+// every combination of sign, exponent and top 11 significand bits with 16 patterns of the low 12
+// bits (exact ties, just above and below them, random): 2^24 inputs per format, NaN, Inf and
+// subnormals included.
 TEST(FastPath, UnscaledCastsOverFloat32Patterns) {
   const uint64_t seed = test::test_seed();
   std::mt19937_64 rng(seed);
@@ -183,16 +184,23 @@ TEST(FastPath, UnscaledCastsOverFloat32Patterns) {
         x32.mutable_ptr<float>()[i] = f;
         x64.mutable_ptr<double>()[i] = f;
       }
-      CastOptions o;
-      o.device = Device::CPU;
-      const CastResult a = cast(x32, d, o), b = cast(x64, d, o);
-      const uint32_t* va = a.values.ptr<uint32_t>();
-      const uint32_t* vb = b.values.ptr<uint32_t>();
-      for (int64_t i = 0; i < slice; ++i)
-        ASSERT_EQ(va[i], vb[i]) << name << " input bits " << std::hex
-                                << scalar::float_bits(x32.ptr<float>()[i]) << " seed " << std::dec
-                                << seed;
-      EXPECT_EQ(a.counts.clipped, b.counts.clipped) << name;
+      for (CastMode mode : {CastMode::Virtual, CastMode::Actual}) {
+        CastOptions o;
+        o.device = Device::CPU;
+        o.mode = mode;
+        const CastResult a = cast(x32, d, o), b = cast(x64, d, o);
+        const Tensor& ta = mode == CastMode::Virtual ? a.values : a.codes;
+        const Tensor& tb = mode == CastMode::Virtual ? b.values : b.codes;
+        ASSERT_EQ(ta.nbytes(), tb.nbytes());
+        const size_t es = dtype_size(ta.dtype());
+        const char* pa = static_cast<const char*>(ta.data());
+        const char* pb = static_cast<const char*>(tb.data());
+        for (int64_t i = 0; i < slice; ++i)
+          ASSERT_EQ(0, std::memcmp(pa + i * es, pb + i * es, es))
+              << name << " " << to_string(mode) << " input bits " << std::hex
+              << scalar::float_bits(x32.ptr<float>()[i]) << " seed " << std::dec << seed;
+        EXPECT_EQ(a.counts.clipped, b.counts.clipped) << name;
+      }
     }
   }
 }

@@ -124,6 +124,20 @@ CASTSCOPE_CLONES int64_t values_bf16(const float* x, int n, float* v) {
   return clipped;
 }
 
+// The same rounding, keeping the top 16 bits: bfloat16 codes.
+CASTSCOPE_CLONES int64_t codes_bf16(const float* x, int n, uint16_t* c) {
+  int64_t clipped = 0;
+  for (int i = 0; i < n; ++i) {
+    const uint32_t u = scalar::float_bits(x[i]);
+    uint32_t r = (u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u;
+    const uint32_t over = (r & 0x7FFFFFFFu) >= 0x7F800000u;
+    r = over ? (u & 0x80000000u) | 0x7F7F0000u : r;
+    c[i] = static_cast<uint16_t>(r >> 16);
+    clipped += over;
+  }
+  return clipped;
+}
+
 bool bf16_grid(const TileParams& t) {
   return t.mgrid == 7 && t.qmin == -133 && t.maxe == 120 && t.maxr == 255 && t.keep_negzero;
 }
@@ -159,6 +173,8 @@ CodeParams make_code_params(const scalar::Format& f, size_t bytes) {
 
 int64_t cast_tile_codes(const TileParams& t, const CodeParams& c, const float* x, int n, int s,
                         uint64_t first_index, void* codes) {
+  if (t.mode == 0 && s == 0 && c.bytes == 2 && c.kind == 0 && c.mbits == 7 && bf16_grid(t))
+    return codes_bf16(x, n, static_cast<uint16_t*>(codes));
   return c.bytes == 1 ? codes_1byte(t, c, x, n, s, first_index, codes)
                       : codes_2byte(t, c, x, n, s, first_index, codes);
 }
