@@ -169,6 +169,9 @@ class Engine {
     }
   }
 
+  // Whether scaled_batch applies: short 1-D tiles on the float-scale fast path.
+  bool batched() const { return scaled_ && p_.tr == 1 && p_.tc <= 256; }
+
   // Short 1-D float-scaled groups g, g + 1, ... (before gend) of one row, in one batch: how many
   // it cast, 0 where group g needs the single-group path.
   int64_t scaled_batch(int64_t g, int64_t gend, int64_t& clipped) {
@@ -176,7 +179,6 @@ class Engine {
       return 0;
     } else {
       constexpr int64_t kBatch = 64;
-      if (!scaled_ || p_.tr != 1 || p_.tc > 256) return 0;
       const int64_t per = p_.gr * p_.gc;
       const int64_t gj = g % p_.gc;
       const int64_t n = std::min({gend - g, kBatch, p_.C / p_.tc - gj});  // full tiles only
@@ -458,11 +460,12 @@ void run(const CastPlan& p, KernelParams& kp, const T* x, Outputs& out, Counts& 
   }
   const int64_t groups = p.groups();
   const int64_t grain = std::max<int64_t>(1, (1 << 15) / (p.tr * p.tc));
+  const bool batched = eng.batched();
   detail::parallel_for(groups, grain, p.opt.threads, p.opt.job, [&](int64_t b, int64_t e) {
     std::vector<uint8_t> keep;
     int64_t clipped = 0, nonfinite = 0, pruned = 0;
     for (int64_t g = b; g < e;) {
-      const int64_t k = eng.scaled_batch(g, e, clipped);
+      const int64_t k = batched ? eng.scaled_batch(g, e, clipped) : 0;
       if (k == 0) eng.group(g++, keep, clipped, nonfinite, pruned);
       g += k;
     }
