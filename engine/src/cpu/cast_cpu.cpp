@@ -135,6 +135,7 @@ class Engine {
     sp_ = fast::make_scaled_params(kp, static_cast<int>(cb));
     cp_ = fast::make_code_params(kp.data, cb);
     sc_ = fast::make_scale_choice(kp);
+    bf16_ = fast_ && !p.scaled && fast::bf16_unscaled(tp_, cp_, out.codes != nullptr);
   }
 
   // The float-scale fast path for one group; false when the group needs the generic path.
@@ -350,7 +351,16 @@ class Engine {
   // Elements [b, e) of a tensor-scoped cast (one scale for everything).
   void elements(const GroupScale& gs, int64_t b, int64_t e, int64_t& clipped, int64_t& nonfinite) {
     if constexpr (std::is_same_v<T, float>) {
-      if (fast_ && !gs.nan && fast::tile_ok(kp_.data, gs.shift)) {
+      if (bf16_) {
+        bool bad;
+        const int64_t c = fast::cast_bf16(
+            x_ + b, static_cast<int>(e - b), out_.values ? out_.values + b : nullptr,
+            out_.codes ? static_cast<uint16_t*>(out_.codes) + b : nullptr, bad);
+        if (!bad) {
+          clipped += c;
+          return;
+        }
+      } else if (fast_ && !gs.nan && fast::tile_ok(kp_.data, gs.shift)) {
         if (fast::abs_max_bits(x_ + b, e - b) < 0x7F800000u) {
           run_rows(0, 0, 1, b, e, gs.shift, clipped);
           return;
@@ -402,6 +412,7 @@ class Engine {
   fast::ScaledParams sp_{};
   fast::CodeParams cp_{};
   fast::ScaleChoice sc_{};
+  bool bf16_ = false;  // unscaled bfloat16: elements() casts and checks in one pass
 };
 
 template <class T>

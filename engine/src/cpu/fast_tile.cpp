@@ -107,35 +107,38 @@ CASTSCOPE_CLONES int64_t values_stochastic(const TileParams& t, const float* x, 
   return values_loop<3>(t, x, n, s, f, v);
 }
 
-// bfloat16 values of finite float32 input, round to nearest even, saturating: the rounding is
-// one integer add on the bits (bfloat16 keeps float32's exponent range, so subnormals round the
-// same way), the result past the largest finite value clips to it. Same bits as cast_one, at
-// the cost of an integer add, a mask and a compare per element.
-CASTSCOPE_CLONES int64_t values_bf16(const float* x, int n, float* v) {
+// bfloat16 of float32 input, round to nearest even, saturating: the rounding is one integer add
+// on the bits (bfloat16 keeps float32's exponent range, so subnormals round the same way), the
+// result past the largest finite value clips to it. Same bits as cast_one for finite input, at
+// the cost of an integer add, a mask and a compare per element; `bad` says whether any input was
+// NaN / Inf, which the caller gives to the generic path (one pass over the input, not a check
+// and then the cast).
+template <bool Codes>
+inline __attribute__((always_inline)) int64_t bf16_loop(const float* x, int n, void* out,
+                                                        uint32_t& bad) {
   int64_t clipped = 0;
+  uint32_t nonfinite = 0;
   for (int i = 0; i < n; ++i) {
     const uint32_t u = scalar::float_bits(x[i]);
+    nonfinite |= (u & 0x7FFFFFFFu) >= 0x7F800000u;
     uint32_t r = (u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u;
     const uint32_t over = (r & 0x7FFFFFFFu) >= 0x7F800000u;
     r = over ? (u & 0x80000000u) | 0x7F7F0000u : r;
-    v[i] = scalar::bits_float(r);
+    if constexpr (Codes)
+      static_cast<uint16_t*>(out)[i] = static_cast<uint16_t>(r >> 16);
+    else
+      static_cast<float*>(out)[i] = scalar::bits_float(r);
     clipped += over;
   }
+  bad = nonfinite;
   return clipped;
 }
 
-// The same rounding, keeping the top 16 bits: bfloat16 codes.
-CASTSCOPE_CLONES int64_t codes_bf16(const float* x, int n, uint16_t* c) {
-  int64_t clipped = 0;
-  for (int i = 0; i < n; ++i) {
-    const uint32_t u = scalar::float_bits(x[i]);
-    uint32_t r = (u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u;
-    const uint32_t over = (r & 0x7FFFFFFFu) >= 0x7F800000u;
-    r = over ? (u & 0x80000000u) | 0x7F7F0000u : r;
-    c[i] = static_cast<uint16_t>(r >> 16);
-    clipped += over;
-  }
-  return clipped;
+CASTSCOPE_CLONES int64_t values_bf16(const float* x, int n, float* v, uint32_t& bad) {
+  return bf16_loop<false>(x, n, v, bad);
+}
+CASTSCOPE_CLONES int64_t codes_bf16(const float* x, int n, uint16_t* c, uint32_t& bad) {
+  return bf16_loop<true>(x, n, c, bad);
 }
 
 bool bf16_grid(const TileParams& t) {
@@ -173,16 +176,29 @@ CodeParams make_code_params(const scalar::Format& f, size_t bytes) {
 
 int64_t cast_tile_codes(const TileParams& t, const CodeParams& c, const float* x, int n, int s,
                         uint64_t first_index, void* codes) {
+  uint32_t bad;
   if (t.mode == 0 && s == 0 && c.bytes == 2 && c.kind == 0 && c.mbits == 7 && bf16_grid(t))
-    return codes_bf16(x, n, static_cast<uint16_t*>(codes));
+    return codes_bf16(x, n, static_cast<uint16_t*>(codes), bad);
   return c.bytes == 1 ? codes_1byte(t, c, x, n, s, first_index, codes)
                       : codes_2byte(t, c, x, n, s, first_index, codes);
+}
+
+bool bf16_unscaled(const TileParams& t, const CodeParams& c, bool codes) {
+  return t.mode == 0 && bf16_grid(t) && (!codes || (c.bytes == 2 && c.kind == 0 && c.mbits == 7));
+}
+
+int64_t cast_bf16(const float* x, int n, float* values, uint16_t* codes, bool& nonfinite) {
+  uint32_t bad;
+  const int64_t clipped = values ? values_bf16(x, n, values, bad) : codes_bf16(x, n, codes, bad);
+  nonfinite = bad != 0;
+  return clipped;
 }
 
 int64_t cast_tile(const TileParams& t, const float* x, int n, int s, uint64_t first_index,
                   float* values, uint32_t* rr, int32_t* qq, uint8_t* neg) {
   if (values) {
-    if (t.mode == 0 && s == 0 && bf16_grid(t)) return values_bf16(x, n, values);
+    uint32_t bad;
+    if (t.mode == 0 && s == 0 && bf16_grid(t)) return values_bf16(x, n, values, bad);
     switch (t.mode) {
       case 0:
         return values_even(t, x, n, s, first_index, values);

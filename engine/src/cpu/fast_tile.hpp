@@ -118,6 +118,13 @@ inline int32_t encode_fast(const CodeParams& c, uint32_t r, int qe, uint32_t neg
 // Largest |x| bit pattern of n float32 values (NaN / Inf show as >= 0x7F800000).
 uint32_t abs_max_bits(const float* x, int64_t n);
 
+// Whether an unscaled cast (values, or codes when `codes`) is bfloat16 rounded to nearest even.
+bool bf16_unscaled(const TileParams& t, const CodeParams& c, bool codes);
+// That cast of n float32 values, to values or codes, in one pass: NaN / Inf inputs are not
+// checked first but reported (`nonfinite`), and the caller redoes the range on the generic path.
+// Returns the number of saturated values.
+int64_t cast_bf16(const float* x, int n, float* values, uint16_t* codes, bool& nonfinite);
+
 // Casts n float32 values with scale shift s straight to codes (c.bytes per code, at codes);
 // returns the number of saturated values.
 int64_t cast_tile_codes(const TileParams& t, const CodeParams& c, const float* x, int n, int s,
