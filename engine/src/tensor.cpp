@@ -2,6 +2,10 @@
 #include <cstring>
 #include <limits>
 
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
+
 #include "castscope/format.hpp"
 #include "castscope/scalar.hpp"
 #include "castscope/tensor.hpp"
@@ -97,15 +101,42 @@ static void check_shape(const Shape& shape, DType dtype) {
     throw Error("tensor shape " + shape_str(shape) + " is too large");
 }
 
+// Storage of a new tensor. Large buffers are mapped directly, 2 MiB aligned and marked for
+// transparent huge pages: a fresh 64 MiB cast output otherwise takes 16384 page faults, which cost
+// more than the cast itself (a float32 -> bfloat16 pass over 4096x4096 values spent 70% of
+// its time in the kernel). Mapped pages are zero, so zero-initialised tensors need no memset.
+static std::shared_ptr<void> allocate(size_t bytes, bool zeroed) {
+#if defined(__linux__)
+  constexpr size_t kHuge = size_t{2} << 20;
+  if (bytes >= kHuge) {
+    // Only whole 2 MiB pieces become huge pages; the tail keeps small pages, so a tensor never
+    // holds more than 4 KiB beyond its size.
+    const size_t len = (bytes + 4095) / 4096 * 4096;
+    void* m =
+        mmap(nullptr, len + kHuge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED)
+      throw Error("out of memory allocating " + std::to_string(bytes) + " bytes");
+    // Trim the mapping to a 2 MiB aligned start.
+    uint8_t* base = static_cast<uint8_t*>(m);
+    uint8_t* p = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(base) + kHuge - 1) &
+                                            ~uintptr_t{kHuge - 1});
+    if (p > base) munmap(base, static_cast<size_t>(p - base));
+    munmap(p + len, static_cast<size_t>(base + kHuge - p));  // p - base < kHuge: never empty
+    madvise(p, len, MADV_HUGEPAGE);
+    return std::shared_ptr<void>(p, [len](void* q) { munmap(q, len); });
+  }
+#endif
+  uint8_t* p = zeroed ? new uint8_t[bytes ? bytes : 1]() : new uint8_t[bytes ? bytes : 1];
+  return std::shared_ptr<void>(p, [](void* q) { delete[] static_cast<uint8_t*>(q); });
+}
+
 Tensor Tensor::empty(DType dtype, Shape shape) {
   check_shape(shape, dtype);
   Tensor t;
   t.dtype_ = dtype;
   t.shape_ = std::move(shape);
-  size_t bytes = t.nbytes();
-  std::shared_ptr<uint8_t[]> buf(new uint8_t[bytes ? bytes : 1]());
-  t.data_ = buf.get();
-  t.owner_ = std::shared_ptr<const void>(buf, buf.get());
+  t.owner_ = allocate(t.nbytes(), true);
+  t.data_ = t.owner_.get();
   t.writable_ = true;
   return t;
 }
@@ -115,10 +146,8 @@ Tensor Tensor::uninitialized(DType dtype, Shape shape) {
   Tensor t;
   t.dtype_ = dtype;
   t.shape_ = std::move(shape);
-  const size_t bytes = t.nbytes();
-  std::shared_ptr<uint8_t[]> buf(new uint8_t[bytes ? bytes : 1]);
-  t.data_ = buf.get();
-  t.owner_ = std::shared_ptr<const void>(buf, buf.get());
+  t.owner_ = allocate(t.nbytes(), false);
+  t.data_ = t.owner_.get();
   t.writable_ = true;
   return t;
 }

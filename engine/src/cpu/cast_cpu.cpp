@@ -7,6 +7,7 @@
 #include <type_traits>
 
 #include "cpu/cast_cpu.hpp"
+#include "cpu/fast_scaled.hpp"
 #include "cpu/fast_tile.hpp"
 #include "group.hpp"
 #include "parallel.hpp"
@@ -128,6 +129,109 @@ class Engine {
             (p.scale_is_exponent || !p.scaled) &&
             (p.scaled || p.opt.overflow == scalar::Overflow::Saturate);
     tp_ = fast::make_params(kp.data, kp.round, kp.seed);
+    const size_t cb = dtype_size(p.code_dtype);
+    scaled_ = std::is_same_v<T, float> && p.sparse_dim < 0 && !p.sub && fast::scaled_ok(kp) &&
+              (!out.codes || cb <= 2);
+    sp_ = fast::make_scaled_params(kp, static_cast<int>(cb));
+    cp_ = fast::make_code_params(kp.data, cb);
+    sc_ = fast::make_scale_choice(kp);
+    bf16_ = fast_ && !p.scaled && fast::bf16_unscaled(tp_, cp_, out.codes != nullptr);
+  }
+
+  // The float-scale fast path for one group; false when the group needs the generic path.
+  bool scaled_group(int64_t g, int64_t& clipped) {
+    if constexpr (!std::is_same_v<T, float>) {
+      return false;
+    } else {
+      const int64_t per = p_.gr * p_.gc;
+      const int64_t b = g / per, gi = (g % per) / p_.gc, gj = g % p_.gc;
+      const int64_t r0 = gi * p_.tr, r1 = std::min(p_.R, r0 + p_.tr);
+      const int64_t c0 = gj * p_.tc, c1 = std::min(p_.C, c0 + p_.tc);
+      const int64_t base = b * p_.R * p_.C;
+      uint32_t amax = 0;
+      float lo = 0.0f, hi = 0.0f;
+      for (int64_t i = r0; i < r1; ++i) {
+        uint32_t a;
+        float l, h;
+        fast::abs_min_max(x_ + base + i * p_.C + c0, c1 - c0, a, l, h);
+        amax = std::max(amax, a);
+        lo = std::min(lo, l);
+        hi = std::max(hi, h);
+      }
+      if (amax >= 0x7F800000u) return false;  // NaN / Inf: the generic path makes the tile NaN
+      const GroupScale gs = detail::choose_scale(kp_, scalar::bits_float(amax), lo, hi, false);
+      fast::GroupArith ga;
+      if (!fast::group_arith(kp_, gs, ga)) return false;
+      if (out_.scale) detail::store_code(out_.scale, p_.scale_dtype, g, gs.scale_code, kp_.scale);
+      if (out_.zero) detail::store_code(out_.zero, p_.second_dtype, g, gs.zero_code, kp_.second);
+      for (int64_t i = r0; i < r1; ++i)
+        scaled_run(ga, base + i * p_.C + c0, base + i * p_.C + c1, clipped);
+      return true;
+    }
+  }
+
+  // Whether scaled_batch applies: short 1-D tiles on the float-scale fast path.
+  bool batched() const { return scaled_ && p_.tr == 1 && p_.tc <= 256; }
+
+  // Short 1-D float-scaled groups g, g + 1, ... (before gend) of one row, in one batch: how many
+  // it cast, 0 where group g needs the single-group path.
+  int64_t scaled_batch(int64_t g, int64_t gend, int64_t& clipped) {
+    if constexpr (!std::is_same_v<T, float>) {
+      return 0;
+    } else {
+      constexpr int64_t kBatch = 64;
+      const int64_t per = p_.gr * p_.gc;
+      const int64_t gj = g % p_.gc;
+      const int64_t n = std::min({gend - g, kBatch, p_.C / p_.tc - gj});  // full tiles only
+      if (n <= 0) return 0;
+      const int64_t first = (g / per) * p_.R * p_.C + ((g % per) / p_.gc) * p_.C + gj * p_.tc;
+      fast::GroupArith ga[kBatch];
+      int64_t k = 0;
+      if (sc_.ok) {
+        uint32_t amax[kBatch], codes[kBatch];
+        int64_t m = 0;
+        for (; m < n; ++m) {
+          float lo, hi;
+          fast::abs_min_max_short(x_ + first + m * p_.tc, p_.tc, amax[m], lo, hi);
+          if (amax[m] >= 0x7F800000u) break;
+        }
+        k = fast::choose_scales(sc_, kp_.tensor_scale, amax, static_cast<int>(m), ga, codes);
+        if (out_.scale)
+          for (int64_t j = 0; j < k; ++j)
+            detail::store_code(out_.scale, p_.scale_dtype, g + j, codes[j], kp_.scale);
+      } else {
+        for (; k < n; ++k) {
+          uint32_t amax;
+          float lo, hi;
+          fast::abs_min_max_short(x_ + first + k * p_.tc, p_.tc, amax, lo, hi);
+          if (amax >= 0x7F800000u) break;
+          const GroupScale gs = detail::choose_scale(kp_, scalar::bits_float(amax), lo, hi, false);
+          if (!fast::group_arith(kp_, gs, ga[k])) break;
+          if (out_.scale)
+            detail::store_code(out_.scale, p_.scale_dtype, g + k, gs.scale_code, kp_.scale);
+          if (out_.zero)
+            detail::store_code(out_.zero, p_.second_dtype, g + k, gs.zero_code, kp_.second);
+        }
+      }
+      if (k == 0) return 0;
+      clipped += fast::cast_scaled_groups(
+          sp_, ga, static_cast<int>(k), static_cast<int>(p_.tc), x_ + first,
+          out_.values ? out_.values + first : nullptr,
+          out_.codes ? static_cast<uint8_t*>(out_.codes) + first * sp_.code_bytes : nullptr);
+      return k;
+    }
+  }
+
+  // Elements [b, e) of a group whose arithmetic is ga, in chunks of at most 2^20.
+  void scaled_run(const fast::GroupArith& ga, int64_t b, int64_t e, int64_t& clipped) {
+    if constexpr (std::is_same_v<T, float>) {
+      for (int64_t j = b; j < e; j += int64_t{1} << 20) {
+        const int n = static_cast<int>(std::min<int64_t>(int64_t{1} << 20, e - j));
+        clipped += fast::cast_scaled(
+            sp_, ga, x_ + j, n, out_.values ? out_.values + j : nullptr,
+            out_.codes ? static_cast<uint8_t*>(out_.codes) + j * sp_.code_bytes : nullptr);
+      }
+    }
   }
 
   // The fast path for one group; false when the group needs the generic path.
@@ -163,6 +267,11 @@ class Engine {
         for (int64_t j = c0; j < c1; j += kChunk) {
           const int n = static_cast<int>(std::min<int64_t>(kChunk, c1 - j));
           const int64_t e = base + i * p_.C + j;
+          if (out_.codes && cp_.bytes) {
+            clipped += fast::cast_tile_codes(tp_, cp_, x_ + e, n, shift, static_cast<uint64_t>(e),
+                                             static_cast<uint8_t*>(out_.codes) + e * cp_.bytes);
+            continue;
+          }
           clipped += fast::cast_tile(tp_, x_ + e, n, shift, static_cast<uint64_t>(e),
                                      out_.values ? out_.values + e : nullptr,
                                      out_.codes ? rr : nullptr, qq, ng);
@@ -185,6 +294,7 @@ class Engine {
   void group(int64_t g, std::vector<uint8_t>& keep, int64_t& clipped, int64_t& nonfinite,
              int64_t& pruned) {
     if (fast_ && fast_group(g, clipped)) return;
+    if (scaled_ && scaled_group(g, clipped)) return;
     const int64_t per = p_.gr * p_.gc;
     const int64_t b = g / per, gi = (g % per) / p_.gc, gj = g % p_.gc;
     const int64_t r0 = gi * p_.tr, r1 = std::min(p_.R, r0 + p_.tr);
@@ -241,11 +351,26 @@ class Engine {
   // Elements [b, e) of a tensor-scoped cast (one scale for everything).
   void elements(const GroupScale& gs, int64_t b, int64_t e, int64_t& clipped, int64_t& nonfinite) {
     if constexpr (std::is_same_v<T, float>) {
-      if (fast_ && !gs.nan && fast::tile_ok(kp_.data, gs.shift)) {
+      if (bf16_) {
+        bool bad;
+        const int64_t c = fast::cast_bf16(
+            x_ + b, static_cast<int>(e - b), out_.values ? out_.values + b : nullptr,
+            out_.codes ? static_cast<uint16_t*>(out_.codes) + b : nullptr, bad);
+        if (!bad) {
+          clipped += c;
+          return;
+        }
+      } else if (fast_ && !gs.nan && fast::tile_ok(kp_.data, gs.shift)) {
         if (fast::abs_max_bits(x_ + b, e - b) < 0x7F800000u) {
           run_rows(0, 0, 1, b, e, gs.shift, clipped);
           return;
         }
+      }
+      fast::GroupArith ga;
+      if (scaled_ && fast::group_arith(kp_, gs, ga) &&
+          fast::abs_max_bits(x_ + b, e - b) < 0x7F800000u) {
+        scaled_run(ga, b, e, clipped);
+        return;
       }
     }
     for (int64_t i = b; i < e; ++i) {
@@ -261,6 +386,17 @@ class Engine {
 
   GroupStats stats(int64_t b, int64_t e) const {
     GroupStats st;
+    if constexpr (std::is_same_v<T, float>) {
+      // The same statistics on float32: where a value is NaN / Inf only `nonfinite` counts.
+      uint32_t amax;
+      float lo, hi;
+      fast::abs_min_max(x_ + b, e - b, amax, lo, hi);
+      st.nonfinite = amax >= 0x7F800000u;
+      st.absmax = scalar::bits_float(amax);
+      st.lo = lo;
+      st.hi = hi;
+      return st;
+    }
     for (int64_t i = b; i < e; ++i) st.add(static_cast<double>(x_[i]));
     return st;
   }
@@ -272,6 +408,11 @@ class Engine {
   Outputs& out_;
   bool fast_ = false;
   fast::TileParams tp_{};
+  bool scaled_ = false;
+  fast::ScaledParams sp_{};
+  fast::CodeParams cp_{};
+  fast::ScaleChoice sc_{};
+  bool bf16_ = false;  // unscaled bfloat16: elements() casts and checks in one pass
 };
 
 template <class T>
@@ -330,10 +471,15 @@ void run(const CastPlan& p, KernelParams& kp, const T* x, Outputs& out, Counts& 
   }
   const int64_t groups = p.groups();
   const int64_t grain = std::max<int64_t>(1, (1 << 15) / (p.tr * p.tc));
+  const bool batched = eng.batched();
   detail::parallel_for(groups, grain, p.opt.threads, p.opt.job, [&](int64_t b, int64_t e) {
     std::vector<uint8_t> keep;
     int64_t clipped = 0, nonfinite = 0, pruned = 0;
-    for (int64_t g = b; g < e; ++g) eng.group(g, keep, clipped, nonfinite, pruned);
+    for (int64_t g = b; g < e;) {
+      const int64_t k = batched ? eng.scaled_batch(g, e, clipped) : 0;
+      if (k == 0) eng.group(g++, keep, clipped, nonfinite, pruned);
+      g += k;
+    }
     counts.clipped += clipped;
     counts.nonfinite += nonfinite;
     counts.pruned += pruned;

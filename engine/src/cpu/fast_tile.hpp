@@ -91,8 +91,44 @@ inline void cast_one(const TileParams& t, uint32_t u, int s, uint64_t index, uin
   over_out = over;
 }
 
+// How the fast paths write a rounded value r * 2^qe as a code: the layout of scalar::encode for
+// the formats whose subnormals sit at qmin = 1 - bias - mbits, as one branch-free expression.
+struct CodeParams {
+  int kind = 0;  // 0 float: ((qe + base) << mbits) + r, sign on top; 1 integer: -r or r
+  int base = 0;  // mbits + bias - 1
+  int mbits = 0;
+  int sign_bit = 0;  // bits - 1
+  int bytes = 0;     // storage bytes per code (1 or 2); 0: the fast encoding does not apply
+};
+
+// Parameters for codes of format f stored in `bytes`-byte elements; bytes = 0 where scalar::encode
+// must write them.
+CodeParams make_code_params(const scalar::Format& f, size_t bytes);
+
+// One code: the same bits as scalar::encode for a finite rounded value with r <= 2^(mbits + 1)
+// (r = 0 only at qe = qmin), for formats make_code_params accepts. A carry r = 2^(mbits + 1)
+// lands on the next binade's first code.
+inline int32_t encode_fast(const CodeParams& c, uint32_t r, int qe, uint32_t neg) {
+  const int32_t ri = static_cast<int32_t>(r);
+  if (c.kind == 0)
+    return (((qe + c.base) << c.mbits) + ri) | static_cast<int32_t>(neg << c.sign_bit);
+  return neg ? -ri : ri;
+}
+
 // Largest |x| bit pattern of n float32 values (NaN / Inf show as >= 0x7F800000).
 uint32_t abs_max_bits(const float* x, int64_t n);
+
+// Whether an unscaled cast (values, or codes when `codes`) is bfloat16 rounded to nearest even.
+bool bf16_unscaled(const TileParams& t, const CodeParams& c, bool codes);
+// That cast of n float32 values, to values or codes, in one pass: NaN / Inf inputs are not
+// checked first but reported (`nonfinite`), and the caller redoes the range on the generic path.
+// Returns the number of saturated values.
+int64_t cast_bf16(const float* x, int n, float* values, uint16_t* codes, bool& nonfinite);
+
+// Casts n float32 values with scale shift s straight to codes (c.bytes per code, at codes);
+// returns the number of saturated values.
+int64_t cast_tile_codes(const TileParams& t, const CodeParams& c, const float* x, int n, int s,
+                        uint64_t first_index, void* codes);
 
 // Casts n float32 values with scale shift s (the caller has checked tile_ok and, for scaled
 // groups, that no value is NaN / Inf). Writes values (virtual) or the rounded (r, qexp, neg)
