@@ -17,7 +17,6 @@ compressed-tensors missing)
 """
 import json
 import os
-import random
 import subprocess
 import sys
 import tempfile
@@ -36,24 +35,9 @@ except ImportError as e:
     print(f"skipping: {e}")
     sys.exit(77)
 
-CLI = sys.argv[1] if len(sys.argv) > 1 else "castscope-cli"
-SEED = int(os.environ.get("CASTSCOPE_TEST_SEED", random.SystemRandom().randrange(1 << 31)))
-print(f"seed {SEED}")
+from interop_common import CLI, SEED, check, cli, failures, same_bits  # noqa: E402
+
 torch.manual_seed(SEED)
-failures = []
-
-
-def check(ok, what):
-    if not ok:
-        failures.append(what)
-        print("FAIL:", what)
-
-
-def cli(*args):
-    r = subprocess.run([CLI, *args], capture_output=True, text=True)
-    if r.returncode != 0:
-        raise RuntimeError(f"castscope-cli {' '.join(args)} failed:\n{r.stdout}\n{r.stderr}")
-    return r.stdout
 
 
 def virtual(work, x, dtype, axis="-1"):
@@ -62,12 +46,6 @@ def virtual(work, x, dtype, axis="-1"):
     np.save(src, x.astype(np.float32))
     cli("cast", src, dst, "--dtype", dtype, "--mode", "virtual", "--device", "cpu", "--axis", axis)
     return np.load(dst)
-
-
-def same_bits(a, b):
-    a = np.ascontiguousarray(a, dtype=np.float32)
-    b = np.ascontiguousarray(b, dtype=np.float32)
-    return a.shape == b.shape and np.array_equal(a.view(np.uint32), b.view(np.uint32))
 
 
 def make_source(root):

@@ -138,16 +138,23 @@ class Engine {
     bf16_ = fast_ && !p.scaled && fast::bf16_unscaled(tp_, cp_, out.codes != nullptr);
   }
 
+  // Group g's rows [r0, r1) and columns [c0, c1) of its batch slice starting at element base.
+  struct Bounds {
+    int64_t base, r0, r1, c0, c1;
+  };
+  Bounds bounds(int64_t g) const {
+    const int64_t per = p_.gr * p_.gc;
+    const int64_t b = g / per, gi = (g % per) / p_.gc, gj = g % p_.gc;
+    const int64_t r0 = gi * p_.tr, c0 = gj * p_.tc;
+    return {b * p_.R * p_.C, r0, std::min(p_.R, r0 + p_.tr), c0, std::min(p_.C, c0 + p_.tc)};
+  }
+
   // The float-scale fast path for one group; false when the group needs the generic path.
   bool scaled_group(int64_t g, int64_t& clipped) {
     if constexpr (!std::is_same_v<T, float>) {
       return false;
     } else {
-      const int64_t per = p_.gr * p_.gc;
-      const int64_t b = g / per, gi = (g % per) / p_.gc, gj = g % p_.gc;
-      const int64_t r0 = gi * p_.tr, r1 = std::min(p_.R, r0 + p_.tr);
-      const int64_t c0 = gj * p_.tc, c1 = std::min(p_.C, c0 + p_.tc);
-      const int64_t base = b * p_.R * p_.C;
+      const auto [base, r0, r1, c0, c1] = bounds(g);
       uint32_t amax = 0;
       float lo = 0.0f, hi = 0.0f;
       for (int64_t i = r0; i < r1; ++i) {
@@ -239,11 +246,7 @@ class Engine {
     if constexpr (!std::is_same_v<T, float>) {
       return false;
     } else {
-      const int64_t per = p_.gr * p_.gc;
-      const int64_t b = g / per, gi = (g % per) / p_.gc, gj = g % p_.gc;
-      const int64_t r0 = gi * p_.tr, r1 = std::min(p_.R, r0 + p_.tr);
-      const int64_t c0 = gj * p_.tc, c1 = std::min(p_.C, c0 + p_.tc);
-      const int64_t base = b * p_.R * p_.C;
+      const auto [base, r0, r1, c0, c1] = bounds(g);
       uint32_t amax = 0;
       for (int64_t i = r0; i < r1; ++i)
         amax = std::max(amax, fast::abs_max_bits(x_ + base + i * p_.C + c0, c1 - c0));
@@ -295,11 +298,7 @@ class Engine {
              int64_t& pruned) {
     if (fast_ && fast_group(g, clipped)) return;
     if (scaled_ && scaled_group(g, clipped)) return;
-    const int64_t per = p_.gr * p_.gc;
-    const int64_t b = g / per, gi = (g % per) / p_.gc, gj = g % p_.gc;
-    const int64_t r0 = gi * p_.tr, r1 = std::min(p_.R, r0 + p_.tr);
-    const int64_t c0 = gj * p_.tc, c1 = std::min(p_.C, c0 + p_.tc);
-    const int64_t base = b * p_.R * p_.C;
+    const auto [base, r0, r1, c0, c1] = bounds(g);
     const int64_t w = c1 - c0;
     pruned += sparsity_mask(p_, x_, base, r0, r1, c0, c1, keep);
     GroupStats st;
