@@ -13,9 +13,7 @@ usage: test_gguf_interop.py PATH/TO/castscope-cli      (exit 77: numpy or gguf m
 """
 import json
 import os
-import random
 import shutil
-import subprocess
 import sys
 import tempfile
 
@@ -27,18 +25,10 @@ except ImportError as e:
     print(f"skipping: {e}")
     sys.exit(77)
 
-CLI = sys.argv[1] if len(sys.argv) > 1 else "castscope-cli"
-SEED = int(os.environ.get("CASTSCOPE_TEST_SEED", random.SystemRandom().randrange(1 << 31)))
-print(f"seed {SEED}")
+from interop_common import SEED, cli as run  # noqa: E402
+
 rng = np.random.default_rng(SEED)
 T = gguf.GGMLQuantizationType
-
-
-def run(*args):
-    r = subprocess.run([CLI, *args], capture_output=True, text=True)
-    if r.returncode != 0:
-        raise SystemExit(f"castscope-cli {' '.join(args)} failed ({r.returncode}):\n{r.stdout}{r.stderr}")
-    return r.stdout
 
 
 def same(a, b):
