@@ -98,6 +98,7 @@ CastResult cast(const Tensor& x, const DataType& dtype, const CastOptions& optio
   }
   if (options.rotate.enabled()) return rotation::cast_rotated(x, dtype, options);
   // ggml's block formats run on the CPU for every device (their quantizer is ggml's reference).
+  std::string gpu_error;
   if (options.device != Device::CPU && dtype.family() != Family::GGML) {
     std::string reason;
     if (cuda::available(&reason)) {
@@ -106,13 +107,17 @@ CastResult cast(const Tensor& x, const DataType& dtype, const CastOptions& optio
       } catch (const Cancelled&) {
         throw;
       } catch (const Error& e) {
-        notice_once(std::string("GPU cast failed (") + e.what() + "); using the CPU backend");
+        gpu_error = e.what();
       }
     } else {
       notice_once("no usable GPU (" + reason + "); using the CPU backend");
     }
   }
-  return cast_cpu(x, dtype, options);
+  // A bad request (an axis out of range, a tile that does not fit) fails on the CPU too, with
+  // the same message: only a cast the CPU then completes is worth the notice.
+  CastResult r = cast_cpu(x, dtype, options);
+  if (!gpu_error.empty()) notice_once("GPU cast failed (" + gpu_error + "); using the CPU backend");
+  return r;
 }
 
 Tensor upcast(const CastResult& result) {

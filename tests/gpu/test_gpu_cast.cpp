@@ -1,5 +1,6 @@
 // GPU casts against the CPU engine, bit for bit: every registry datatype, round mode, scale mode
 // and cast mode on fresh random inputs with NaN, Inf, ties, subnormals and max / midmax values.
+#include <cstdlib>
 #include <cstring>
 
 #include "gpu_test_util.hpp"
@@ -222,6 +223,32 @@ TEST(GpuCast, BadInputsAreErrors) {
   CastOptions o;
   o.axis = 5;
   EXPECT_THROW(cuda::cast(small, DataType::parse("e4m3fn_e8m0_t2"), o), Error);
+}
+
+// A request the CPU refuses as well (an axis out of range) is the user's error: it reaches them
+// without a notice that the GPU failed and the CPU took over. Notices are once per process, so
+// the check runs in a fresh one (the threadsafe death-test style re-executes this test alone).
+TEST(GpuCast, BadRequestsRaiseWithoutAFallbackNotice) {
+  CS_REQUIRE_GPU();
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        bool fell_back = false;
+        set_notice_handler([&](const std::string& m) {
+          fell_back = fell_back || m.find("GPU cast failed") != std::string::npos;
+        });
+        Tensor x = random_input({2, 16}, run_seed(), 4.0, 0.0);
+        CastOptions o;
+        o.axis = 5;
+        bool raised = false;
+        try {
+          cast(x, DataType::parse("mxfp4e2"), o);
+        } catch (const Error&) {
+          raised = true;
+        }
+        std::exit(raised && !fell_back ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "");
 }
 
 }  // namespace
