@@ -270,3 +270,24 @@ TEST(DatatypeStrings, RandomBytesNeverCrash) {
 }
 
 }  // namespace
+
+namespace castscope {
+namespace {
+
+// Bits per value on an axis of L values: ceil(L / T) tiles each carry a whole scale, so a
+// partial tile (an axis shorter than the tile, or not a multiple of it) costs more per value.
+TEST(DatatypeStrings, BitsPerValueChargeAPartialTileItsScale) {
+  const DataType mx = DataType::parse("mxfp8e4");
+  EXPECT_DOUBLE_EQ(mx.bits_per_value(), 8.25);
+  EXPECT_DOUBLE_EQ(mx.bits_per_value(4096), 8.25);
+  EXPECT_DOUBLE_EQ(mx.bits_per_value(3), 8 + 8.0 / 3);
+  EXPECT_DOUBLE_EQ(mx.bits_per_value(100), 8 + 8.0 * 4 / 100);
+  // A channel scale: one per axis, as before.
+  EXPECT_DOUBLE_EQ(DataType::parse("int8_float32_t0").bits_per_value(64), 8 + 32.0 / 64);
+  // A 2-D tile: the rows segment stays nominal, the axis segment is charged per started tile.
+  EXPECT_DOUBLE_EQ(DataType::parse("e4m3fn_float32_t128_t128").bits_per_value(200),
+                   8 + 32.0 / (128 * 100.0));
+}
+
+}  // namespace
+}  // namespace castscope

@@ -371,12 +371,18 @@ double DataType::bits_per_value(int64_t channel_length) const {
   const ScaleSpec& sc = *scale_;
   double elems = 1;  // elements sharing one scale
   bool unknown = false;
-  for (const TileSpec& t : sc.tiles) {
+  for (size_t i = 0; i < sc.tiles.size(); ++i) {
+    const TileSpec& t = sc.tiles[i];
+    const bool along_axis = i + 1 == sc.tiles.size();  // a 2-D tile's last segment
     if (t.channel()) {
       if (channel_length > 0)
         elems *= static_cast<double>(channel_length);
       else
         unknown = true;
+    } else if (along_axis && channel_length > 0) {
+      // ceil(L / T) tiles cover an axis of L values; a partial tile carries a whole scale.
+      elems *= static_cast<double>(channel_length) /
+               static_cast<double>((channel_length + t.size - 1) / t.size);
     } else {
       elems *= t.size;
     }
