@@ -88,9 +88,8 @@ void bind_model(nb::module_& m) {
       [](const io::Model& model, const std::string& out, const std::string& plan_kind,
          const std::string& plan, const std::string& layout, const std::string& round,
          const std::string& scale_mode, uint64_t seed, const std::string& axis,
-         const std::string& device,
-         const std::string& config_path, const std::map<std::string, std::string>& metadata,
-         nb::handle progress) {
+         const std::string& device, const std::string& config_path,
+         const std::map<std::string, std::string>& metadata, nb::handle progress) {
         ExportPlan p;
         if (plan_kind == "json")
           p = parse_plan(plan, "<plan>");

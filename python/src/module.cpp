@@ -82,8 +82,8 @@ gpu::DeviceCastResult settle(gpu::DeviceCastResult r, const CastOptions& o) {
 PyCastResult do_cast(nb::ndarray<nb::c_contig> x, const DataType& dtype, const std::string& round,
                      const std::string& scale_mode, const std::string& overflow, uint64_t seed,
                      const std::string& axis, const std::string& mode, const std::string& device,
-                     bool tcfp_absmax,
-                     int threads, const std::string& as_dtype, const std::string& framework) {
+                     bool tcfp_absmax, int threads, const std::string& as_dtype,
+                     const std::string& framework) {
   CastOptions o;
   o.round = parse_round(round);
   o.scale_mode = parse_scale_mode(scale_mode);
