@@ -34,3 +34,13 @@ def same_bits(a, b):
     a = np.ascontiguousarray(a, dtype=np.float32)
     b = np.ascontiguousarray(b, dtype=np.float32)
     return a.shape == b.shape and np.array_equal(a.view(np.uint32), b.view(np.uint32))
+
+
+def exit_status(failures, what):
+    """The script's exit status: the failures and the seed that reproduces them, or success."""
+    if failures:
+        print("\n".join(failures))
+        print(f"{len(failures)} failures (seed {SEED})")
+        return 1
+    print(f"all {what} checks passed")
+    return 0

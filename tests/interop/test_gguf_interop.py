@@ -25,7 +25,7 @@ except ImportError as e:
     print(f"skipping: {e}")
     sys.exit(77)
 
-from interop_common import SEED, cli as run  # noqa: E402
+from interop_common import SEED, cli as run, exit_status  # noqa: E402
 
 rng = np.random.default_rng(SEED)
 T = gguf.GGMLQuantizationType
@@ -180,12 +180,7 @@ def main():
             print("ok  second export keeps the keys once")
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    if failures:
-        print("\n".join(failures))
-        print(f"FAILED (seed {SEED})")
-        return 1
-    print("all GGUF interop checks passed")
-    return 0
+    return exit_status(failures, "GGUF interop")
 
 
 if __name__ == "__main__":

@@ -28,7 +28,7 @@ except ImportError as e:
     print(f"skipping: {e}")
     sys.exit(77)
 
-from interop_common import SEED, check, cli, failures, same_bits  # noqa: E402
+from interop_common import SEED, check, cli, exit_status, failures, same_bits  # noqa: E402
 
 torch.manual_seed(SEED)
 
@@ -114,7 +114,4 @@ def run(work):
 
 with tempfile.TemporaryDirectory() as work:
     run(work)
-if failures:
-    print(f"{len(failures)} failures (seed {SEED})")
-    sys.exit(1)
-print("all gpt-oss checks passed")
+sys.exit(exit_status(failures, "gpt-oss"))

@@ -9,7 +9,6 @@ usage: test_interop.py PATH/TO/castscope-cli      (exit 77: numpy or safetensors
 """
 import json
 import os
-import random
 import re
 import shutil
 import struct
@@ -25,9 +24,8 @@ except ImportError as e:  # the test tools are optional; CTest reports a skip
     print(f"skipping: {e}")
     sys.exit(77)
 
-CLI = sys.argv[1] if len(sys.argv) > 1 else "castscope-cli"
-SEED = int(os.environ.get("CASTSCOPE_TEST_SEED", random.SystemRandom().randrange(1 << 31)))
-print(f"seed {SEED}")
+from interop_common import CLI, SEED, exit_status  # noqa: E402
+
 rng = np.random.default_rng(SEED)
 
 # ----------------------------------------------------------------------------------------------
@@ -360,12 +358,7 @@ def main():
                     print(f"ok  gguf (gguf-py) {t.tensor_type.name:8s} {t.name}")
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    if failures:
-        print("\n".join(failures))
-        print(f"FAILED (seed {SEED})")
-        return 1
-    print("all interop checks passed")
-    return 0
+    return exit_status(failures, "interop")
 
 
 if __name__ == "__main__":
