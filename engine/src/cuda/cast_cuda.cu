@@ -56,7 +56,8 @@ struct CastRunner::Impl {
   const char* path = "group";
   bool packed = false;
   bool fastq = false;  // round-to-nearest-even, saturating, codes only: the float quantizer applies
-  int fid = kRuntime;  // compile-time copy of the data grid, when there is one
+  int fid = kRuntime;  // compile-time copy of the data grid, when there is one (kernels take
+                       // it only on the fast quantizer's paths, or kBF16 for bfloat16 codes)
   DeviceTensor values, codes, scale, zero, tenscale, meta, mask, residual, rscale, scratch;
   Outs o;
 
@@ -117,7 +118,7 @@ struct CastRunner::Impl {
     path = !tiles ? "elementwise" : fast ? "fast" : "group";
     fastq = opt.round == Round::Even && fast_quant_ok(p.data) && !o.values &&
             (p.scaled || opt.overflow == Overflow::Saturate);
-    if (fastq) fid = static_format_id(p.data);
+    fid = static_format_id(p.data);
     // Sub-byte codes are packed on the device where the kernel writes whole bytes anyway.
     const bool last_even = !p.in_shape.empty() && p.in_shape.back() % 2 == 0;
     packed = opt.mode == CastMode::Compress && p.data.bits <= 4 && p.data.bits > 2 && last_even &&
@@ -199,8 +200,8 @@ struct CastRunner::Impl {
                                          kp.data.kind != scalar::Kind::Int);
           // bfloat16's grid is outside fast_quant_ok but has its own exact code function, for
           // either overflow policy.
-          const bool bf16 = opt.round == Round::Even && !o.values && o.code_size == 2 &&
-                            static_format_id(p.data) == kBF16;
+          const bool bf16 =
+              opt.round == Round::Even && !o.values && o.code_size == 2 && fid == kBF16;
           if ((fastq || bf16) && !p.scaled && n % V == 0 && o.codes && bytes) {
             const unsigned g = grid_for(n / V, 256, cap);
             if (bf16)
