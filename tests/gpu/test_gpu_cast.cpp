@@ -5,6 +5,7 @@
 
 #include "gpu_test_util.hpp"
 
+#include "castscope/cuda_stats.hpp"
 #include "castscope/datatype.hpp"
 #include "cuda/cuda_internal.hpp"
 
@@ -61,6 +62,67 @@ TEST(GpuCast, EveryRegistryDatatypeRoundScaleAndMode) {
       }
   }
   EXPECT_GT(casts, 300);
+}
+
+Tensor to_bf16(const Tensor& x32) {
+  Tensor xb = Tensor::empty(DType::BF16, x32.shape());
+  for (int64_t i = 0; i < x32.numel(); ++i)
+    xb.mutable_ptr<uint16_t>()[i] = float_to_bf16(x32.ptr<float>()[i]);
+  return xb;
+}
+
+// The kernel family a cast of x ran (after one run).
+std::string kernel_of(const Tensor& x, const DataType& d, const CastOptions& o) {
+  gpu::detail::CastRunner runner(gpu::DeviceTensor::upload(x), d, o, false);
+  runner.run();
+  return runner.path();
+}
+
+// lean_kernel (MX tiles with a compile-time grid, unscaled e4m3fn / e5m2 / bfloat16) from float32
+// and bfloat16 input, in shapes that fill partial warps and, at 2048 x 4096, make each thread
+// take several rounds of its grid-stride loop; every scale mode and both code layouts.
+TEST(GpuCast, LeanKernelsEqualCpuFromFloat32AndBfloat16) {
+  CS_REQUIRE_GPU();
+  const uint64_t seed = run_seed();
+  uint64_t k = 100;
+  int lean = 0;
+  for (const char* name :
+       {"mxfp8e4", "mxfp8e5", "mxfp6e2", "mxfp6e3", "mxfp4e2", "mxint8", "bfp16",
+        "e4m3fn_e8m0_t16", "e2m1fnuz_e8m0_t8", "float8_e4m3fn", "float8_e5m2", "bfloat16"}) {
+    const DataType d = DataType::parse(name);
+    for (const Shape& shape : {Shape{37, 96}, Shape{136, 160}})
+      for (ScaleMode sm : kScaleModes) {
+        if (!(d.scaled() && d.number().is_float()) && sm != ScaleMode::Floor) continue;
+        const Tensor x32 = input_for(d, shape, seed + ++k);
+        for (const Tensor& x : {x32, to_bf16(x32)})
+          for (CastMode m : {CastMode::Actual, CastMode::Compress})
+            for (Overflow ov : {Overflow::Saturate, Overflow::IEEE}) {
+              if (d.scaled() && ov != Overflow::Saturate) continue;
+              CastOptions o;
+              o.mode = m;
+              o.scale_mode = sm;
+              o.overflow = ov;
+              ASSERT_EQ(compare(x, d, o), "")
+                  << name << " input " << dtype_name(x.dtype()) << " " << shape_str(shape)
+                  << " scale " << to_string(sm) << " mode " << to_string(m) << " overflow "
+                  << to_string(ov) << " (seed " << seed << ", input seed " << seed + k << ")";
+              lean += kernel_of(x, d, o) == "lean";
+            }
+      }
+  }
+  EXPECT_GE(lean, 200) << "casts that ran lean_kernel";
+  for (const char* name : {"mxfp8e4", "mxfp4e2", "float8_e4m3fn"}) {
+    const DataType d = DataType::parse(name);
+    const Tensor x32 = input_for(d, {2048, 4096}, seed + ++k);
+    CastOptions o;
+    o.mode = CastMode::Compress;
+    for (const Tensor& x : {x32, to_bf16(x32)}) {
+      EXPECT_EQ(kernel_of(x, d, o), "lean") << name;
+      EXPECT_EQ(compare(x, d, o), "")
+          << name << " input " << dtype_name(x.dtype()) << " 2048x4096 (seed " << seed
+          << ", input seed " << seed + k << ")";
+    }
+  }
 }
 
 TEST(GpuCast, OverflowIeeeAndUnscaledFormats) {
@@ -281,8 +343,6 @@ TEST(GpuCast, FastQuantizerEqualsSharedQuantizerExhaustively) {
   EXPECT_GE(seen.size(), 8u);
 }
 
-// The hot MX / NVFP4 grids reach the kernels' compile-time code functions (a mismatch in any
-// format field sends them down the runtime path, bit-exact but several times slower).
 TEST(GpuCast, Bfloat16CodesEqualSharedQuantizerExhaustively) {
   CS_REQUIRE_GPU();
   uint32_t bad = 0;
@@ -295,6 +355,8 @@ TEST(GpuCast, Bfloat16CodesEqualSharedQuantizerExhaustively) {
   EXPECT_NE(gpu::detail::static_grid(f), 0) << "bfloat16 misses its fast path";
 }
 
+// The hot MX / NVFP4 grids reach the kernels' compile-time code functions (a mismatch in any
+// format field sends them down the runtime path, bit-exact but several times slower).
 TEST(GpuCast, HotGridsHaveCompileTimeCopies) {
   CS_REQUIRE_GPU();
   for (const char* name :

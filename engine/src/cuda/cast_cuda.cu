@@ -8,6 +8,7 @@
 #include "cpu/cast_cpu.hpp"
 #include "cuda/cast_kernels.cuh"
 #include "cuda/cuda_internal.hpp"
+#include "cuda/mx_kernel.cuh"
 #include "cuda/tcfp_kernel.cuh"
 
 namespace castscope::tcfp {
@@ -53,7 +54,8 @@ struct CastRunner::Impl {
   KernelParams kp;
   tcb::BlockParams bp;
   double tile_scale_max = 1.0;
-  const char* path = "group";
+  const char* path = "group";  // the kernel family, for reports ("lean" once run() picks it)
+  bool fast_tiles = false;     // 1-D tiles of 8 / 16 / 32 on the last axis: fast or lean kernels
   bool packed = false;
   bool fastq = false;  // round-to-nearest-even, saturating, codes only: the float quantizer applies
   int fid = kRuntime;  // compile-time copy of the data grid, when there is one (kernels take
@@ -116,6 +118,7 @@ struct CastRunner::Impl {
                       dtype_size(p.scale_dtype) == 1 &&
                       (x.dtype() == DType::F32 || x.dtype() == DType::BF16);
     path = !tiles ? "elementwise" : fast ? "fast" : "group";
+    fast_tiles = fast;
     fastq = opt.round == Round::Even && fast_quant_ok(p.data) && !o.values &&
             (p.scaled || opt.overflow == Overflow::Saturate);
     fid = static_format_id(p.data);
@@ -204,14 +207,15 @@ struct CastRunner::Impl {
               opt.round == Round::Even && !o.values && o.code_size == 2 && fid == kBF16;
           if ((fastq || bf16) && !p.scaled && n % V == 0 && o.codes && bytes) {
             const unsigned g = grid_for(n / V, 256, cap);
+            if (bf16 || fid == kE4M3FN || fid == kE5M2) path = "lean";
             if (bf16)
-              unscaled_vec_kernel<T, kBF16><<<g, 256, 0, st>>>(xp, n / V, kp, sc(), o);
+              lean_kernel<T, V, kBF16, false><<<g, 256, 0, st>>>(xp, n / V, kp, sc(), o);
             else if (fid == kE4M3FN)
-              unscaled_vec_kernel<T, kE4M3FN><<<g, 256, 0, st>>>(xp, n / V, kp, sc(), o);
+              lean_kernel<T, V, kE4M3FN, false><<<g, 256, 0, st>>>(xp, n / V, kp, sc(), o);
             else if (fid == kE5M2)
-              unscaled_vec_kernel<T, kE5M2><<<g, 256, 0, st>>>(xp, n / V, kp, sc(), o);
+              lean_kernel<T, V, kE5M2, false><<<g, 256, 0, st>>>(xp, n / V, kp, sc(), o);
             else
-              unscaled_vec_kernel<T, kRuntime><<<g, 256, 0, st>>>(xp, n / V, kp, sc(), o);
+              unscaled_vec_kernel<T><<<g, 256, 0, st>>>(xp, n / V, kp, sc(), o);
             CS_CUDA_LAUNCH("unscaled_vec_kernel");
             return;
           }
@@ -224,7 +228,7 @@ struct CastRunner::Impl {
         CS_CUDA_LAUNCH("elementwise_kernel");
         return;
       }
-      if (std::string(path) == "fast") {
+      if (fast_tiles) {
         if constexpr (std::is_same<T, float>::value || std::is_same<T, __nv_bfloat16>::value) {
           constexpr int V = Vec<T>::V;
           const int64_t ntiles = p.groups();
@@ -238,29 +242,28 @@ struct CastRunner::Impl {
               static_format_id(kp.scale) == kE4M3FN && ts.kind == scalar::Kind::Float &&
               ts.ebits == 8 && ts.mbits == 23)
             mode = 3;
+          // MX tiles with a code function: the lean kernel (scale codes of one byte, a bias
+          // that keeps 2^-shift a float).
+          const bool lean = mode == 1 && has_code_static(fid) && o.codes && o.scale &&
+                            o.code_size == 1 && kp.scale.bias >= 0 && kp.scale.bias <= 127;
+          if (lean) path = "lean";
           auto go = [&](auto tile) {
             constexpr int TL = decltype(tile)::value;
             if (mode == 0)
               fast_kernel<T, TL, 0, kRuntime>
                   <<<grid, 256, 0, st>>>(xp, ntiles, kp, sc(), o, fast_scale);
-            else if (mode == 1 && fid == kE4M3FN)
-              fast_kernel<T, TL, 1, kE4M3FN>
-                  <<<grid, 256, 0, st>>>(xp, ntiles, kp, sc(), o, fast_scale);
-            else if (mode == 1 && fid == kE2M3FNUZ)
-              fast_kernel<T, TL, 1, kE2M3FNUZ>
-                  <<<grid, 256, 0, st>>>(xp, ntiles, kp, sc(), o, fast_scale);
-            else if (mode == 1 && fid == kE3M2FNUZ)
-              fast_kernel<T, TL, 1, kE3M2FNUZ>
-                  <<<grid, 256, 0, st>>>(xp, ntiles, kp, sc(), o, fast_scale);
-            else if (mode == 1 && fid == kE5M2)
-              fast_kernel<T, TL, 1, kE5M2>
-                  <<<grid, 256, 0, st>>>(xp, ntiles, kp, sc(), o, fast_scale);
-            else if (mode == 1 && fid == kE2M1FNUZ)
-              fast_kernel<T, TL, 1, kE2M1FNUZ>
-                  <<<grid, 256, 0, st>>>(xp, ntiles, kp, sc(), o, fast_scale);
-            else if (mode == 1 && fid == kInt8Fixed)
-              fast_kernel<T, TL, 1, kInt8Fixed>
-                  <<<grid, 256, 0, st>>>(xp, ntiles, kp, sc(), o, fast_scale);
+            else if (lean && fid == kE4M3FN)
+              lean_kernel<T, TL, kE4M3FN, true><<<grid, 256, 0, st>>>(xp, ntiles, kp, sc(), o);
+            else if (lean && fid == kE2M3FNUZ)
+              lean_kernel<T, TL, kE2M3FNUZ, true><<<grid, 256, 0, st>>>(xp, ntiles, kp, sc(), o);
+            else if (lean && fid == kE3M2FNUZ)
+              lean_kernel<T, TL, kE3M2FNUZ, true><<<grid, 256, 0, st>>>(xp, ntiles, kp, sc(), o);
+            else if (lean && fid == kE5M2)
+              lean_kernel<T, TL, kE5M2, true><<<grid, 256, 0, st>>>(xp, ntiles, kp, sc(), o);
+            else if (lean && fid == kE2M1FNUZ)
+              lean_kernel<T, TL, kE2M1FNUZ, true><<<grid, 256, 0, st>>>(xp, ntiles, kp, sc(), o);
+            else if (lean && fid == kInt8Fixed)
+              lean_kernel<T, TL, kInt8Fixed, true><<<grid, 256, 0, st>>>(xp, ntiles, kp, sc(), o);
             else if (mode == 1)
               fast_kernel<T, TL, 1, kRuntime>
                   <<<grid, 256, 0, st>>>(xp, ntiles, kp, sc(), o, fast_scale);

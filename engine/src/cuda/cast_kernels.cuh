@@ -544,14 +544,13 @@ __global__ void __launch_bounds__(256)
 
 // Unscaled casts of float32 / bfloat16 input with fast rounding (round to nearest even,
 // saturation, codes only; float codes of one or two bytes or packed 4-bit codes; numel a
-// multiple of the vector): U
+// multiple of the vector) to a grid without a compile-time copy (those take lean_kernel): U
 // 16-byte loads in flight per thread and float arithmetic throughout. elementwise_kernel held one
 // load per thread and widened every element to double, which left it issue-bound at half the
 // copy bandwidth. Non-finite inputs (rare) take the shared element_out.
-template <class T, int F>
+template <class T>
 __global__ void __launch_bounds__(256) unscaled_vec_kernel(const T* __restrict__ x, int64_t chunks,
                                                            KernelParams kp, Scratch* s, Outs o) {
-  if constexpr (F != kRuntime) kp.data = kp.data_codes = static_format(F);
   constexpr int V = Vec<T>::V;
   constexpr int U = 4;
   const GroupScale gs{};
@@ -580,18 +579,10 @@ __global__ void __launch_bounds__(256) unscaled_vec_kernel(const T* __restrict__
           clipped += static_cast<unsigned>(c2);
           continue;
         }
-        if constexpr (F == kE4M3FN) {
-          code[k] = code_e4m3fn(xv, cl);
-        } else if constexpr (F == kBF16) {
-          code[k] = code_bf16(xv, kp.overflow == scalar::Overflow::Saturate, cl);
-        } else if constexpr (F == kE5M2) {
-          code[k] = code_e5m2(xv, cl);
-        } else {
-          const scalar::Quantized q =
-              castscope::detail::canonical(quantize_rne_f32(xv, kp.data), kp.data_codes);
-          cl = q.clipped;
-          code[k] = scalar::encode(q, kp.data);
-        }
+        const scalar::Quantized q =
+            castscope::detail::canonical(quantize_rne_f32(xv, kp.data), kp.data_codes);
+        cl = q.clipped;
+        code[k] = scalar::encode(q, kp.data);
         clipped += cl ? 1 : 0;
       }
       if (o.code_size == 2) {  // 16-bit floats (bfloat16, float16)
@@ -635,7 +626,8 @@ __global__ void __launch_bounds__(256) unscaled_vec_kernel(const T* __restrict__
 // lane loads 16 bytes, the tile's absmax is combined with shuffles, and codes go out as one
 // 4- or 8-byte store per lane (two codes per byte when packed).
 // MODE 0: the shared encode_element (any rounding, values too); 1: fast rounding with a
-// power-of-two scale formed in float, the scale chosen from the absmax's float bits; 2: fast
+// power-of-two scale formed in float, the scale chosen from the absmax's float bits, for grids
+// without a code function (lean_kernel takes the others); 2: fast
 // rounding of the double scaled input (float or tensor scales); 3: NVFP4 (e2m1 data, e4m3 scale,
 // float tensor scale): scale chosen in float, codes from thresholds (exact without a quotient).
 // MODE 3 is held to 64 registers (4 blocks per SM; unbounded it takes 80 and reaches 35%
@@ -717,8 +709,6 @@ __global__ void __launch_bounds__(256, MODE == 3 ? 4 : 1)
       const float inv_f = static_cast<float>(inv);
       // The float ladder needs 1 / d comfortably inside float's normal range.
       const bool ladder = MODE >= 2 && F == kE2M1FNUZ && d > 0x1p-100 && d < 0x1p100;
-      const int h1 = -gs.shift / 2, h2 = -gs.shift - h1;
-      const float f1 = pow2f(h1), f2 = pow2f(h2);
       uint32_t code[V];
 #pragma unroll
       for (int k = 0; k < V; ++k) {
@@ -729,18 +719,6 @@ __global__ void __launch_bounds__(256, MODE == 3 ? 4 : 1)
           unsigned long long cl = 0;
           code[k] = element_out(kp, gs, xv, 0, e0 + k, o, cl);
           clipped += static_cast<unsigned>(cl);
-        } else if (MODE == 1 && (F == kE4M3FN || F == kE5M2 || F == kE2M1FNUZ || F == kE2M3FNUZ ||
-                                 F == kE3M2FNUZ || F == kInt8Fixed)) {
-          bool cl = false;
-          const float y = xv * f1 * f2;
-          code[k] = F == kE4M3FN     ? code_e4m3fn(y, cl)
-                    : F == kE5M2     ? code_e5m2(y, cl)
-                    : F == kE2M1FNUZ ? code_e2m1fnuz(y, cl)
-                    : F == kE2M3FNUZ ? code_e2m3(y, cl)
-                    : F == kE3M2FNUZ ? code_e3m2(y, cl)
-                                     : code_int8q6(y, cl);
-          if (!fin || zero_group) code[k] = 0, cl = false;
-          clipped += cl ? 1 : 0;
         } else if (MODE == 3 && nv) {
           bool cl = false;
           code[k] = !fin         ? 0u

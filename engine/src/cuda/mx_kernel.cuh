@@ -1,0 +1,243 @@
+// The lean kernel for the hottest casts: MX tiles (1-D tiles of 8, 16 or 32 along a contiguous
+// last axis, an exponent scale, round to nearest even with saturation, codes only) and unscaled
+// casts to e4m3fn / e5m2 / bfloat16, from float32 or bfloat16 input. Its results are
+// fast_kernel's (MODE 1) and unscaled_vec_kernel's bit for bit: the same scale choice and the
+// same code functions. What differs is the work around them, which left those kernels
+// issue-bound at 70 to 80% of the copy bandwidth from bfloat16:
+// - the input stays raw; a lane's largest magnitude is an integer maximum of the magnitude bits
+//   (two bfloat16 at a time), and so is the test for NaN / Inf (their bits exceed every finite
+//   value's), instead of a finite test and a float maximum per element;
+// - the clipped and non-finite counts are taken only in lanes that can have any: clipping is
+//   monotone in the magnitude, so a lane clips an element exactly when its largest one clips;
+// - e4m3fn / e5m2 codes are converted two at a time (cvt ... e4m3x2.f32);
+// - four 16-byte loads are in flight per thread.
+#pragma once
+
+#include "cuda/cast_kernels.cuh"
+
+namespace castscope::gpu::detail {
+
+// 16 bytes of float32 or bfloat16 input as raw words.
+template <class T>
+struct Raw;
+template <>
+struct Raw<float> {
+  static constexpr int V = 4;
+  __device__ __forceinline__ static float value(const uint32_t (&w)[4], int k) {
+    return __uint_as_float(w[k]);
+  }
+  // The largest magnitude's bits, as a float32's.
+  __device__ __forceinline__ static uint32_t absmax_bits(const uint32_t (&w)[4]) {
+    return max(max(w[0] & 0x7FFFFFFFu, w[1] & 0x7FFFFFFFu),
+               max(w[2] & 0x7FFFFFFFu, w[3] & 0x7FFFFFFFu));
+  }
+};
+template <>
+struct Raw<__nv_bfloat16> {
+  static constexpr int V = 8;
+  __device__ __forceinline__ static float value(const uint32_t (&w)[4], int k) {
+    return __uint_as_float(k % 2 == 0 ? w[k / 2] << 16 : w[k / 2] & 0xFFFF0000u);
+  }
+  __device__ __forceinline__ static uint32_t max2(uint32_t a, uint32_t b) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    uint32_t d;
+    asm("max.u16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+    return d;
+#else
+    return __vmaxu2(a, b);
+#endif
+  }
+  __device__ __forceinline__ static uint32_t absmax_bits(const uint32_t (&w)[4]) {
+    const uint32_t m = max2(max2(w[0] & 0x7FFF7FFFu, w[1] & 0x7FFF7FFFu),
+                            max2(w[2] & 0x7FFF7FFFu, w[3] & 0x7FFF7FFFu));
+    return max(m & 0xFFFFu, m >> 16) << 16;
+  }
+};
+
+__device__ __forceinline__ void load_raw(const void* p, uint32_t (&w)[4]) {
+  const uint4 a = __ldg(static_cast<const uint4*>(p));
+  w[0] = a.x, w[1] = a.y, w[2] = a.z, w[3] = a.w;
+}
+
+// Codes of a lane's V elements as the little-endian bytes the output holds (codes of CB bytes,
+// or two per byte when pack4), and their store; NB = V * CB bytes at most.
+template <int V, int CB>
+struct LaneCodes {
+  static constexpr int NW = (V * CB + 3) / 4;
+  uint32_t w[NW];
+  __device__ __forceinline__ void pack(const uint32_t (&code)[V], bool pack4) {
+    if (pack4) {
+      uint32_t p = 0;
+#pragma unroll
+      for (int k = 0; k < V; ++k) p |= (code[k] & 0xFu) << (4 * k);
+      w[0] = p;
+      return;
+    }
+#pragma unroll
+    for (int q = 0; q < NW; ++q) {
+      uint32_t p = 0;
+#pragma unroll
+      for (int b = 0; b < 4 / CB; ++b)
+        p |= (code[q * 4 / CB + b] & ((1u << (8 * CB)) - 1u)) << (8 * CB * b);
+      w[q] = p;
+    }
+  }
+  // Element e0 (a multiple of V) onward.
+  __device__ __forceinline__ void store(void* codes, int64_t e0, bool pack4) const {
+    uint8_t* base = static_cast<uint8_t*>(codes);
+    if (pack4) {
+      if (V == 8)
+        *reinterpret_cast<uint32_t*>(base + e0 / 2) = w[0];
+      else
+        *reinterpret_cast<uint16_t*>(base + e0 / 2) = static_cast<uint16_t>(w[0]);
+      return;
+    }
+    uint8_t* dst = base + e0 * CB;
+    if constexpr (NW == 1)
+      *reinterpret_cast<uint32_t*>(dst) = w[0];
+    else if constexpr (NW == 2)
+      *reinterpret_cast<uint2*>(dst) = make_uint2(w[0], w[1 % NW]);
+    else
+      *reinterpret_cast<uint4*>(dst) = make_uint4(w[0], w[1 % NW], w[2 % NW], w[3 % NW]);
+  }
+};
+
+// Codes of a finite y on grid F (kBF16: bfloat16, either overflow policy).
+template <int F>
+__device__ __forceinline__ uint32_t lean_code(float y, const KernelParams& kp, bool& clipped) {
+  if constexpr (F == kBF16)
+    return code_bf16(y, kp.overflow == scalar::Overflow::Saturate, clipped);
+  else
+    return code_static<F>(y, clipped);
+}
+
+// SCALED: tiles of TILE elements with an exponent scale (`count` = tiles); otherwise unscaled
+// (TILE = V, `count` = 16-byte chunks). F is the data grid's compile-time copy.
+template <class T, int TILE, int F, bool SCALED>
+__global__ void __launch_bounds__(256)
+    lean_kernel(const T* __restrict__ x, int64_t count, KernelParams kp, Scratch* s, Outs o) {
+  kp.data = kp.data_codes = static_format(F);
+  using R = Raw<T>;
+  constexpr int V = R::V;
+  constexpr int L = TILE / V;
+  constexpr int U = 4;
+  constexpr int CB = F == kBF16 ? 2 : 1;
+  constexpr bool kPair = F == kE4M3FN || F == kE5M2;
+  // One multiply scales exactly when 2^-shift is a normal float. The host passes scales with a
+  // bias of at most 127, so shift >= -127; the exponent chosen is at most float's top binade
+  // plus one, so shift <= 128 - emax.
+  constexpr bool kOneMul = static_format(F).emax >= 2;
+  static_assert(L >= 1 && L <= 32 && (32 % L) == 0, "lanes per tile must divide a warp");
+  static_assert(SCALED || L == 1, "an unscaled cast has no tiles");
+  const int lane = threadIdx.x & 31;
+  const int64_t total = count * L;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  unsigned clipped = 0, nonfinite = 0;
+  for (int64_t base = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) - lane;
+       base < total; base += U * stride) {
+    uint32_t raw[U][4];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int64_t c = base + u * stride + lane;
+      if (c < total)
+        load_raw(x + c * V, raw[u]);
+      else
+        raw[u][0] = raw[u][1] = raw[u][2] = raw[u][3] = 0;
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      if (base + u * stride >= total) break;  // the whole warp is past the end
+      const int64_t c = base + u * stride + lane;
+      const uint32_t lane_bits = R::absmax_bits(raw[u]);
+      uint32_t bits = lane_bits;
+#pragma unroll
+      for (int m = 1; m < L; m <<= 1) bits = max(bits, __shfl_xor_sync(0xffffffffu, bits, m));
+      if (c >= total) continue;
+      const int64_t e0 = c * V;
+      float f1 = 1.0f, f2 = 1.0f;
+      bool nan_tile = false;
+      if constexpr (SCALED) {
+        nan_tile = bits >= 0x7F800000u;
+        const GroupScale gs = choose_exp_scale_f32(kp, __uint_as_float(bits), nan_tile);
+        if (lane % L == 0) store_code(o.scale, 1, c / L, gs.scale_code, kp.scale);
+        if (kOneMul) {
+          f1 = pow2f(-gs.shift);
+        } else {
+          const int h1 = -gs.shift / 2;
+          f1 = pow2f(h1), f2 = pow2f(-gs.shift - h1);
+        }
+      }
+      // Exact power-of-two scaling: y's code is the shared quantizer's code of x / 2^shift.
+      auto scaled = [&](float v) {
+        if constexpr (!SCALED)
+          return v;
+        else if constexpr (kOneMul)
+          return v * f1;
+        else
+          return v * f1 * f2;
+      };
+      LaneCodes<V, CB> out;
+      if (nan_tile) {  // a NaN / Inf in the tile: every code 0, the scale says NaN
+#pragma unroll
+        for (int k = 0; k < V; ++k)
+          nonfinite += (__float_as_uint(R::value(raw[u], k)) & 0x7FFFFFFFu) >= 0x7F800000u;
+#pragma unroll
+        for (int q = 0; q < LaneCodes<V, CB>::NW; ++q) out.w[q] = 0;
+      } else if (!SCALED && lane_bits >= 0x7F800000u) {  // unscaled NaN / Inf: the shared path
+        const GroupScale gs{};
+        uint32_t code[V];
+#pragma unroll
+        for (int k = 0; k < V; ++k) {
+          const float xv = R::value(raw[u], k);
+          bool cl = false;
+          if (!(xv - xv == 0.0f)) {
+            ++nonfinite;
+            unsigned long long c2 = 0;
+            code[k] = element_out(kp, gs, xv, 0, e0 + k, o, c2);
+            clipped += static_cast<unsigned>(c2);
+            continue;
+          }
+          code[k] = lean_code<F>(xv, kp, cl);
+          clipped += cl ? 1 : 0;
+        }
+        out.pack(code, o.pack4);
+      } else {
+        if constexpr (kPair) {
+          constexpr __nv_fp8_interpretation_t kind = F == kE4M3FN ? __NV_E4M3 : __NV_E5M2;
+#pragma unroll
+          for (int q = 0; q < V / 4; ++q) {
+            const float2 a = make_float2(scaled(R::value(raw[u], 4 * q)),
+                                         scaled(R::value(raw[u], 4 * q + 1)));
+            const float2 b = make_float2(scaled(R::value(raw[u], 4 * q + 2)),
+                                         scaled(R::value(raw[u], 4 * q + 3)));
+            out.w[q] = static_cast<uint32_t>(__nv_cvt_float2_to_fp8x2(a, __NV_SATFINITE, kind)) |
+                       static_cast<uint32_t>(__nv_cvt_float2_to_fp8x2(b, __NV_SATFINITE, kind))
+                           << 16;
+          }
+        } else {
+          uint32_t code[V];
+#pragma unroll
+          for (int k = 0; k < V; ++k) {
+            bool cl = false;
+            code[k] = lean_code<F>(scaled(R::value(raw[u], k)), kp, cl);
+          }
+          out.pack(code, o.pack4);
+        }
+        bool lane_clips = false;
+        lean_code<F>(scaled(__uint_as_float(lane_bits)), kp, lane_clips);
+        if (lane_clips) {
+#pragma unroll
+          for (int k = 0; k < V; ++k) {
+            bool cl = false;
+            lean_code<F>(scaled(R::value(raw[u], k)), kp, cl);
+            clipped += cl ? 1 : 0;
+          }
+        }
+      }
+      out.store(o.codes, e0, o.pack4);
+    }
+  }
+  add_counts(s, clipped, nonfinite, 0);
+}
+
+}  // namespace castscope::gpu::detail
