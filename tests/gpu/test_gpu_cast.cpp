@@ -71,6 +71,20 @@ Tensor to_bf16(const Tensor& x32) {
   return xb;
 }
 
+// x without NaN / Inf (a non-finite value anywhere makes NVFP4's tensor scale NaN, so only a
+// finite tensor reaches its float path), its first row scaled far down (NVFP4 tiles whose e4m3
+// scale rounds to zero).
+Tensor finite_copy(const Tensor& x32) {
+  Tensor f = Tensor::empty(DType::F32, x32.shape());
+  const int64_t cols = x32.shape().back();
+  for (int64_t i = 0; i < x32.numel(); ++i) {
+    const float v = x32.ptr<float>()[i];
+    const float w = std::isfinite(v) ? v : std::copysign(3.0f, v);
+    f.mutable_ptr<float>()[i] = i < cols ? std::ldexp(w, -30) : w;
+  }
+  return f;
+}
+
 // The kernel family a cast of x ran (after one run).
 std::string kernel_of(const Tensor& x, const DataType& d, const CastOptions& o) {
   gpu::detail::CastRunner runner(gpu::DeviceTensor::upload(x), d, o, false);
@@ -78,9 +92,10 @@ std::string kernel_of(const Tensor& x, const DataType& d, const CastOptions& o) 
   return runner.path();
 }
 
-// lean_kernel (MX tiles with a compile-time grid, unscaled e4m3fn / e5m2 / bfloat16) from float32
-// and bfloat16 input, in shapes that fill partial warps and, at 2048 x 4096, make each thread
-// take several rounds of its grid-stride loop; every scale mode and both code layouts.
+// lean_kernel (MX tiles with a compile-time grid, NVFP4, unscaled e4m3fn / e5m2 / bfloat16) from
+// float32 and bfloat16 input, with and without NaN / Inf, in shapes that fill partial warps and,
+// at 4096 x 8192, make each thread take several rounds of its grid-stride loop; every scale mode
+// and both code layouts.
 TEST(GpuCast, LeanKernelsEqualCpuFromFloat32AndBfloat16) {
   CS_REQUIRE_GPU();
   const uint64_t seed = run_seed();
@@ -88,13 +103,14 @@ TEST(GpuCast, LeanKernelsEqualCpuFromFloat32AndBfloat16) {
   int lean = 0;
   for (const char* name :
        {"mxfp8e4", "mxfp8e5", "mxfp6e2", "mxfp6e3", "mxfp4e2", "mxint8", "bfp16",
-        "e4m3fn_e8m0_t16", "e2m1fnuz_e8m0_t8", "float8_e4m3fn", "float8_e5m2", "bfloat16"}) {
+        "e4m3fn_e8m0_t16", "e2m1fnuz_e8m0_t8", "nvfp4", "float8_e4m3fn", "float8_e5m2",
+        "bfloat16"}) {
     const DataType d = DataType::parse(name);
     for (const Shape& shape : {Shape{37, 96}, Shape{136, 160}})
       for (ScaleMode sm : kScaleModes) {
         if (!(d.scaled() && d.number().is_float()) && sm != ScaleMode::Floor) continue;
-        const Tensor x32 = input_for(d, shape, seed + ++k);
-        for (const Tensor& x : {x32, to_bf16(x32)})
+        const Tensor x32 = input_for(d, shape, seed + ++k), f32 = finite_copy(x32);
+        for (const Tensor& x : {x32, to_bf16(x32), f32, to_bf16(f32)})
           for (CastMode m : {CastMode::Actual, CastMode::Compress})
             for (Overflow ov : {Overflow::Saturate, Overflow::IEEE}) {
               if (d.scaled() && ov != Overflow::Saturate) continue;
@@ -110,16 +126,16 @@ TEST(GpuCast, LeanKernelsEqualCpuFromFloat32AndBfloat16) {
             }
       }
   }
-  EXPECT_GE(lean, 200) << "casts that ran lean_kernel";
-  for (const char* name : {"mxfp8e4", "mxfp4e2", "float8_e4m3fn"}) {
+  EXPECT_GE(lean, 400) << "casts that ran lean_kernel";
+  for (const char* name : {"mxfp8e4", "mxfp4e2", "nvfp4", "float8_e4m3fn"}) {
     const DataType d = DataType::parse(name);
-    const Tensor x32 = input_for(d, {2048, 4096}, seed + ++k);
+    const Tensor x32 = input_for(d, {4096, 8192}, seed + ++k), f32 = finite_copy(x32);
     CastOptions o;
     o.mode = CastMode::Compress;
-    for (const Tensor& x : {x32, to_bf16(x32)}) {
+    for (const Tensor& x : {x32, to_bf16(x32), f32, to_bf16(f32)}) {
       EXPECT_EQ(kernel_of(x, d, o), "lean") << name;
       EXPECT_EQ(compare(x, d, o), "")
-          << name << " input " << dtype_name(x.dtype()) << " 2048x4096 (seed " << seed
+          << name << " input " << dtype_name(x.dtype()) << " 4096x8192 (seed " << seed
           << ", input seed " << seed + k << ")";
     }
   }

@@ -632,10 +632,18 @@ __global__ void __launch_bounds__(256) unscaled_vec_kernel(const T* __restrict__
 // float tensor scale): scale chosen in float, codes from thresholds (exact without a quotient).
 // MODE 3 is held to 64 registers (4 blocks per SM; unbounded it takes 80 and reaches 35%
 // occupancy): measured 8% faster from float32, 2% slower from bfloat16.
+// NVFP4's float path applies: the tensor scale t a positive float and RN(1 / (t * data_max))
+// normal in float.
+__device__ __forceinline__ bool nvfp4_fits(double t, double inv_td) {
+  const float tf = static_cast<float>(t);
+  return static_cast<double>(tf) == t && tf > 0.0f && inv_td > 0x1p-100 && inv_td < 0x1p100;
+}
+
+// leave_nv: the casts NVFP4's float path applies to are lean_kernel's; this launch does the rest.
 template <class T, int TILE, int MODE, int F>
 __global__ void __launch_bounds__(256, MODE == 3 ? 4 : 1)
     fast_kernel(const T* __restrict__ x, int64_t ntiles, KernelParams kp, Scratch* s, Outs o,
-                bool fast_scale) {
+                bool fast_scale, bool leave_nv = false) {
   if constexpr (F != kRuntime) kp.data = kp.data_codes = static_format(F);
   constexpr int V = Vec<T>::V;
   constexpr int L = TILE / V;
@@ -647,8 +655,8 @@ __global__ void __launch_bounds__(256, MODE == 3 ? 4 : 1)
   // MODE 3 needs the tensor scale as a positive float and RN(1 / (t * data_max)) normal in float;
   // otherwise (a NaN or extreme tensor scale) it runs as MODE 2.
   const float tf = static_cast<float>(kp.tensor_scale);
-  const bool nv = MODE == 3 && fast_scale && static_cast<double>(tf) == kp.tensor_scale &&
-                  tf > 0.0f && inv_td > 0x1p-100 && inv_td < 0x1p100;
+  const bool nv = MODE == 3 && fast_scale && nvfp4_fits(kp.tensor_scale, inv_td);
+  if (leave_nv && nv) return;  // lean_kernel cast it
   const float inv_tf = static_cast<float>(inv_td);
   const int lane = threadIdx.x & 31;
   const int part = lane % L;

@@ -1,9 +1,10 @@
-// The lean kernel for the hottest casts: MX tiles (1-D tiles of 8, 16 or 32 along a contiguous
-// last axis, an exponent scale, round to nearest even with saturation, codes only) and unscaled
-// casts to e4m3fn / e5m2 / bfloat16, from float32 or bfloat16 input. Its results are
-// fast_kernel's (MODE 1) and unscaled_vec_kernel's bit for bit: the same scale choice and the
-// same code functions. What differs is the work around them, which left those kernels
-// issue-bound at 70 to 80% of the copy bandwidth from bfloat16:
+// The lean kernel for the hottest casts, from float32 or bfloat16 input: MX tiles (1-D tiles of
+// 8, 16 or 32 along a contiguous last axis, an exponent scale), NVFP4 (16-value tiles, e4m3
+// scales under a float32 tensor scale) and unscaled casts to e4m3fn / e5m2 / bfloat16, all with
+// round to nearest even and saturation, codes only. Its results are fast_kernel's (MODE 1 and 3)
+// and unscaled_vec_kernel's bit for bit: the same scale choice and the same code functions. What
+// differs is the work around them, which left those kernels issue-bound at 70 to 80% of the copy
+// bandwidth from bfloat16:
 // - the input stays raw; a lane's largest magnitude is an integer maximum of the magnitude bits
 //   (two bfloat16 at a time), and so is the test for NaN / Inf (their bits exceed every finite
 //   value's), instead of a finite test and a float maximum per element;
@@ -16,6 +17,8 @@
 #include "cuda/cast_kernels.cuh"
 
 namespace castscope::gpu::detail {
+
+constexpr int kLeanRounds = 4;  // 16-byte loads in flight per thread
 
 // 16 bytes of float32 or bfloat16 input as raw words.
 template <class T>
@@ -111,24 +114,40 @@ __device__ __forceinline__ uint32_t lean_code(float y, const KernelParams& kp, b
     return code_static<F>(y, clipped);
 }
 
-// SCALED: tiles of TILE elements with an exponent scale (`count` = tiles); otherwise unscaled
-// (TILE = V, `count` = 16-byte chunks). F is the data grid's compile-time copy.
-template <class T, int TILE, int F, bool SCALED>
+// What scales a lean_kernel cast: none (TILE = V, `count` = 16-byte chunks), an exponent per
+// tile (MX), or NVFP4's e4m3 tile scale under a float32 tensor scale (`count` = tiles).
+enum LeanScale { kUnscaled = 0, kExponent = 1, kNvfp4 = 2 };
+
+// F is the data grid's compile-time copy (kE2M1FNUZ for NVFP4).
+template <class T, int TILE, int F, int KIND>
 __global__ void __launch_bounds__(256)
     lean_kernel(const T* __restrict__ x, int64_t count, KernelParams kp, Scratch* s, Outs o) {
   kp.data = kp.data_codes = static_format(F);
   using R = Raw<T>;
   constexpr int V = R::V;
   constexpr int L = TILE / V;
-  constexpr int U = 4;
+  constexpr int U = kLeanRounds;
   constexpr int CB = F == kBF16 ? 2 : 1;
-  constexpr bool kPair = F == kE4M3FN || F == kE5M2;
+  constexpr bool kPair = KIND != kNvfp4 && (F == kE4M3FN || F == kE5M2);
   // One multiply scales exactly when 2^-shift is a normal float. The host passes scales with a
   // bias of at most 127, so shift >= -127; the exponent chosen is at most float's top binade
   // plus one, so shift <= 128 - emax.
   constexpr bool kOneMul = static_format(F).emax >= 2;
   static_assert(L >= 1 && L <= 32 && (32 % L) == 0, "lanes per tile must divide a warp");
-  static_assert(SCALED || L == 1, "an unscaled cast has no tiles");
+  static_assert(KIND != kUnscaled || L == 1, "an unscaled cast has no tiles");
+  static_assert(KIND != kNvfp4 || F == kE2M1FNUZ, "NVFP4 data is e2m1");
+  // NVFP4 as fast_kernel's MODE 3 takes it: a positive float tensor scale t with RN(1 / (t *
+  // data_max)) normal in float. Any other tensor scale (NaN, extreme) is left to fast_kernel,
+  // which the host launches after this kernel for the same cast.
+  double inv_td = 0.0;
+  float tf = 0.0f, inv_tf = 0.0f;
+  if constexpr (KIND == kNvfp4) {
+    kp.tensor_scale = s->tensor_scale;
+    inv_td = 1.0 / (kp.tensor_scale * kp.data_max);
+    tf = static_cast<float>(kp.tensor_scale);
+    if (!nvfp4_fits(kp.tensor_scale, inv_td)) return;
+    inv_tf = static_cast<float>(inv_td);
+  }
   const int lane = threadIdx.x & 31;
   const int64_t total = count * L;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
@@ -154,11 +173,13 @@ __global__ void __launch_bounds__(256)
       for (int m = 1; m < L; m <<= 1) bits = max(bits, __shfl_xor_sync(0xffffffffu, bits, m));
       if (c >= total) continue;
       const int64_t e0 = c * V;
+      const float am = __uint_as_float(bits);
+      const bool nan_tile = KIND != kUnscaled && bits >= 0x7F800000u;
+      bool zero_scale = false;  // NVFP4 tile below the e4m3 range: sign-only codes
       float f1 = 1.0f, f2 = 1.0f;
-      bool nan_tile = false;
-      if constexpr (SCALED) {
-        nan_tile = bits >= 0x7F800000u;
-        const GroupScale gs = choose_exp_scale_f32(kp, __uint_as_float(bits), nan_tile);
+      E2m1Thresholds thr{};
+      if constexpr (KIND == kExponent) {
+        const GroupScale gs = choose_exp_scale_f32(kp, am, nan_tile);
         if (lane % L == 0) store_code(o.scale, 1, c / L, gs.scale_code, kp.scale);
         if (kOneMul) {
           f1 = pow2f(-gs.shift);
@@ -166,15 +187,24 @@ __global__ void __launch_bounds__(256)
           const int h1 = -gs.shift / 2;
           f1 = pow2f(h1), f2 = pow2f(-gs.shift - h1);
         }
+      } else if constexpr (KIND == kNvfp4) {
+        const GroupScale gs = choose_e4m3_scale_f32(
+            kp, am, nan_tile, inv_tf, [&] { return choose_float_scale_fast(kp, am, nan_tile, inv_td); });
+        if (lane % L == 0) store_code(o.scale, 1, c / L, gs.scale_code, kp.scale);
+        zero_scale = !gs.nan && gs.s == 0.0;
+        thr = e2m1_thresholds(static_cast<float>(gs.s), tf);
       }
-      // Exact power-of-two scaling: y's code is the shared quantizer's code of x / 2^shift.
-      auto scaled = [&](float v) {
-        if constexpr (!SCALED)
-          return v;
+      // The code of a finite element (exact power-of-two scaling for MX: y's code is the shared
+      // quantizer's code of x / 2^shift; NVFP4: the thresholds of RN(x / (s * t))).
+      auto code_of = [&](float v, bool& cl) -> uint32_t {
+        if constexpr (KIND == kNvfp4)
+          return code_e2m1fnuz_thr(v, thr, cl);
+        else if constexpr (KIND == kUnscaled)
+          return lean_code<F>(v, kp, cl);
         else if constexpr (kOneMul)
-          return v * f1;
+          return lean_code<F>(v * f1, kp, cl);
         else
-          return v * f1 * f2;
+          return lean_code<F>(v * f1 * f2, kp, cl);
       };
       LaneCodes<V, CB> out;
       if (nan_tile) {  // a NaN / Inf in the tile: every code 0, the scale says NaN
@@ -183,7 +213,12 @@ __global__ void __launch_bounds__(256)
           nonfinite += (__float_as_uint(R::value(raw[u], k)) & 0x7FFFFFFFu) >= 0x7F800000u;
 #pragma unroll
         for (int q = 0; q < LaneCodes<V, CB>::NW; ++q) out.w[q] = 0;
-      } else if (!SCALED && lane_bits >= 0x7F800000u) {  // unscaled NaN / Inf: the shared path
+      } else if (zero_scale) {
+        uint32_t code[V];
+#pragma unroll
+        for (int k = 0; k < V; ++k) code[k] = code_e2m1_zero_scale(R::value(raw[u], k), false);
+        out.pack(code, o.pack4);
+      } else if (KIND == kUnscaled && lane_bits >= 0x7F800000u) {  // NaN / Inf: the shared path
         const GroupScale gs{};
         uint32_t code[V];
 #pragma unroll
@@ -197,19 +232,21 @@ __global__ void __launch_bounds__(256)
             clipped += static_cast<unsigned>(c2);
             continue;
           }
-          code[k] = lean_code<F>(xv, kp, cl);
+          code[k] = code_of(xv, cl);
           clipped += cl ? 1 : 0;
         }
         out.pack(code, o.pack4);
       } else {
         if constexpr (kPair) {
           constexpr __nv_fp8_interpretation_t kind = F == kE4M3FN ? __NV_E4M3 : __NV_E5M2;
+          auto y = [&](int k) {
+            const float v = R::value(raw[u], k);
+            return KIND == kUnscaled ? v : kOneMul ? v * f1 : v * f1 * f2;
+          };
 #pragma unroll
           for (int q = 0; q < V / 4; ++q) {
-            const float2 a = make_float2(scaled(R::value(raw[u], 4 * q)),
-                                         scaled(R::value(raw[u], 4 * q + 1)));
-            const float2 b = make_float2(scaled(R::value(raw[u], 4 * q + 2)),
-                                         scaled(R::value(raw[u], 4 * q + 3)));
+            const float2 a = make_float2(y(4 * q), y(4 * q + 1));
+            const float2 b = make_float2(y(4 * q + 2), y(4 * q + 3));
             out.w[q] = static_cast<uint32_t>(__nv_cvt_float2_to_fp8x2(a, __NV_SATFINITE, kind)) |
                        static_cast<uint32_t>(__nv_cvt_float2_to_fp8x2(b, __NV_SATFINITE, kind))
                            << 16;
@@ -219,17 +256,17 @@ __global__ void __launch_bounds__(256)
 #pragma unroll
           for (int k = 0; k < V; ++k) {
             bool cl = false;
-            code[k] = lean_code<F>(scaled(R::value(raw[u], k)), kp, cl);
+            code[k] = code_of(R::value(raw[u], k), cl);
           }
           out.pack(code, o.pack4);
         }
         bool lane_clips = false;
-        lean_code<F>(scaled(__uint_as_float(lane_bits)), kp, lane_clips);
+        code_of(__uint_as_float(lane_bits), lane_clips);
         if (lane_clips) {
 #pragma unroll
           for (int k = 0; k < V; ++k) {
             bool cl = false;
-            lean_code<F>(scaled(R::value(raw[u], k)), kp, cl);
+            code_of(R::value(raw[u], k), cl);
             clipped += cl ? 1 : 0;
           }
         }
