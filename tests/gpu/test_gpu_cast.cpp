@@ -92,8 +92,8 @@ std::string kernel_of(const Tensor& x, const DataType& d, const CastOptions& o) 
   return runner.path();
 }
 
-// lean_kernel (MX tiles with a compile-time grid, NVFP4, unscaled e4m3fn / e5m2 / bfloat16) from
-// float32 and bfloat16 input, with and without NaN / Inf, in shapes that fill partial warps and,
+// lean_kernel (MX tiles with a compile-time grid, NVFP4, unscaled e4m3fn / e5m2 / bfloat16) and
+// the TCFP kernel's float path from float32 and bfloat16 input, with and without NaN / Inf, in shapes that fill partial warps and,
 // at 4096 x 8192, make each thread take several rounds of its grid-stride loop; every scale mode
 // and both code layouts.
 TEST(GpuCast, LeanKernelsEqualCpuFromFloat32AndBfloat16) {
@@ -104,7 +104,7 @@ TEST(GpuCast, LeanKernelsEqualCpuFromFloat32AndBfloat16) {
   for (const char* name :
        {"mxfp8e4", "mxfp8e5", "mxfp6e2", "mxfp6e3", "mxfp4e2", "mxint8", "bfp16",
         "e4m3fn_e8m0_t16", "e2m1fnuz_e8m0_t8", "nvfp4", "float8_e4m3fn", "float8_e5m2",
-        "bfloat16"}) {
+        "bfloat16", "tcfp8", "tcfp12", "tcfp16"}) {
     const DataType d = DataType::parse(name);
     for (const Shape& shape : {Shape{37, 96}, Shape{136, 160}})
       for (ScaleMode sm : kScaleModes) {
@@ -357,6 +357,12 @@ TEST(GpuCast, FastQuantizerEqualsSharedQuantizerExhaustively) {
     EXPECT_EQ(n, 0u) << e.name << ": first mismatch at " << bad << " (seed " << seed << ")";
   }
   EXPECT_GE(seen.size(), 8u);
+  // TCFP-12's residual grid (int4), which the TCFP kernel's float path codes with it.
+  const scalar::Format int4 = NumberSpec::parse("int4").format();
+  ASSERT_TRUE(gpu::detail::fast_quantizer_applies(int4));
+  double bad = 0;
+  EXPECT_EQ(gpu::detail::verify_fast_quantizer(int4, uint64_t{1} << 24, seed, &bad), 0u)
+      << "int4: first mismatch at " << bad << " (seed " << seed << ")";
 }
 
 TEST(GpuCast, Bfloat16CodesEqualSharedQuantizerExhaustively) {

@@ -185,8 +185,19 @@ struct CastRunner::Impl {
         const int64_t groups = p.groups();
         // Double input: half the warps per block, so that the tiles fit static shared memory.
         const int threads = std::is_same<T, double>::value ? kTcfpThreads / 2 : kTcfpThreads;
-        tcfp_warp_kernel<T><<<grid_for((groups + 31) / 32 * 32, threads, cap), threads, 0, st>>>(
-            xp, p.C, p.gc, groups, bp, sc(), o);
+        const unsigned grid = grid_for((groups + 31) / 32 * 32, threads, cap);
+        bool fast = false;
+        if constexpr (!std::is_same<T, double>::value)
+          fast = bp.round == Round::Even && !o.values && static_format_id(bp.fp8) == kE4M3FN &&
+                 (bp.variant == tcb::Variant::T8 || fast_quant_ok(bp.residual));
+        if (fast) {
+          path = "tcfp-fast";
+          if constexpr (!std::is_same<T, double>::value)
+            tcfp_warp_kernel<T, true><<<grid, threads, 0, st>>>(xp, p.C, p.gc, groups, bp, sc(), o);
+        } else {
+          tcfp_warp_kernel<T, false>
+              <<<grid, threads, 0, st>>>(xp, p.C, p.gc, groups, bp, sc(), o);
+        }
         CS_CUDA_LAUNCH("tcfp_warp_kernel");
         return;
       }

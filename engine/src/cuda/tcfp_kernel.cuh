@@ -22,10 +22,23 @@ __device__ __forceinline__ double warp_max(double v) {
   return v;
 }
 
-template <class T>
+// FAST (round to nearest even, codes only, float32 / float16 / bfloat16 input, e4m3fn terms):
+// the terms' codes by the float code functions the MX kernels use instead of the shared double
+// quantizer with a run-time format, which cost most of the kernel's time. Exact because
+// - the main term's input x * 2^-shift is a power-of-two scaling of a float (exact; a product
+//   below float's normal range is far below e4m3's smallest quantum and codes as a signed zero
+//   both ways), and code_e4m3fn equals the shared quantizer on every float;
+// - the residual x - main term is computed in double as before, and fits a float: the main
+//   term's quantum is coarser than x's unit in the last place and the residual is no larger
+//   than x, so it has at most x's 24 significant bits; times 2^-rshift it is a float whose code
+//   quantize_rne_f32 (any fast_quant_ok grid, checked against the shared quantizer on every
+//   float) or code_e4m3fn gives.
+template <class T, bool FAST>
 __global__ void __launch_bounds__(kTcfpThreads)
     tcfp_warp_kernel(const T* __restrict__ x, int64_t C, int64_t gc, int64_t groups,
                      tcb::BlockParams bp, Scratch* s, Outs o) {
+  static_assert(!FAST || !std::is_same<T, double>::value, "the fast path takes float input");
+  if constexpr (FAST) bp.fp8 = static_format(kE4M3FN);
   // Every input type but double is exact in float, which halves the tile.
   using S = typename std::conditional<std::is_same<T, double>::value, double, float>::type;
   constexpr int W = tcb::kBlock;
@@ -85,6 +98,29 @@ __global__ void __launch_bounds__(kTcfpThreads)
       float val = 0.0f;
       if (bnan) {
         val = canon_nan(scalar::to_f32(castscope::detail::nan_double()));
+      } else if constexpr (FAST) {
+        const int sh = tcb::shift_of(sc, bp.e8m0);
+        const int h1 = -sh / 2;
+        bool cl = false;
+        mc = code_e4m3fn(static_cast<float>(xv) * pow2f(h1) * pow2f(-sh - h1), cl);
+        clipped += on && cl ? 1 : 0;
+        if (bp.variant != tcb::Variant::T8) {
+          const __half_raw hr =
+              __nv_cvt_fp8_to_halfraw(static_cast<__nv_fp8_storage_t>(mc), __NV_E4M3);
+          const double resid =
+              static_cast<double>(xv) -
+              static_cast<double>(__half2float(__half(hr))) * scalar::pow2(sh);
+          const double rmax = warp_max(on ? fabs(resid) : 0.0);
+          rsc = tcb::block_scale_code(rmax, bp.residual, bp.e8m0);
+          const float yr = static_cast<float>(resid * scalar::pow2(-tcb::shift_of(rsc, bp.e8m0)));
+          if (bp.variant == tcb::Variant::T16) {
+            rc = code_e4m3fn(yr, cl);
+          } else {
+            const scalar::Quantized rq =
+                castscope::detail::canonical(quantize_rne_f32(yr, bp.residual), bp.residual);
+            rc = scalar::encode(rq, bp.residual);
+          }
+        }
       } else {
         const int sh = tcb::shift_of(sc, bp.e8m0);
         const scalar::Quantized q =
