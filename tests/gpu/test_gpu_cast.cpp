@@ -93,18 +93,17 @@ std::string kernel_of(const Tensor& x, const DataType& d, const CastOptions& o) 
 }
 
 // lean_kernel (MX tiles with a compile-time grid, NVFP4, unscaled e4m3fn / e5m2 / bfloat16) and
-// the TCFP kernel's float path from float32 and bfloat16 input, with and without NaN / Inf, in shapes that fill partial warps and,
-// at 4096 x 8192, make each thread take several rounds of its grid-stride loop; every scale mode
-// and both code layouts.
+// the TCFP kernel's float path from float32 and bfloat16 input, with and without NaN / Inf, in
+// shapes that fill partial warps; every scale mode and both code layouts. The next test runs
+// shapes large enough that each thread takes several rounds of its grid-stride loop.
 TEST(GpuCast, LeanKernelsEqualCpuFromFloat32AndBfloat16) {
   CS_REQUIRE_GPU();
   const uint64_t seed = run_seed();
   uint64_t k = 100;
   int lean = 0;
-  for (const char* name :
-       {"mxfp8e4", "mxfp8e5", "mxfp6e2", "mxfp6e3", "mxfp4e2", "mxint8", "bfp16",
-        "e4m3fn_e8m0_t16", "e2m1fnuz_e8m0_t8", "nvfp4", "float8_e4m3fn", "float8_e5m2",
-        "bfloat16", "tcfp8", "tcfp12", "tcfp16"}) {
+  for (const char* name : {"mxfp8e4", "mxfp8e5", "mxfp6e2", "mxfp6e3", "mxfp4e2", "mxint8", "bfp16",
+                           "e4m3fn_e8m0_t16", "e2m1fnuz_e8m0_t8", "nvfp4", "float8_e4m3fn",
+                           "float8_e5m2", "bfloat16", "tcfp8", "tcfp12", "tcfp16"}) {
     const DataType d = DataType::parse(name);
     for (const Shape& shape : {Shape{37, 96}, Shape{136, 160}})
       for (ScaleMode sm : kScaleModes) {
@@ -127,6 +126,12 @@ TEST(GpuCast, LeanKernelsEqualCpuFromFloat32AndBfloat16) {
       }
   }
   EXPECT_GE(lean, 400) << "casts that ran lean_kernel";
+}
+
+TEST(GpuCast, LeanKernelsEqualCpuOverSeveralGridStrideRounds) {
+  CS_REQUIRE_GPU();
+  const uint64_t seed = run_seed();
+  uint64_t k = 1000;
   for (const char* name : {"mxfp8e4", "mxfp4e2", "nvfp4", "float8_e4m3fn"}) {
     const DataType d = DataType::parse(name);
     const Tensor x32 = input_for(d, {4096, 8192}, seed + ++k), f32 = finite_copy(x32);

@@ -195,8 +195,7 @@ struct CastRunner::Impl {
           if constexpr (!std::is_same<T, double>::value)
             tcfp_warp_kernel<T, true><<<grid, threads, 0, st>>>(xp, p.C, p.gc, groups, bp, sc(), o);
         } else {
-          tcfp_warp_kernel<T, false>
-              <<<grid, threads, 0, st>>>(xp, p.C, p.gc, groups, bp, sc(), o);
+          tcfp_warp_kernel<T, false><<<grid, threads, 0, st>>>(xp, p.C, p.gc, groups, bp, sc(), o);
         }
         CS_CUDA_LAUNCH("tcfp_warp_kernel");
         return;
@@ -240,8 +239,8 @@ struct CastRunner::Impl {
             else if (fid == kE5M2)
               lean(lean_kernel<T, V, kE5M2, kUnscaled>);
             else
-              unscaled_vec_kernel<T><<<grid_for(n / V, 256, cap), 256, 0, st>>>(xp, n / V, kp,
-                                                                                   sc(), o);
+              unscaled_vec_kernel<T>
+                  <<<grid_for(n / V, 256, cap), 256, 0, st>>>(xp, n / V, kp, sc(), o);
             CS_CUDA_LAUNCH("unscaled_vec_kernel");
             return;
           }

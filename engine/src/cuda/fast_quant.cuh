@@ -415,8 +415,8 @@ __device__ __forceinline__ uint32_t code_int8q6(float y, bool& clipped) {
 // even with saturation.
 template <int F>
 __device__ __forceinline__ uint32_t code_static(float y, bool& clipped) {
-  static_assert(F == kE4M3FN || F == kE5M2 || F == kE2M1FNUZ || F == kE2M3FNUZ ||
-                    F == kE3M2FNUZ || F == kInt8Fixed,
+  static_assert(F == kE4M3FN || F == kE5M2 || F == kE2M1FNUZ || F == kE2M3FNUZ || F == kE3M2FNUZ ||
+                    F == kInt8Fixed,
                 "no code function for this grid");
   if constexpr (F == kE4M3FN) return code_e4m3fn(y, clipped);
   if constexpr (F == kE5M2) return code_e5m2(y, clipped);

@@ -188,8 +188,9 @@ __global__ void __launch_bounds__(256)
           f1 = pow2f(h1), f2 = pow2f(-gs.shift - h1);
         }
       } else if constexpr (KIND == kNvfp4) {
-        const GroupScale gs = choose_e4m3_scale_f32(
-            kp, am, nan_tile, inv_tf, [&] { return choose_float_scale_fast(kp, am, nan_tile, inv_td); });
+        const GroupScale gs = choose_e4m3_scale_f32(kp, am, nan_tile, inv_tf, [&] {
+          return choose_float_scale_fast(kp, am, nan_tile, inv_td);
+        });
         if (lane % L == 0) store_code(o.scale, 1, c / L, gs.scale_code, kp.scale);
         zero_scale = !gs.nan && gs.s == 0.0;
         thr = e2m1_thresholds(static_cast<float>(gs.s), tf);

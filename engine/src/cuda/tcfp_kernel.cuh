@@ -52,12 +52,16 @@ __global__ void __launch_bounds__(kTcfpThreads)
   const bool nf = bp.variant == tcb::Variant::T8 && bp.nf_aware;
   unsigned long long clipped = 0, nonfinite = 0;
   for (int64_t g0 = warp * W; g0 < groups; g0 += nwarps * W) {
+    // Block g0 + u's row and first column, stepped along rather than divided out per block (two
+    // 64-bit divisions per element were a large share of the kernel's instructions).
+    const int64_t row0 = g0 / gc, cb0 = g0 % gc;
+    int64_t row = row0, cb = cb0;
 #pragma unroll 8
     for (int u = 0; u < W; ++u) {
-      const int64_t g = g0 + u;
-      const int64_t row = g / gc, c0 = (g % gc) * W;
-      t[u][lane] =
-          g < groups && c0 + lane < C ? static_cast<S>(Load<T>::get(x, row * C + c0 + lane)) : S(0);
+      const int64_t g = g0 + u, c0 = cb * W;
+      // float32 / float16 / bfloat16 widen to float directly (exact), not through double.
+      t[u][lane] = g < groups && c0 + lane < C ? static_cast<S>(x[row * C + c0 + lane]) : S(0);
+      if (++cb == gc) cb = 0, ++row;
     }
     __syncwarp();
     // Lane per block.
@@ -84,13 +88,15 @@ __global__ void __launch_bounds__(kTcfpThreads)
       }
     }
     // Lane per element.
+    row = row0, cb = cb0;
     for (int u = 0; u < W; ++u) {
       const int64_t g = g0 + u;
       if (g >= groups) break;
       const uint32_t sc = __shfl_sync(0xffffffffu, my_scale, u);
       const int n = __shfl_sync(0xffffffffu, my_n, u);
       const bool bnan = __shfl_sync(0xffffffffu, static_cast<int>(my_nan), u) != 0;
-      const int64_t e = (g / gc) * C + (g % gc) * W + lane;
+      const int64_t e = row * C + cb * W + lane;
+      if (++cb == gc) cb = 0, ++row;
       const bool on = lane < n;
       const double xv = t[u][lane];
       nonfinite += on && !(xv - xv == 0) ? 1 : 0;
@@ -107,9 +113,8 @@ __global__ void __launch_bounds__(kTcfpThreads)
         if (bp.variant != tcb::Variant::T8) {
           const __half_raw hr =
               __nv_cvt_fp8_to_halfraw(static_cast<__nv_fp8_storage_t>(mc), __NV_E4M3);
-          const double resid =
-              static_cast<double>(xv) -
-              static_cast<double>(__half2float(__half(hr))) * scalar::pow2(sh);
+          const double resid = static_cast<double>(xv) -
+                               static_cast<double>(__half2float(__half(hr))) * scalar::pow2(sh);
           const double rmax = warp_max(on ? fabs(resid) : 0.0);
           rsc = tcb::block_scale_code(rmax, bp.residual, bp.e8m0);
           const float yr = static_cast<float>(resid * scalar::pow2(-tcb::shift_of(rsc, bp.e8m0)));
