@@ -50,7 +50,7 @@ __global__ void __launch_bounds__(kTcfpThreads)
   const int64_t nwarps = (static_cast<int64_t>(gridDim.x) * blockDim.x) >> 5;
   const uint32_t nanc = (1u << bp.e8m0.bits) - 1;
   const bool nf = bp.variant == tcb::Variant::T8 && bp.nf_aware;
-  unsigned long long clipped = 0, nonfinite = 0;
+  unsigned clipped = 0, nonfinite = 0;
   for (int64_t g0 = warp * W; g0 < groups; g0 += nwarps * W) {
     // Block g0 + u's row and first column, stepped along rather than divided out per block (two
     // 64-bit divisions per element were a large share of the kernel's instructions).
@@ -92,23 +92,28 @@ __global__ void __launch_bounds__(kTcfpThreads)
     for (int u = 0; u < W; ++u) {
       const int64_t g = g0 + u;
       if (g >= groups) break;
-      const uint32_t sc = __shfl_sync(0xffffffffu, my_scale, u);
-      const int n = __shfl_sync(0xffffffffu, my_n, u);
-      const bool bnan = __shfl_sync(0xffffffffu, static_cast<int>(my_nan), u) != 0;
+      // Block u's scale code (at most 8 bits), length and NaN flag in one shuffle.
+      const uint32_t b = __shfl_sync(
+          0xffffffffu,
+          my_scale | static_cast<uint32_t>(my_n) << 16 | static_cast<uint32_t>(my_nan) << 24, u);
+      const uint32_t sc = b & 0xFFFFu;
+      const int n = static_cast<int>((b >> 16) & 0xFFu);
+      const bool bnan = (b >> 24) != 0;
       const int64_t e = row * C + cb * W + lane;
       if (++cb == gc) cb = 0, ++row;
       const bool on = lane < n;
-      const double xv = t[u][lane];
-      nonfinite += on && !(xv - xv == 0) ? 1 : 0;
+      const S xs = t[u][lane];
+      const double xv = xs;
       uint32_t mc = 0, rc = 0, rsc = bnan ? nanc : 0u;
       float val = 0.0f;
-      if (bnan) {
+      if (bnan) {  // only a NaN block holds non-finite values
+        nonfinite += on && !(xv - xv == 0) ? 1 : 0;
         val = canon_nan(scalar::to_f32(castscope::detail::nan_double()));
       } else if constexpr (FAST) {
         const int sh = tcb::shift_of(sc, bp.e8m0);
         const int h1 = -sh / 2;
         bool cl = false;
-        mc = code_e4m3fn(static_cast<float>(xv) * pow2f(h1) * pow2f(-sh - h1), cl);
+        mc = code_e4m3fn(static_cast<float>(xs) * pow2f(h1) * pow2f(-sh - h1), cl);
         clipped += on && cl ? 1 : 0;
         if (bp.variant != tcb::Variant::T8) {
           const __half_raw hr =
