@@ -5,9 +5,9 @@
 
 #include "gpu_test_util.hpp"
 
-#include "castscope/cuda_stats.hpp"
 #include "castscope/datatype.hpp"
-#include "cuda/cuda_internal.hpp"
+#include "cuda/fast_quantizer_check.hpp"
+#include "plan.hpp"
 
 namespace castscope::gputest {
 namespace {
@@ -85,13 +85,6 @@ Tensor finite_copy(const Tensor& x32) {
   return f;
 }
 
-// The kernel family a cast of x ran (after one run).
-std::string kernel_of(const Tensor& x, const DataType& d, const CastOptions& o) {
-  gpu::detail::CastRunner runner(gpu::DeviceTensor::upload(x), d, o, false);
-  runner.run();
-  return runner.path();
-}
-
 // lean_kernel (MX tiles with a compile-time grid, NVFP4, unscaled e4m3fn / e5m2 / bfloat16) and
 // the TCFP kernel's float path from float32 and bfloat16 input, with and without NaN / Inf, in
 // shapes that fill partial warps; every scale mode and both code layouts. The next test runs
@@ -121,7 +114,7 @@ TEST(GpuCast, LeanKernelsEqualCpuFromFloat32AndBfloat16) {
                   << name << " input " << dtype_name(x.dtype()) << " " << shape_str(shape)
                   << " scale " << to_string(sm) << " mode " << to_string(m) << " overflow "
                   << to_string(ov) << " (seed " << seed << ", input seed " << seed + k << ")";
-              lean += kernel_of(x, d, o) == "lean";
+              lean += gpu::detail::cast_kernel(x, d, o) == "lean";
             }
       }
   }
@@ -138,7 +131,7 @@ TEST(GpuCast, LeanKernelsEqualCpuOverSeveralGridStrideRounds) {
     CastOptions o;
     o.mode = CastMode::Compress;
     for (const Tensor& x : {x32, to_bf16(x32), f32, to_bf16(f32)}) {
-      EXPECT_EQ(kernel_of(x, d, o), "lean") << name;
+      EXPECT_EQ(gpu::detail::cast_kernel(x, d, o), "lean") << name;
       EXPECT_EQ(compare(x, d, o), "")
           << name << " input " << dtype_name(x.dtype()) << " 4096x8192 (seed " << seed
           << ", input seed " << seed + k << ")";

@@ -630,6 +630,12 @@ uint64_t verify_bf16_codes(uint32_t* first_bad, uint64_t* checked) {
   return h.ptr<uint64_t>()[0];
 }
 
+std::string cast_kernel(const Tensor& x, const DataType& d, const CastOptions& o) {
+  CastRunner runner(DeviceTensor::upload(x), d, o, false);
+  runner.run();
+  return runner.path();
+}
+
 bool fast_quantizer_applies(const scalar::Format& f) {
   return fast_quant_ok(f);
 }

@@ -3,7 +3,9 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
+#include "castscope/cast.hpp"
 #include "castscope/scalar.hpp"
 
 namespace castscope::gpu::detail {
@@ -21,5 +23,8 @@ int static_grid(const scalar::Format& f);
 // overflow policies. Returns the number of mismatches; first_bad receives one input's bits and
 // checked the number of inputs compared.
 uint64_t verify_bf16_codes(uint32_t* first_bad, uint64_t* checked);
+// The kernel family a device-resident cast of x (uploaded) runs, after one run: "lean", "fast",
+// "group", "elementwise", "tcfp" or "tcfp-fast". Throws Error without a GPU.
+std::string cast_kernel(const Tensor& x, const DataType& d, const CastOptions& o);
 
 }  // namespace castscope::gpu::detail
