@@ -71,6 +71,14 @@ Shape cast_view_shape(const Shape& shape, const CastOptions& o) {
   return v;
 }
 
+CastOptions view_options(const CastOptions& o) {
+  CastOptions v = o;
+  v.axis = -1;
+  v.flatten = false;
+  v.axis_auto = false;
+  return v;
+}
+
 int64_t axis_length(const CastOptions& o, const Shape& shape) {
   if (shape.empty()) return 1;
   const CastOptions r = resolve_axis(o, shape);
@@ -93,9 +101,7 @@ CastResult as_view(const CastResult& result) {
   if (!result.options.flatten) return result;
   CastResult v = result;
   v.shape = cast_view_shape(result.shape, result.options);
-  v.options.axis = -1;
-  v.options.flatten = false;
-  v.options.axis_auto = false;
+  v.options = view_options(result.options);
   if (v.values) v.values = v.values.reshaped(v.shape);
   return v;
 }

@@ -91,10 +91,8 @@ CastResult cast(const Tensor& x, const DataType& dtype, const CastOptions& optio
     const CastOptions o = resolve_axis(options, x.shape());
     if (!o.flatten) return cast(x, dtype, o);
     // Flattening comes before the rotation: a rotation runs along the flattened axis too.
-    CastOptions inner = o;
-    inner.axis = -1;
-    inner.flatten = false;
-    return from_view(cast(x.reshaped(cast_view_shape(x.shape(), o)), dtype, inner), o, x.shape());
+    return from_view(cast(x.reshaped(cast_view_shape(x.shape(), o)), dtype, view_options(o)), o,
+                     x.shape());
   }
   if (options.rotate.enabled()) return rotation::cast_rotated(x, dtype, options);
   // ggml's block formats run on the CPU for every device (their quantizer is ggml's reference).
@@ -163,16 +161,18 @@ int code_width(int bits) {
   return bits <= 2 ? 2 : bits <= 4 ? 4 : 8;
 }
 
-// Output bytes [b, e) of a flat packing, `8 / Width` elements per byte: a fixed count the compiler
-// unrolls and vectorizes (a run-time count packed a byte at a time).
+// Output bytes [b, e) of a flat packing of `width`-bit elements, 8 / width per byte. A width
+// fixed at compile time (Width > 0) fixes the count, which the compiler unrolls and vectorizes
+// (a run-time count packs a byte at a time); Width 0 takes `run_width`.
 template <int Width>
-void pack_flat(const uint8_t* in, uint8_t* dst, int64_t b, int64_t e) {
-  constexpr int per = 8 / Width;
-  constexpr uint8_t mask = static_cast<uint8_t>((1u << Width) - 1);
+void pack_flat(const uint8_t* in, uint8_t* dst, int64_t b, int64_t e, int run_width = Width) {
+  const int width = Width > 0 ? Width : run_width;
+  const int per = 8 / width;
+  const uint8_t mask = static_cast<uint8_t>((1u << width) - 1);
   for (int64_t j = b; j < e; ++j) {
     const uint8_t* src = in + j * per;
     uint8_t v = 0;
-    for (int k = 0; k < per; ++k) v |= static_cast<uint8_t>((src[k] & mask) << (k * Width));
+    for (int k = 0; k < per; ++k) v |= static_cast<uint8_t>((src[k] & mask) << (k * width));
     dst[j] = v;
   }
 }
@@ -201,13 +201,7 @@ Tensor pack_bits(const Tensor& t, int width, int threads) {
                            else if (width == 1)
                              pack_flat<1>(in, dst, b, e);
                            else
-                             for (int64_t j = b; j < e; ++j) {
-                               const uint8_t* src = in + j * per;
-                               uint8_t v = 0;
-                               for (int k = 0; k < per; ++k)
-                                 v |= static_cast<uint8_t>((src[k] & mask) << (k * width));
-                               dst[j] = v;
-                             }
+                             pack_flat<0>(in, dst, b, e, width);
                          });
     return out;
   }

@@ -91,6 +91,8 @@ CastOptions resolve_axis(const CastOptions& o, const Shape& shape);
 // The shape a cast of `shape` under (resolved) `o` works on: with flatten, the axes from `axis`
 // on multiplied into one last axis; otherwise `shape` itself.
 Shape cast_view_shape(const Shape& shape, const CastOptions& o);
+// `o` for the flattened view itself: its last axis, nothing left to flatten or resolve.
+CastOptions view_options(const CastOptions& o);
 // The axis in use on `shape` for display: "-1:4096", "1..3:147" (axes 1 to 3 flattened, 147
 // values per row).
 std::string describe_axis(const CastOptions& o, const Shape& shape);

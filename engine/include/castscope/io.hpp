@@ -84,6 +84,15 @@ struct PackedPart {
   Tensor CastResult::*member;
 };
 const std::vector<PackedPart>& packed_parts();
+// The __metadata__ entries of packed tensor NAME holding result r (datatype, shape, mode, cast
+// options; the codebook is the caller's), shared by every packed writer.
+std::vector<std::pair<std::string, std::string>> packed_tensor_metadata(const std::string& name,
+                                                                        const CastResult& r);
+// The castscope.version a file holding r needs: 1, 2 with a rotation (readers of version 1 would
+// skip the inverse rotation), 3 with flattened axes (codes and scales in the flattened view's
+// shape, which readers before 3 refuse against NAME.shape, as they should). A file takes the
+// largest over its tensors.
+int packed_version(const CastResult& r);
 
 void save_packed(const std::string& path, const std::vector<PackedTensor>& tensors,
                  const std::vector<std::pair<std::string, std::string>>& extra_metadata = {});

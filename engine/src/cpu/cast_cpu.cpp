@@ -166,15 +166,22 @@ class Engine {
         hi = std::max(hi, h);
       }
       if (amax >= 0x7F800000u) return false;  // NaN / Inf: the generic path makes the tile NaN
-      const GroupScale gs = detail::choose_scale(kp_, scalar::bits_float(amax), lo, hi, false);
       fast::GroupArith ga;
-      if (!fast::group_arith(kp_, gs, ga)) return false;
-      if (out_.scale) detail::store_code(out_.scale, p_.scale_dtype, g, gs.scale_code, kp_.scale);
-      if (out_.zero) detail::store_code(out_.zero, p_.second_dtype, g, gs.zero_code, kp_.second);
+      if (!scale_group(g, amax, lo, hi, ga)) return false;
       for (int64_t i = r0; i < r1; ++i)
         scaled_run(ga, base + i * p_.C + c0, base + i * p_.C + c1, clipped);
       return true;
     }
+  }
+
+  // Group g's scale from its finite statistics, stored with its zero point; ga receives the
+  // group's arithmetic. False when the group needs the generic path.
+  bool scale_group(int64_t g, uint32_t amax, float lo, float hi, fast::GroupArith& ga) {
+    const GroupScale gs = detail::choose_scale(kp_, scalar::bits_float(amax), lo, hi, false);
+    if (!fast::group_arith(kp_, gs, ga)) return false;
+    if (out_.scale) detail::store_code(out_.scale, p_.scale_dtype, g, gs.scale_code, kp_.scale);
+    if (out_.zero) detail::store_code(out_.zero, p_.second_dtype, g, gs.zero_code, kp_.second);
+    return true;
   }
 
   // Whether scaled_batch applies: short 1-D tiles on the float-scale fast path.
@@ -187,11 +194,10 @@ class Engine {
       return 0;
     } else {
       constexpr int64_t kBatch = 64;
-      const int64_t per = p_.gr * p_.gc;
-      const int64_t gj = g % p_.gc;
-      const int64_t n = std::min({gend - g, kBatch, p_.C / p_.tc - gj});  // full tiles only
+      const Bounds bd = bounds(g);
+      const int64_t n = std::min({gend - g, kBatch, (p_.C - bd.c0) / p_.tc});  // full tiles only
       if (n <= 0) return 0;
-      const int64_t first = (g / per) * p_.R * p_.C + ((g % per) / p_.gc) * p_.C + gj * p_.tc;
+      const int64_t first = bd.base + bd.r0 * p_.C + bd.c0;
       fast::GroupArith ga[kBatch];
       int64_t k = 0;
       if (sc_.ok) {
@@ -211,13 +217,7 @@ class Engine {
           uint32_t amax;
           float lo, hi;
           fast::abs_min_max_short(x_ + first + k * p_.tc, p_.tc, amax, lo, hi);
-          if (amax >= 0x7F800000u) break;
-          const GroupScale gs = detail::choose_scale(kp_, scalar::bits_float(amax), lo, hi, false);
-          if (!fast::group_arith(kp_, gs, ga[k])) break;
-          if (out_.scale)
-            detail::store_code(out_.scale, p_.scale_dtype, g + k, gs.scale_code, kp_.scale);
-          if (out_.zero)
-            detail::store_code(out_.zero, p_.second_dtype, g + k, gs.zero_code, kp_.second);
+          if (amax >= 0x7F800000u || !scale_group(g + k, amax, lo, hi, ga[k])) break;
         }
       }
       if (k == 0) return 0;

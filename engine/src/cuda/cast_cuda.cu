@@ -269,9 +269,11 @@ struct CastRunner::Impl {
             mode = 3;
           // MX tiles with a code function: the lean kernel (scale codes of one byte, a bias
           // that keeps 2^-shift a float).
-          const bool lean = mode == 1 && has_code_static(fid) && o.codes && o.scale &&
-                            o.code_size == 1 && kp.scale.bias >= 0 && kp.scale.bias <= 127;
-          if (lean || (mode == 3 && o.codes && o.scale && o.code_size == 1)) path = "lean";
+          const bool byte_codes = o.codes && o.scale && o.code_size == 1;
+          const bool lean = mode == 1 && has_code_static(fid) && byte_codes && kp.scale.bias >= 0 &&
+                            kp.scale.bias <= 127;
+          const bool lean_nv = mode == 3 && byte_codes;
+          if (lean || lean_nv) path = "lean";
           auto go = [&](auto tile) {
             constexpr int TL = decltype(tile)::value;
             auto tiles = [&](auto kernel) {
@@ -295,7 +297,7 @@ struct CastRunner::Impl {
             else if (mode == 1)
               fast_kernel<T, TL, 1, kRuntime>
                   <<<grid, 256, 0, st>>>(xp, ntiles, kp, sc(), o, fast_scale);
-            else if (mode == 3 && o.codes && o.scale && o.code_size == 1) {
+            else if (lean_nv) {
               // lean_kernel takes the tensor scales NVFP4's float path fits, on the device (no
               // host synchronisation), and fast_kernel the others.
               tiles(lean_kernel<T, TL, kE2M1FNUZ, kNvfp4>);
@@ -418,11 +420,8 @@ DeviceCastResult cast(const DeviceTensor& x, const DataType& dtype, const CastOp
   const CastOptions opt = resolve_axis(options, x.shape());
   if (opt.flatten) {
     // As castscope::cast: the flattened view is cast, the values come back in the input's shape.
-    CastOptions inner = opt;
-    inner.axis = -1;
-    inner.flatten = false;
     DeviceCastResult r =
-        cast(x.reshaped(cast_view_shape(x.shape(), opt)), dtype, inner, with_values);
+        cast(x.reshaped(cast_view_shape(x.shape(), opt)), dtype, view_options(opt), with_values);
     r.options.axis = opt.axis;
     r.options.flatten = true;
     r.shape = x.shape();

@@ -621,6 +621,13 @@ __global__ void __launch_bounds__(256) unscaled_vec_kernel(const T* __restrict__
   add_counts(s, clipped, nonfinite, 0);
 }
 
+// NVFP4's float path applies: the tensor scale t a positive float and RN(1 / (t * data_max))
+// normal in float.
+__device__ __forceinline__ bool nvfp4_fits(double t, double inv_td) {
+  const float tf = static_cast<float>(t);
+  return static_cast<double>(tf) == t && tf > 0.0f && inv_td > 0x1p-100 && inv_td < 0x1p100;
+}
+
 // Fast path: 1-D tiles of TILE along a contiguous last axis, float32 / bfloat16 input, one-byte
 // codes and scales, no zero point, subtile or sparsity. L = TILE / V lanes share a tile; each
 // lane loads 16 bytes, the tile's absmax is combined with shuffles, and codes go out as one
@@ -632,13 +639,6 @@ __global__ void __launch_bounds__(256) unscaled_vec_kernel(const T* __restrict__
 // float tensor scale): scale chosen in float, codes from thresholds (exact without a quotient).
 // MODE 3 is held to 64 registers (4 blocks per SM; unbounded it takes 80 and reaches 35%
 // occupancy): measured 8% faster from float32, 2% slower from bfloat16.
-// NVFP4's float path applies: the tensor scale t a positive float and RN(1 / (t * data_max))
-// normal in float.
-__device__ __forceinline__ bool nvfp4_fits(double t, double inv_td) {
-  const float tf = static_cast<float>(t);
-  return static_cast<double>(tf) == t && tf > 0.0f && inv_td > 0x1p-100 && inv_td < 0x1p100;
-}
-
 // leave_nv: the casts NVFP4's float path applies to are lean_kernel's; this launch does the rest.
 template <class T, int TILE, int MODE, int F>
 __global__ void __launch_bounds__(256, MODE == 3 ? 4 : 1)

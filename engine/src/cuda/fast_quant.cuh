@@ -411,13 +411,15 @@ __device__ __forceinline__ uint32_t code_int8q6(float y, bool& clipped) {
   return (__float_as_uint(t) >> 31) ? (0u - r) & 0xFFu : r;
 }
 
-// Codes of a finite y on a compile-time grid F that has a code function above, round to nearest
-// even with saturation.
+// The compile-time grids with a code function above.
+constexpr bool has_code_static(int F) {
+  return F == kE4M3FN || F == kE5M2 || F == kE2M1FNUZ || F == kE2M3FNUZ || F == kE3M2FNUZ ||
+         F == kInt8Fixed;
+}
+// Codes of a finite y on such a grid F, round to nearest even with saturation.
 template <int F>
 __device__ __forceinline__ uint32_t code_static(float y, bool& clipped) {
-  static_assert(F == kE4M3FN || F == kE5M2 || F == kE2M1FNUZ || F == kE2M3FNUZ || F == kE3M2FNUZ ||
-                    F == kInt8Fixed,
-                "no code function for this grid");
+  static_assert(has_code_static(F), "no code function for this grid");
   if constexpr (F == kE4M3FN) return code_e4m3fn(y, clipped);
   if constexpr (F == kE5M2) return code_e5m2(y, clipped);
   if constexpr (F == kE2M1FNUZ) return code_e2m1fnuz(y, clipped);
@@ -425,10 +427,6 @@ __device__ __forceinline__ uint32_t code_static(float y, bool& clipped) {
   if constexpr (F == kE3M2FNUZ) return code_e3m2(y, clipped);
   if constexpr (F == kInt8Fixed) return code_int8q6(y, clipped);
   return 0;
-}
-constexpr bool has_code_static(int F) {
-  return F == kE4M3FN || F == kE5M2 || F == kE2M1FNUZ || F == kE2M3FNUZ || F == kE3M2FNUZ ||
-         F == kInt8Fixed;
 }
 
 // e2m1 code of RN(x / d) without a division: y = x * RN(1 / d) in float is within 2^-22 of

@@ -195,17 +195,14 @@ __global__ void __launch_bounds__(256)
         zero_scale = !gs.nan && gs.s == 0.0;
         thr = e2m1_thresholds(static_cast<float>(gs.s), tf);
       }
-      // The code of a finite element (exact power-of-two scaling for MX: y's code is the shared
-      // quantizer's code of x / 2^shift; NVFP4: the thresholds of RN(x / (s * t))).
+      // x / 2^shift for MX, exact: its code is the shared quantizer's code of the quotient.
+      auto scaled = [&](float v) { return KIND == kUnscaled ? v : kOneMul ? v * f1 : v * f1 * f2; };
+      // The code of a finite element (NVFP4: the thresholds of RN(x / (s * t))).
       auto code_of = [&](float v, bool& cl) -> uint32_t {
         if constexpr (KIND == kNvfp4)
           return code_e2m1fnuz_thr(v, thr, cl);
-        else if constexpr (KIND == kUnscaled)
-          return lean_code<F>(v, kp, cl);
-        else if constexpr (kOneMul)
-          return lean_code<F>(v * f1, kp, cl);
         else
-          return lean_code<F>(v * f1 * f2, kp, cl);
+          return lean_code<F>(scaled(v), kp, cl);
       };
       LaneCodes<V, CB> out;
       if (nan_tile) {  // a NaN / Inf in the tile: every code 0, the scale says NaN
@@ -240,10 +237,7 @@ __global__ void __launch_bounds__(256)
       } else {
         if constexpr (kPair) {
           constexpr __nv_fp8_interpretation_t kind = F == kE4M3FN ? __NV_E4M3 : __NV_E5M2;
-          auto y = [&](int k) {
-            const float v = R::value(raw[u], k);
-            return KIND == kUnscaled ? v : kOneMul ? v * f1 : v * f1 * f2;
-          };
+          auto y = [&](int k) { return scaled(R::value(raw[u], k)); };
 #pragma unroll
           for (int q = 0; q < V / 4; ++q) {
             const float2 a = make_float2(y(4 * q), y(4 * q + 1));

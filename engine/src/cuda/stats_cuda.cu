@@ -321,8 +321,7 @@ DeviceTileMap tile_map_device(const DeviceTensor& x_f32, const DeviceTensor& val
     // The tiles are those of the flattened view (a conv weight's [O, I*kh*kw]).
     DeviceCastResult v = a;
     v.shape = cast_view_shape(a.shape, a.options);
-    v.options.axis = -1;
-    v.options.flatten = false;
+    v.options = view_options(a.options);
     return tile_map_device(x_f32.reshaped(v.shape), values.reshaped(v.shape), v);
   }
   if (a.mode == CastMode::Virtual || a.dtype.family() != Family::Standard || !a.dtype.scaled() ||

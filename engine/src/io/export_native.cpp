@@ -2,6 +2,7 @@
 // (docs/export-formats.md), written one tensor at a time.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <nlohmann/json.hpp>
@@ -31,26 +32,10 @@ const char* keep_spec(DType d) {
   }
 }
 
-void add_packed(OutputFiles& w, std::map<std::string, std::string>& meta, const std::string& name,
-                const CastResult& r, ExportedTensor& rep) {
-  meta[name + ".dtype"] = r.dtype.str();
-  meta[name + ".shape"] = nlohmann::json(r.shape).dump();
-  meta[name + ".mode"] = to_string(r.mode);
-  meta[name + ".axis"] = std::to_string(r.options.axis);
-  meta[name + ".round"] = to_string(r.options.round);
-  meta[name + ".scale_mode"] = to_string(r.options.scale_mode);
-  meta[name + ".seed"] = std::to_string(r.options.seed);
-  if (r.options.rotate.enabled()) {
-    meta[name + ".rotate"] = r.options.rotate.str();
-    // Readers of version 1 would skip the inverse rotation (3, flattened axes, implies 2).
-    if (meta["castscope.version"] != "3") meta["castscope.version"] = "2";
-  }
-  if (r.options.flatten) {
-    // Codes and scales have the flattened view's shape; readers before version 3 would refuse
-    // them against NAME.shape, which is what they should do.
-    meta[name + ".flatten"] = "true";
-    meta["castscope.version"] = "3";
-  }
+void add_packed(OutputFiles& w, std::map<std::string, std::string>& meta, int& version,
+                const std::string& name, const CastResult& r, ExportedTensor& rep) {
+  for (const auto& [k, v] : io::packed_tensor_metadata(name, r)) meta[k] = v;
+  version = std::max(version, io::packed_version(r));
   for (const io::PackedPart& p : io::packed_parts()) {
     const Tensor& t = r.*(p.member);
     if (!t) continue;
@@ -67,7 +52,7 @@ ExportReport export_native(const io::Model& model, const std::string& out, const
   OutputFiles w(out, opt);
   std::map<std::string, std::string> meta = opt.metadata;
   meta["format"] = "castscope-packed";
-  meta["castscope.version"] = "1";
+  int version = 1;
   for_each_tensor(
       model, plan, job,
       [&](const io::TensorInfo& info, const std::optional<DataType>& d, const Tensor& x,
@@ -80,7 +65,7 @@ ExportReport export_native(const io::Model& model, const std::string& out, const
           CastOptions o = cast_options(opt, CastMode::Compress, sub, plan, info);
           o.rotate = plan.rotation_for(info);
           et.axis = describe_axis(o, x.shape());
-          add_packed(w, meta, info.name, cast(x, *d, o), et);
+          add_packed(w, meta, version, info.name, cast(x, *d, o), et);
         } else if (const char* spec = keep_spec(sd); spec && x.numel() > 0) {
           et.dtype = std::string("keep:") + dtype_name(sd);
           CastOptions o = cast_options(opt, CastMode::Compress, sub);
@@ -95,15 +80,16 @@ ExportReport export_native(const io::Model& model, const std::string& out, const
             r.shape = x.shape();
             r.mode = CastMode::Compress;
             r.codes = x;
-            add_packed(w, meta, info.name, r, et);
+            add_packed(w, meta, version, info.name, r, et);
           } else {
-            add_packed(w, meta, info.name, cast(x, DataType::parse(spec), o), et);
+            add_packed(w, meta, version, info.name, cast(x, DataType::parse(spec), o), et);
           }
         } else {
           keep_tensor(w, info, x, et);
         }
         rep.tensors.push_back(et);
       });
+  meta["castscope.version"] = std::to_string(version);
   w.finish(meta, job, rep);
   return rep;
 }

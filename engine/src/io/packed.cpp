@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -86,40 +87,43 @@ DType parse_safetensors_dtype(const std::string& s) {
   throw Error("unsupported safetensors dtype '" + s + "'");
 }
 
+std::vector<std::pair<std::string, std::string>> packed_tensor_metadata(const std::string& name,
+                                                                        const CastResult& r) {
+  std::vector<std::pair<std::string, std::string>> m = {
+      {name + ".dtype", r.dtype.str()},
+      {name + ".shape", json(r.shape).dump()},
+      {name + ".mode", to_string(r.mode)},
+      {name + ".axis", std::to_string(r.options.axis)},
+      {name + ".round", to_string(r.options.round)},
+      {name + ".scale_mode", to_string(r.options.scale_mode)},
+      {name + ".seed", std::to_string(r.options.seed)}};
+  if (r.options.rotate.enabled()) m.push_back({name + ".rotate", r.options.rotate.str()});
+  if (r.options.flatten) m.push_back({name + ".flatten", "true"});
+  return m;
+}
+
+int packed_version(const CastResult& r) {
+  return r.options.flatten ? 3 : r.options.rotate.enabled() ? 2 : 1;
+}
+
 void save_packed(const std::string& path, const std::vector<PackedTensor>& tensors,
                  const std::vector<std::pair<std::string, std::string>>& extra_metadata) {
   json header = json::object();
   json meta = json::object();
   meta["format"] = "castscope-packed";
-  meta["castscope.version"] = "1";
   for (const auto& [k, v] : extra_metadata) meta[k] = v;
+  int version = 1;
   std::vector<const Tensor*> order;
   uint64_t offset = 0;
   for (const PackedTensor& pt : tensors) {
     const CastResult& r = pt.result;
     if (r.mode == CastMode::Virtual)
       throw Error("tensor '" + pt.name + "': a virtual cast has no codes to pack");
-    meta[pt.name + ".dtype"] = r.dtype.str();
-    meta[pt.name + ".shape"] = json(r.shape).dump();
-    meta[pt.name + ".mode"] = to_string(r.mode);
-    meta[pt.name + ".axis"] = std::to_string(r.options.axis);
-    meta[pt.name + ".round"] = to_string(r.options.round);
-    meta[pt.name + ".scale_mode"] = to_string(r.options.scale_mode);
-    meta[pt.name + ".seed"] = std::to_string(r.options.seed);
+    for (const auto& [k, v] : packed_tensor_metadata(pt.name, r)) meta[k] = v;
     if (const auto& cb = r.dtype.codebook(); cb && !cb->implicit)
       meta[pt.name + ".codebook"] =
           json{{"codebook", cb->str()}, {"mappings", cb->maps}, {"names", cb->names}}.dump();
-    if (r.options.rotate.enabled()) {
-      meta[pt.name + ".rotate"] = r.options.rotate.str();
-      // Readers of version 1 would skip the inverse rotation (3, flattened axes, implies 2).
-      if (meta["castscope.version"] != "3") meta["castscope.version"] = "2";
-    }
-    if (r.options.flatten) {
-      // Codes and scales have the flattened view's shape; readers before version 3 would refuse
-      // them against NAME.shape, which is what they should do.
-      meta[pt.name + ".flatten"] = "true";
-      meta["castscope.version"] = "3";
-    }
+    version = std::max(version, packed_version(r));
     for (const PackedPart& part : packed_parts()) {
       const Tensor& t = r.*(part.member);
       if (!t) continue;
@@ -132,6 +136,7 @@ void save_packed(const std::string& path, const std::vector<PackedTensor>& tenso
       order.push_back(&t);
     }
   }
+  meta["castscope.version"] = std::to_string(version);
   header["__metadata__"] = meta;
   std::string hs = header.dump();
   while (hs.size() % 8) hs += ' ';
