@@ -3,6 +3,7 @@
 // a fused q * a + b would round once where the generic path rounds twice.
 
 #include "cpu/fast_scaled.hpp"
+#include "cpu/fast_tile.hpp"
 
 namespace castscope::cpu::fast {
 namespace {
@@ -154,10 +155,7 @@ bool scaled_ok(const detail::KernelParams& kp) {
   if (!kp.scaled || kp.scale_is_exponent || kp.round != scalar::Round::Even) return false;
   if (kp.data_codes.bits > 16) return false;
   if (f.kind == scalar::Kind::Float) {
-    // The code formula needs the usual layout: subnormals at qmin = emin - mbits = 1 - bias -
-    // mbits, the quantum of normals mbits below their binade.
-    return f.mgrid == f.mbits && f.qmin + f.mbits + f.bias - 1 == 0 && f.mbits <= 23 &&
-           f.maxe < 900 && f.qmin > -900;
+    return usual_code_layout(f) && f.mbits <= 23 && f.maxe < 900 && f.qmin > -900;
   }
   // Plain integer grids (quantum 1) below 2^31, where the magic add stays exact.
   return (f.kind == scalar::Kind::Int || f.kind == scalar::Kind::UInt) && f.qmin == 0 &&
@@ -183,8 +181,7 @@ ScaleChoice make_scale_choice(const detail::KernelParams& kp) {
   const scalar::Format& f = kp.scale;
   ScaleChoice c;
   c.ok = kp.zero_kind == 0 && f.kind == scalar::Kind::Float && f.bits <= 32 && f.mbits <= 23 &&
-         f.mgrid == f.mbits && f.qmin + f.mbits + f.bias - 1 == 0 && f.maxe < 900 &&
-         f.qmin > -900 && kp.data_max > 0;
+         usual_code_layout(f) && f.maxe < 900 && f.qmin > -900 && kp.data_max > 0;
   c.multi = kp.multiscale;
   c.data_max = kp.data_max;
   c.mgrid = f.mgrid;

@@ -160,7 +160,7 @@ CodeParams make_code_params(const scalar::Format& f, size_t bytes) {
   CodeParams c;
   if (bytes != 1 && bytes != 2) return c;
   if (f.kind == scalar::Kind::Float) {
-    if (f.mgrid != f.mbits || f.qmin + f.mbits + f.bias - 1 != 0) return c;
+    if (!usual_code_layout(f)) return c;
     c.kind = 0;
   } else if (f.kind == scalar::Kind::Int) {
     c.kind = 1;
@@ -177,7 +177,7 @@ CodeParams make_code_params(const scalar::Format& f, size_t bytes) {
 int64_t cast_tile_codes(const TileParams& t, const CodeParams& c, const float* x, int n, int s,
                         uint64_t first_index, void* codes) {
   uint32_t bad;
-  if (t.mode == 0 && s == 0 && c.bytes == 2 && c.kind == 0 && c.mbits == 7 && bf16_grid(t))
+  if (s == 0 && bf16_unscaled(t, c, true))
     return codes_bf16(x, n, static_cast<uint16_t*>(codes), bad);
   return c.bytes == 1 ? codes_1byte(t, c, x, n, s, first_index, codes)
                       : codes_2byte(t, c, x, n, s, first_index, codes);

@@ -91,6 +91,12 @@ inline void cast_one(const TileParams& t, uint32_t u, int s, uint64_t index, uin
   over_out = over;
 }
 
+// Whether float format f has the usual code layout the fast code formulas assume: subnormals at
+// qmin = emin - mbits = 1 - bias - mbits, the quantum of normals mbits below their binade.
+inline bool usual_code_layout(const scalar::Format& f) {
+  return f.mgrid == f.mbits && f.qmin + f.mbits + f.bias - 1 == 0;
+}
+
 // How the fast paths write a rounded value r * 2^qe as a code: the layout of scalar::encode for
 // the formats whose subnormals sit at qmin = 1 - bias - mbits, as one branch-free expression.
 struct CodeParams {
