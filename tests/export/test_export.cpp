@@ -4,8 +4,11 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <random>
 
+#include "castscope/codebook.hpp"
 #include "castscope/export.hpp"
 #include "st_reader.hpp"
 #include "test_seed.hpp"
@@ -144,6 +147,39 @@ TEST(ExportNative, RoundTripEveryFamily) {
             (std::vector<int64_t>{24, 48}));  // 3-bit codes in nibbles
   EXPECT_EQ(st.tensors.at("t.nvfp4.tenscale").dtype, "F32");
   EXPECT_EQ(st.tensors.at("t.uint4.zero").dtype, "I8");
+}
+
+// A generic codebook's tables travel in the model export's metadata, as in every packed file
+// (docs/export-formats.md), so the file decodes without the table file.
+TEST(ExportNative, GenericCodebookTablesTravelWithTheModel) {
+  const uint64_t seed = fresh_seed();
+  std::mt19937_64 rng(seed);
+  TempDir tmp;
+  const std::string table = tmp / "cb_table.json";
+  {
+    std::ofstream f(table);
+    f << R"({"codebook": "cb31_e3m2fnuz_pk", "mappings": [
+        [-28,-16,-8,-0.0,0,8,16,28], [-12,-6,-3,-0.0,0,3,6,12]], "names": ["wide", "narrow"]})";
+  }
+  load_codebook_file(table);
+  const std::string d = "cb31_e3m2fnuz_pk_e8m0_t16s4";
+  MemoryModel m;
+  const Tensor x = random_tensor({12, 64}, rng);
+  m.add("t.cb", x);
+  TempDir out_dir;
+  const std::string out = out_dir / "cb.safetensors";
+  ExportOptions opt;
+  opt.cast.device = Device::CPU;
+  export_model(m, out, plan_of({{"t.cb", d}}), opt);
+  const auto st = exporttest::read_st(out);
+  ASSERT_TRUE(st.metadata.count("t.cb.codebook")) << "no codebook tables in the metadata";
+  const auto t = nlohmann::json::parse(st.metadata.at("t.cb.codebook"));
+  EXPECT_EQ(t["codebook"], "cb31_e3m2fnuz_pk");
+  EXPECT_EQ(t["mappings"][1][7].get<double>(), 12.0);
+  const auto back = io::load_packed(out);
+  ASSERT_EQ(back.size(), 1u);
+  const Tensor got = upcast(back[0].result);
+  EXPECT_TRUE(same_bits(got.ptr<float>(), virtual_values(x, d).ptr<float>(), x.numel(), d, seed));
 }
 
 TEST(ExportNative, InMemoryExportVerifies) {

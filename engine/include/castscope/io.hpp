@@ -85,7 +85,7 @@ struct PackedPart {
 };
 const std::vector<PackedPart>& packed_parts();
 // The __metadata__ entries of packed tensor NAME holding result r (datatype, shape, mode, cast
-// options; the codebook is the caller's), shared by every packed writer.
+// options, a generic codebook's tables), shared by every packed writer.
 std::vector<std::pair<std::string, std::string>> packed_tensor_metadata(const std::string& name,
                                                                         const CastResult& r);
 // The castscope.version a file holding r needs: 1, 2 with a rotation (readers of version 1 would

@@ -97,6 +97,10 @@ std::vector<std::pair<std::string, std::string>> packed_tensor_metadata(const st
       {name + ".round", to_string(r.options.round)},
       {name + ".scale_mode", to_string(r.options.scale_mode)},
       {name + ".seed", std::to_string(r.options.seed)}};
+  if (const auto& cb = r.dtype.codebook(); cb && !cb->implicit)
+    m.push_back(
+        {name + ".codebook",
+         json{{"codebook", cb->str()}, {"mappings", cb->maps}, {"names", cb->names}}.dump()});
   if (r.options.rotate.enabled()) m.push_back({name + ".rotate", r.options.rotate.str()});
   if (r.options.flatten) m.push_back({name + ".flatten", "true"});
   return m;
@@ -120,9 +124,6 @@ void save_packed(const std::string& path, const std::vector<PackedTensor>& tenso
     if (r.mode == CastMode::Virtual)
       throw Error("tensor '" + pt.name + "': a virtual cast has no codes to pack");
     for (const auto& [k, v] : packed_tensor_metadata(pt.name, r)) meta[k] = v;
-    if (const auto& cb = r.dtype.codebook(); cb && !cb->implicit)
-      meta[pt.name + ".codebook"] =
-          json{{"codebook", cb->str()}, {"mappings", cb->maps}, {"names", cb->names}}.dump();
     version = std::max(version, packed_version(r));
     for (const PackedPart& part : packed_parts()) {
       const Tensor& t = r.*(part.member);
