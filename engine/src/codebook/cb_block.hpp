@@ -69,7 +69,10 @@ CS_HD uint32_t code_of(int half, int slot, bool neg) {
 
 // Encodes the n values of one subtile; writes codes and/or values (either may be null) and
 // returns the chosen mapping. A group whose scale is NaN writes the +0 code and NaN values.
-CS_HD int encode_sub(const Params& p, const GroupScale& g, const double* x, int n, uint8_t* codes,
+// X is anything with x[i] giving the value as a double and x + k (a pointer, or a device view of
+// a typed input), so that GPU kernels read bfloat16 / float16 / float32 input without a copy.
+template <class X>
+CS_HD int encode_sub(const Params& p, const GroupScale& g, const X& x, int n, uint8_t* codes,
                      float* values) {
   const bool zero_scale = !g.nan && !p.kp.scale_is_exponent && !(g.s > 0);
   int best = 0;
@@ -79,8 +82,9 @@ CS_HD int encode_sub(const Params& p, const GroupScale& g, const double* x, int 
       const double* mag = p.mags + m * p.half;
       double sse = 0;
       for (int i = 0; i < n; ++i) {
-        const double a = x[i] < 0 ? -x[i] : x[i];
-        const int j = nearest_slot(mag, p.half, scaled_abs(p, g, x[i]));
+        const double xi = x[i];
+        const double a = xi < 0 ? -xi : xi;
+        const int j = nearest_slot(mag, p.half, scaled_abs(p, g, xi));
         const double d = add_rn(unscale(p, g, mag[j]), -a);
         sse = add_rn(sse, mul_rn(d, d));
       }
@@ -92,9 +96,10 @@ CS_HD int encode_sub(const Params& p, const GroupScale& g, const double* x, int 
   }
   const double* mag = p.mags + best * p.half;
   for (int i = 0; i < n; ++i) {
-    const bool neg = sign_bit(x[i]);
+    const double xi = x[i];
+    const bool neg = sign_bit(xi);
     int j = 0;
-    if (!g.nan && !zero_scale) j = nearest_slot(mag, p.half, scaled_abs(p, g, x[i]));
+    if (!g.nan && !zero_scale) j = nearest_slot(mag, p.half, scaled_abs(p, g, xi));
     if (codes) codes[i] = static_cast<uint8_t>(code_of(p.half, j, neg && !g.nan));
     if (values) {
       const double v = unscale(p, g, mag[j]);
@@ -122,13 +127,15 @@ struct TileResult {
 // One tile of n values (n < tile at the end of a row) starting at column c0 of a row: the scale
 // from the finite values' absmax (NaN / Inf make the whole tile NaN), then each subtile's mapping
 // and codes. codes / values point at the tile's first element; meta at the whole meta array.
-CS_HD TileResult encode_tile(const Params& p, const double* x, int n, int64_t subs_per_row,
+template <class X>
+CS_HD TileResult encode_tile(const Params& p, const X& x, int n, int64_t subs_per_row,
                              int64_t row, int64_t c0, uint8_t* codes, float* values,
                              uint8_t* meta) {
   TileResult r;
   double absmax = 0;
   for (int i = 0; i < n; ++i) {
-    const double a = x[i] < 0 ? -x[i] : x[i];
+    const double xi = x[i];
+    const double a = xi < 0 ? -xi : xi;
     if (!(a - a == 0)) {
       ++r.nonfinite;
     } else if (a > absmax) {

@@ -1,0 +1,53 @@
+// Interval tables for the codebook kernels. Every mapping's nearest_slot compares the scaled
+// magnitude with that mapping's midpoints only, so the sorted union of all mappings' midpoints
+// splits the magnitude axis into intervals inside which every mapping's slot is fixed. One lookup
+// of the interval then replaces a midpoint search per mapping, and a row per interval holds each
+// mapping's slot and magnitude: what the squared-error sums need, with the same double operations
+// as encode_sub (cb_block.hpp), hence the same choices.
+#pragma once
+
+#include <vector>
+
+#include "codebook/cb_block.hpp"
+
+namespace castscope::detail::cb {
+
+// Buckets of 1/8 octave over 256 octaves from 2^emin: a bucket's entry counts the thresholds at or
+// below its lower end, a lower bound on the interval of every magnitude inside it.
+constexpr int kBucketBits = 11;
+constexpr int kBuckets = 1 << kBucketBits;
+
+struct Lut {
+  bool ok = false;            // false: fall back to encode_tile (see why)
+  const char* why = "";       // the limit that was hit
+  int nthr = 0;               // K distinct midpoints; intervals 0..K
+  int nmaps = 0;              // mappings with a slot column (the datatype's)
+  int width = 0;              // mapping columns per row: nmaps rounded up to 2, 4, 8 or 16
+  int row_words = 0;          // 32-bit words per magnitude row (padded against bank conflicts)
+  int emin = 0;               // bucket 0 starts at 2^emin
+  std::vector<double> thr;    // K midpoints, ascending
+  std::vector<uint8_t> bucket;  // kBuckets interval lower bounds
+  std::vector<uint8_t> slot;    // (K + 1) * width: slot of mapping m in interval k
+  // (K + 1) * row_words: high word of mapping m's magnitude at its slot in interval k (the low
+  // word is zero for every magnitude of at most 21 significant bits, which build_lut checks).
+  std::vector<uint32_t> hi;
+};
+
+Lut build_lut(const Params& p);
+
+CS_HD int bucket_of(double a, int emin) {
+  const uint32_t hi = static_cast<uint32_t>(scalar::double_bits(a) >> 32);
+  const int e = static_cast<int>(hi >> 20) - 1023 - emin;
+  if (e < 0) return 0;
+  if (e > 255) return kBuckets - 1;
+  return (e << 3) | static_cast<int>((hi >> 17) & 7u);
+}
+
+// Interval of a non-negative scaled magnitude a: the number of midpoints at or below it.
+CS_HD int interval_of(const double* thr, const uint8_t* bucket, int nthr, int emin, double a) {
+  int k = bucket[bucket_of(a, emin)];
+  while (k < nthr && a >= thr[k]) ++k;
+  return k;
+}
+
+}  // namespace castscope::detail::cb

@@ -1,0 +1,80 @@
+// The interval tables of the codebook kernels against nearest_slot: for every mapping, the slot
+// and magnitude a table row gives must be the ones the midpoint search finds, on every midpoint,
+// its float and double neighbours, and random magnitudes over the whole range.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <random>
+
+#include "castscope/codebook.hpp"
+#include "codebook/cb_cast.hpp"
+#include "codebook/cb_lut.hpp"
+#include "test_seed.hpp"
+
+using namespace castscope;
+
+namespace {
+
+void expect_rows_match(const codebook::Layout& l, const char* name, uint64_t seed) {
+  const detail::cb::Params p = l.params();
+  const detail::cb::Lut t = detail::cb::build_lut(p);
+  ASSERT_TRUE(t.ok) << name << ": " << t.why;
+  ASSERT_EQ(t.bucket.size(), static_cast<size_t>(detail::cb::kBuckets));
+  std::vector<double> probes = {0.0, 1e-300, 4.9e-324, 1e300};
+  for (double th : t.thr)
+    for (double v : {th, std::nextafter(th, 0.0), std::nextafter(th, 1e308),
+                     static_cast<double>(std::nextafter(static_cast<float>(th), 0.0f)),
+                     static_cast<double>(std::nextafter(static_cast<float>(th), 1e30f)), th * 0.5,
+                     th * 2})
+      probes.push_back(v);
+  std::mt19937_64 rng(seed);
+  const double top = t.thr.empty() ? 1.0 : t.thr.back() * 1.5;
+  std::uniform_real_distribution<double> u(0.0, top);
+  std::uniform_int_distribution<int> e(-60, 20);
+  for (int i = 0; i < 20000; ++i) probes.push_back(i % 2 ? u(rng) : std::ldexp(u(rng), e(rng)));
+  for (double a : probes) {
+    const int k = detail::cb::interval_of(t.thr.data(), t.bucket.data(), t.nthr, t.emin, a);
+    ASSERT_GE(k, 0);
+    ASSERT_LE(k, t.nthr);
+    for (int m = 0; m < p.nmaps; ++m) {
+      const double* mag = p.mags + m * p.half;
+      const int want = detail::cb::nearest_slot(mag, p.half, a);
+      ASSERT_EQ(t.slot[k * t.width + m], want)
+          << name << " mapping " << m << " a " << a << " interval " << k << " seed " << seed;
+      ASSERT_EQ(t.hi[k * t.row_words + m], scalar::double_bits(mag[want]) >> 32)
+          << name << " mapping " << m << " a " << a;
+    }
+  }
+}
+
+TEST(CodebookLut, RowsGiveEveryMappingsNearestSlot) {
+  const uint64_t seed = test::test_seed();
+  const std::string table = std::string(CASTSCOPE_BINARY_DIR) + "/cb_lut_table.json";
+  // Unsorted and overlapping mappings: midpoints shared between mappings and out of order.
+  std::ofstream(table) << R"({"codebook": "cb22_e2m3fnuz_luttest", "mappings": [
+      [-6,-0.0,0,6], [-7.5,-0.0,0,7.5], [-3,-0.0,0,3], [-0.5,-0.0,0,0.5]]})";
+  load_codebook_file(table);
+  const char* names[] = {"icb44fi4_e32",
+                         "icb44fi4_f32s8",
+                         "icb44fi3_e32s8",
+                         "icb44fi2_f32",
+                         "icb42p1s2_e4m3fn_e8m0_t64s16",
+                         "icb41ie_e2m3fnuz_e8m0_t16s2",
+                         "icb44fi_e5m2_float16_t32s8",
+                         "cb22_e2m3fnuz_luttest_e8m0_t32s4"};
+  for (const char* name : names) {
+    CastOptions o;
+    expect_rows_match(codebook::make_layout({4, 64}, DataType::parse(name), o), name, seed);
+  }
+}
+
+TEST(CodebookLut, MagnitudesBeyondTheHighWordAreRefused) {
+  codebook::Layout l = codebook::make_layout({4, 64}, DataType::parse("icb44fi4_e32"), {});
+  l.mags[3] = 1.0 + std::ldexp(1.0, -40);  // needs the low word
+  const detail::cb::Lut t = detail::cb::build_lut(l.params());
+  EXPECT_FALSE(t.ok);
+  EXPECT_NE(std::string(t.why).find("significant bits"), std::string::npos);
+}
+
+}  // namespace
