@@ -23,10 +23,10 @@ void expect_rows_match(const codebook::Layout& l, const char* name, uint64_t see
   ASSERT_EQ(t.bucket.size(), static_cast<size_t>(detail::cb::kBuckets));
   std::vector<double> probes = {0.0, 1e-300, 4.9e-324, 1e300};
   for (double th : t.thr)
-    for (double v : {th, std::nextafter(th, 0.0), std::nextafter(th, 1e308),
-                     static_cast<double>(std::nextafter(static_cast<float>(th), 0.0f)),
-                     static_cast<double>(std::nextafter(static_cast<float>(th), 1e30f)), th * 0.5,
-                     th * 2})
+    for (double v :
+         {th, std::nextafter(th, 0.0), std::nextafter(th, 1e308),
+          static_cast<double>(std::nextafter(static_cast<float>(th), 0.0f)),
+          static_cast<double>(std::nextafter(static_cast<float>(th), 1e30f)), th * 0.5, th * 2})
       probes.push_back(v);
   std::mt19937_64 rng(seed);
   const double top = t.thr.empty() ? 1.0 : t.thr.back() * 1.5;

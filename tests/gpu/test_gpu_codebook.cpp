@@ -1,13 +1,33 @@
 // Codebook casts on the GPU against the CPU engine, bit for bit: implicit and generic codebooks,
-// subtiles, float and exponent scales, scale modes, axes, short last tiles and float64 input.
+// subtiles, float and exponent scales, scale modes, axes, short last tiles, every input dtype,
+// both kernels (interval tables and encode_tile) and elements on every midpoint.
 #include "gpu_test_util.hpp"
 
 #include <fstream>
 
+#include "castscope/cuda_stats.hpp"
 #include "castscope/datatype.hpp"
+#include "codebook/cb_cast.hpp"
+#include "codebook/cb_lut.hpp"
+#include "cuda/fast_quantizer_check.hpp"
 
 namespace castscope::gputest {
 namespace {
+
+// x as float32 (0), float64 (1), bfloat16 (2) or float16 (3), converted by rounding to nearest.
+Tensor as_dtype(const Tensor& x, int which) {
+  if (which == 0) return x;
+  const DType dt = which == 1 ? DType::F64 : which == 2 ? DType::BF16 : DType::F16;
+  Tensor y = Tensor::empty(dt, x.shape());
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    const float f = x.ptr<float>()[i];
+    if (dt == DType::F64)
+      y.mutable_ptr<double>()[i] = f;
+    else
+      y.mutable_ptr<uint16_t>()[i] = dt == DType::BF16 ? float_to_bf16(f) : float_to_half(f);
+  }
+  return y;
+}
 
 TEST(GpuCodebook, MatchesTheCpuBitForBit) {
   CS_REQUIRE_GPU();
@@ -34,13 +54,11 @@ TEST(GpuCodebook, MatchesTheCpuBitForBit) {
     for (ScaleMode sm : {ScaleMode::Floor, ScaleMode::Midmax, ScaleMode::Ceil})
       for (int axis : {-1, 0})
         for (CastMode m : {CastMode::Virtual, CastMode::Actual, CastMode::Compress}) {
-          const Shape shape = axis == -1 ? Shape{37, 200} : Shape{200, 3, 5};
-          Tensor x = random_input(shape, seed + ++k, 448.0, 464.0);
-          if (k % 3 == 0) {
-            Tensor xd = Tensor::empty(DType::F64, shape);
-            for (int64_t i = 0; i < x.numel(); ++i) xd.mutable_ptr<double>()[i] = x.ptr<float>()[i];
-            x = xd;
-          }
+          // Rows that split into whole tiles run the interval kernel, the others encode_tile.
+          const bool whole = ++k % 2 == 0;
+          const int64_t len = whole ? 256 : 200;
+          const Shape shape = axis == -1 ? Shape{37, len} : Shape{len, 3, 5};
+          const Tensor x = as_dtype(random_input(shape, seed + k, 448.0, 464.0), k % 4);
           CastOptions o;
           o.mode = m;
           o.axis = axis;
@@ -49,12 +67,63 @@ TEST(GpuCodebook, MatchesTheCpuBitForBit) {
           const CastResult g = cuda::cast(x, d, o);
           ASSERT_EQ(g.backend, "cuda") << name;
           ASSERT_EQ(result_diff(c, g), "")
-              << name << " " << to_string(sm) << " axis " << axis << " " << to_string(m) << " seed "
-              << seed << " input " << seed + k;
+              << name << " " << to_string(sm) << " axis " << axis << " " << to_string(m) << " "
+              << dtype_name(x.dtype()) << " seed " << seed << " input " << seed + k;
+          EXPECT_EQ(gpu::detail::cast_kernel(x, d, o), whole ? "codebook" : "codebook-tile")
+              << name;
           ++casts;
         }
   }
   EXPECT_EQ(casts, 7 * 3 * 2 * 3);
+}
+
+// Device-resident casts with values next to the codes (what the app's views read), over several
+// rounds of the persistent grid, against the CPU's codes and upcast values.
+TEST(GpuCodebook, DeviceResultsCarryTheCpuValues) {
+  CS_REQUIRE_GPU();
+  const uint64_t seed = run_seed();
+  uint64_t k = 0;
+  for (const char* name : {"icb44fi4_e32", "icb44fi3_f32s8", "icb44fi2_e32s4"})
+    for (int dt = 0; dt < 4; ++dt) {
+      const DataType d = DataType::parse(name);
+      const Tensor x = as_dtype(random_input({1024, 1024}, seed + ++k, 448.0, 464.0), dt);
+      CastOptions o;
+      o.mode = CastMode::Actual;
+      const CastResult c = cpu_cast(x, d, o);
+      const gpu::DeviceCastResult r = gpu::cast(gpu::DeviceTensor::upload(x), d, o, true);
+      ASSERT_EQ(tensor_diff("values", upcast(c), r.values.download()), "")
+          << name << " " << dtype_name(x.dtype()) << " seed " << seed + k;
+      ASSERT_EQ(result_diff(c, r.download()), "") << name << " " << dtype_name(x.dtype());
+    }
+}
+
+// Elements on every midpoint of every mapping and on their float neighbours, in tiles whose first
+// element pins the scale: where one ulp decides the slot, both backends must decide alike.
+TEST(GpuCodebook, MidpointsAndTheirNeighboursChooseAlike) {
+  CS_REQUIRE_GPU();
+  for (const char* name : {"icb44fi4_e32", "icb44fi4_f32s8", "icb41ie_e2m3fnuz_e8m0_t16s2"}) {
+    const DataType d = DataType::parse(name);
+    const codebook::Layout l = codebook::make_layout({1, 32}, d, {});
+    const detail::cb::Lut lut = detail::cb::build_lut(l.params());
+    ASSERT_TRUE(lut.ok) << lut.why;
+    const int tile = l.tile;
+    std::vector<float> v;
+    for (double th : lut.thr)
+      for (float e : {static_cast<float>(th), std::nextafter(static_cast<float>(th), 0.0f),
+                      std::nextafter(static_cast<float>(th), 1e30f)}) {
+        if (v.size() % tile == 0) v.push_back(static_cast<float>(l.base.kp.data_max));
+        v.push_back(v.size() % 3 ? e : -e);
+      }
+    while (v.size() % tile) v.push_back(0.5f);
+    Tensor x = Tensor::empty(DType::F32, {static_cast<int64_t>(v.size() / tile), tile});
+    std::copy(v.begin(), v.end(), x.mutable_ptr<float>());
+    for (CastMode m : {CastMode::Virtual, CastMode::Actual}) {
+      CastOptions o;
+      o.mode = m;
+      ASSERT_EQ(result_diff(cpu_cast(x, d, o), cuda::cast(x, d, o)), "") << name;
+    }
+    EXPECT_EQ(gpu::detail::cast_kernel(x, d, {}), "codebook");
+  }
 }
 
 }  // namespace

@@ -128,9 +128,8 @@ struct TileResult {
 // from the finite values' absmax (NaN / Inf make the whole tile NaN), then each subtile's mapping
 // and codes. codes / values point at the tile's first element; meta at the whole meta array.
 template <class X>
-CS_HD TileResult encode_tile(const Params& p, const X& x, int n, int64_t subs_per_row,
-                             int64_t row, int64_t c0, uint8_t* codes, float* values,
-                             uint8_t* meta) {
+CS_HD TileResult encode_tile(const Params& p, const X& x, int n, int64_t subs_per_row, int64_t row,
+                             int64_t c0, uint8_t* codes, float* values, uint8_t* meta) {
   TileResult r;
   double absmax = 0;
   for (int i = 0; i < n; ++i) {

@@ -37,8 +37,6 @@ Tensor permuted_input(const Tensor& x, const Layout& l);
 CastResult assemble(const Tensor& x, const DataType& dtype, const CastOptions& opt, const Layout& l,
                     const Tensor& values, const Tensor& codes, const Tensor& scale,
                     const Tensor& meta, const CastCounts& counts);
-// The CUDA backend's codebook cast (cuda/cast_codebook.cu); same bits as cast().
-CastResult cast_cuda(const Tensor& x, const DataType& dtype, const CastOptions& opt);
 // Checks an actual result's parts against the layout (clear Error naming the part).
 void validate_actual(const CastResult& a, const Layout& l);
 Tensor upcast(const CastResult& actual);

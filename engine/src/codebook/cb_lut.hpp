@@ -18,14 +18,14 @@ constexpr int kBucketBits = 11;
 constexpr int kBuckets = 1 << kBucketBits;
 
 struct Lut {
-  bool ok = false;            // false: fall back to encode_tile (see why)
-  const char* why = "";       // the limit that was hit
-  int nthr = 0;               // K distinct midpoints; intervals 0..K
-  int nmaps = 0;              // mappings with a slot column (the datatype's)
-  int width = 0;              // mapping columns per row: nmaps rounded up to 2, 4, 8 or 16
-  int row_words = 0;          // 32-bit words per magnitude row (padded against bank conflicts)
-  int emin = 0;               // bucket 0 starts at 2^emin
-  std::vector<double> thr;    // K midpoints, ascending
+  bool ok = false;              // false: fall back to encode_tile (see why)
+  const char* why = "";         // the limit that was hit
+  int nthr = 0;                 // K distinct midpoints; intervals 0..K
+  int nmaps = 0;                // mappings with a slot column (the datatype's)
+  int width = 0;                // mapping columns per row: nmaps rounded up to 2, 4, 8 or 16
+  int row_words = 0;            // 32-bit words per magnitude row (padded against bank conflicts)
+  int emin = 0;                 // bucket 0 starts at 2^emin
+  std::vector<double> thr;      // K midpoints, ascending
   std::vector<uint8_t> bucket;  // kBuckets interval lower bounds
   std::vector<uint8_t> slot;    // (K + 1) * width: slot of mapping m in interval k
   // (K + 1) * row_words: high word of mapping m's magnitude at its slot in interval k (the low

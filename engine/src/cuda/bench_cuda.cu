@@ -120,9 +120,9 @@ int run_benchmark(const BenchOptions& opt, std::FILE* out) {
                  "% copy");
     for (DType in : {DType::BF16, DType::F32}) {
       DeviceTensor x = random_tensor(rows, cols, in, 7);
-      for (const char* name :
-           {"mxfp8e4", "mxfp8e5", "mxfp6e2", "mxfp6e3", "mxfp4e2", "mxint8", "bfp16", "nvfp4",
-            "tcfp8", "tcfp12", "tcfp16", "float8_e4m3fn", "float8_e5m2", "bfloat16"}) {
+      for (const char* name : {"mxfp8e4", "mxfp8e5", "mxfp6e2", "mxfp6e3", "mxfp4e2", "mxint8",
+                               "bfp16", "nvfp4", "tcfp8", "tcfp12", "tcfp16", "float8_e4m3fn",
+                               "float8_e5m2", "bfloat16", "icb44fi4_e32", "icb44fi3_f32s8"}) {
         CastOptions o;
         o.mode = CastMode::Compress;
         detail::CastRunner runner(x, DataType::parse(name), o, false);
@@ -133,7 +133,7 @@ int run_benchmark(const BenchOptions& opt, std::FILE* out) {
         const std::string n(name);
         // NVFP4 reads its input twice (tensor absmax, then the cast): its goal is 90% of the
         // bound that sets, counted here as a share of the copy bandwidth for both reads.
-        const bool nv = n == "nvfp4", tc = n.rfind("tcfp", 0) == 0;
+        const bool nv = n == "nvfp4", tc = n.rfind("tcfp", 0) == 0, cb = n.rfind("icb", 0) == 0;
         const double pct = 100.0 * (nv ? (runner.min_bytes() + x.nbytes()) : runner.min_bytes()) /
                            (ms * 1e-3) / 1e9 / copy_gbs;
         goals.push_back({std::string("compress ") + name + " from " + dtype_name(in) +
@@ -141,6 +141,7 @@ int run_benchmark(const BenchOptions& opt, std::FILE* out) {
                          pct,
                          nv   ? 90.0
                          : tc ? 50.0
+                         : cb ? 25.0
                               : 90.0,
                          true});
       }

@@ -1,102 +1,439 @@
-// Codebook casts on the GPU: one thread per tile running encode_tile of codebook/cb_block.hpp,
-// the code the CPU engine runs, so both give the same codes, mappings and values.
-#include <vector>
+// Codebook casts of device tensors, bit for bit the CPU engine's (codebook/cb_block.hpp).
+//
+// The interval kernel stages a block's tiles in shared memory, finds each element's interval in
+// the tables of codebook/cb_lut.hpp once, and keeps one squared-error sum per mapping in
+// registers: per element and mapping only d = mag - a and sse += d * d remain, the operations
+// encode_sub performs, in its order and without fused multiply-adds. Tiles that the tables do not
+// cover (a NaN or zero scale) and layouts outside its limits run encode_tile itself.
+#include <algorithm>
+#include <type_traits>
 
 #include "codebook/cb_cast.hpp"
+#include "codebook/cb_lut.hpp"
 #include "cuda/cuda_common.hpp"
+#include "cuda/cuda_internal.hpp"
 
-namespace castscope::codebook {
+namespace castscope::gpu::detail {
 namespace {
 
-template <class T>
-struct DeviceBuffer {
-  T* ptr = nullptr;
-  explicit DeviceBuffer(size_t n) {
-    if (n) CS_CUDA(cudaMalloc(&ptr, n * sizeof(T)));
-  }
-  ~DeviceBuffer() {
-    if (ptr) cudaFree(ptr);
-  }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+namespace cb = castscope::detail::cb;
+
+struct CbGeo {
+  int64_t C = 0, gc = 0, groups = 0, subs_per_row = 0;
 };
 
-__global__ void codebook_kernel(const double* __restrict__ x, int64_t C, int64_t gc, int64_t groups,
-                                detail::cb::Params p, int64_t subs_per_row, uint8_t* codes,
-                                float* values, uint8_t* meta, uint32_t* scale,
-                                unsigned long long* counts) {
+struct CbOuts {
+  uint8_t* codes = nullptr;
+  float* values = nullptr;
+  uint8_t* meta = nullptr;
+  void* scale = nullptr;
+  int scale_size = 1;
+  unsigned long long* counts = nullptr;  // clipped, nonfinite
+};
+
+struct LutDev {
+  const double* thr = nullptr;
+  const uint8_t* bucket = nullptr;
+  const uint8_t* slot = nullptr;
+  const uint32_t* hi = nullptr;
+  int nthr = 0, row_words = 0, emin = 0;
+};
+
+// Typed input read as doubles: the accessor encode_tile takes.
+template <class T>
+struct DevView {
+  const T* p;
+  __device__ double operator[](int i) const { return Load<T>::get(p, i); }
+  __device__ DevView operator+(int k) const { return {p + k}; }
+};
+
+template <class T>
+__global__ void codebook_tile_kernel(const T* __restrict__ x, CbGeo g, cb::Params p, CbOuts o) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   unsigned long long clipped = 0, nonfinite = 0;
-  for (int64_t g = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; g < groups;
-       g += stride) {
-    const int64_t row = g / gc, c0 = (g % gc) * p.tile;
-    const int n = C - c0 < p.tile ? static_cast<int>(C - c0) : p.tile;
-    const int64_t first = row * C + c0;
-    const detail::cb::TileResult r = detail::cb::encode_tile(
-        p, x + first, n, subs_per_row, row, c0, codes ? codes + first : nullptr,
-        values ? values + first : nullptr, meta);
-    if (scale) scale[g] = r.scale_code;
+  for (int64_t t = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; t < g.groups;
+       t += stride) {
+    const int64_t row = t / g.gc, c0 = (t % g.gc) * p.tile;
+    const int n = g.C - c0 < p.tile ? static_cast<int>(g.C - c0) : p.tile;
+    const int64_t first = row * g.C + c0;
+    const cb::TileResult r = cb::encode_tile(p, DevView<T>{x + first}, n, g.subs_per_row, row, c0,
+                                             o.codes ? o.codes + first : nullptr,
+                                             o.values ? o.values + first : nullptr, o.meta);
+    if (o.scale) store_code(o.scale, o.scale_size, t, r.scale_code, p.kp.scale);
     clipped += r.clipped;
     nonfinite += r.nonfinite;
   }
-  if (clipped) atomicAdd(counts, clipped);
-  if (nonfinite) atomicAdd(counts + 1, nonfinite);
+  if (clipped) atomicAdd(o.counts, clipped);
+  if (nonfinite) atomicAdd(o.counts + 1, nonfinite);
+}
+
+// Byte offsets of the interval kernel's shared memory: the tables, then one row per thread of
+// staged input (tile + 1 elements, so that threads reading their own rows use distinct banks),
+// code words and values.
+struct Smem {
+  int hi = 0, thr = 0, bucket = 0, slot = 0, stage = 0, cstage = 0, vstage = 0, total = 0;
+  __host__ __device__ static int take(int& at, int bytes) {
+    const int here = at;
+    at += (bytes + 15) & ~15;
+    return here;
+  }
+  __host__ __device__ Smem(const LutDev& l, int width, int tile, int threads, int in_size,
+                           bool codes, bool values) {
+    int at = 0;
+    hi = take(at, (l.nthr + 1) * l.row_words * 4);
+    thr = take(at, l.nthr * 8);
+    bucket = take(at, cb::kBuckets);
+    slot = take(at, (l.nthr + 1) * width);
+    stage = take(at, threads * (tile + 1) * in_size);
+    cstage = take(at, codes ? threads * (tile / 4 + 1) * 4 : 0);
+    vstage = take(at, values ? threads * (tile + 1) * 4 : 0);
+    total = at;
+  }
+};
+
+template <class T>
+using Staged = std::conditional_t<std::is_same<T, double>::value, double, float>;
+
+__device__ __forceinline__ float staged(float v) {
+  return v;
+}
+__device__ __forceinline__ double staged(double v) {
+  return v;
+}
+__device__ __forceinline__ float staged(__half v) {
+  return __half2float(v);
+}
+__device__ __forceinline__ float staged(__nv_bfloat16 v) {
+  return __bfloat162float(v);
+}
+
+template <int W>
+__device__ __forceinline__ void load_row(const uint32_t* r, uint32_t (&w)[W]) {
+  if constexpr (W == 2) {
+    const uint2 v = *reinterpret_cast<const uint2*>(r);
+    w[0] = v.x;
+    w[1] = v.y;
+  } else {
+#pragma unroll
+    for (int q = 0; q < W; q += 4) {
+      const uint4 v = *reinterpret_cast<const uint4*>(r + q);
+      w[q] = v.x;
+      w[q + 1] = v.y;
+      w[q + 2] = v.z;
+      w[q + 3] = v.w;
+    }
+  }
+}
+
+// W: mapping columns of the tables. SCALED: exponent scales and an input narrower than double,
+// where the sums run in the scale's units: d' = mag - a * 2^-shift is encode_sub's d times the
+// power of two 2^-shift, exactly, as no step leaves the normal double range (|a| >= 2^-149 when
+// nonzero and |shift| <= 255), so d'^2 and the running sums are its values scaled alike.
+template <class T, int W, bool SCALED>
+__global__ void __launch_bounds__(128)
+    codebook_lut_kernel(const T* __restrict__ x, CbGeo g, cb::Params p, LutDev l, CbOuts o,
+                        int tile_shift) {
+  using S = Staged<T>;
+  extern __shared__ __align__(16) unsigned char sm[];
+  const int tile = p.tile, ts = tile + 1, cw = tile / 4 + 1, nthreads = blockDim.x;
+  const Smem s(l, W, tile, nthreads, sizeof(S), o.codes != nullptr, o.values != nullptr);
+  uint32_t* hi = reinterpret_cast<uint32_t*>(sm + s.hi);
+  double* thr = reinterpret_cast<double*>(sm + s.thr);
+  uint8_t* bucket = sm + s.bucket;
+  uint8_t* slot = sm + s.slot;
+  S* stage = reinterpret_cast<S*>(sm + s.stage);
+  uint32_t* cst = reinterpret_cast<uint32_t*>(sm + s.cstage);
+  float* vst = reinterpret_cast<float*>(sm + s.vstage);
+  const int tid = threadIdx.x;
+  for (int i = tid; i < (l.nthr + 1) * l.row_words; i += nthreads) hi[i] = l.hi[i];
+  for (int i = tid; i < l.nthr; i += nthreads) thr[i] = l.thr[i];
+  for (int i = tid; i < cb::kBuckets; i += nthreads) bucket[i] = l.bucket[i];
+  for (int i = tid; i < (l.nthr + 1) * W; i += nthreads) slot[i] = l.slot[i];
+  __syncthreads();
+
+  const bool expo = p.kp.scale_is_exponent;
+  unsigned long long clipped = 0, nonfinite = 0;
+  const int64_t nchunks = (g.groups + nthreads - 1) / nthreads;
+  for (int64_t chunk = blockIdx.x; chunk < nchunks; chunk += gridDim.x) {
+    const int64_t g0 = chunk * nthreads;
+    const int nt = static_cast<int>(g.groups - g0 < nthreads ? g.groups - g0 : nthreads);
+    const int64_t e0 = g0 * tile;  // whole tiles only: tile t starts at element t * tile
+    const int ne = nt * tile;
+    for (int i = tid; i < ne; i += nthreads)
+      stage[(i >> tile_shift) * ts + (i & (tile - 1))] = staged(x[e0 + i]);
+    __syncthreads();
+    if (tid < nt) {
+      const int64_t t = g0 + tid;
+      const S* xs = stage + tid * ts;
+      uint8_t* cb_row = reinterpret_cast<uint8_t*>(cst + tid * cw);
+      float* v_row = vst + tid * ts;
+      S amax = 0;
+      int nf = 0;
+      for (int i = 0; i < tile; ++i) {
+        const S a = fabs(xs[i]);
+        if (!(a - a == 0))
+          ++nf;
+        else if (a > amax)
+          amax = a;
+      }
+      const castscope::detail::GroupScale gs =
+          castscope::detail::choose_scale(p.kp, static_cast<double>(amax), 0, 0, nf > 0);
+      if (o.scale) store_code(o.scale, o.scale_size, t, gs.scale_code, p.kp.scale);
+      nonfinite += nf;
+      const int64_t row = t / g.gc, c0 = (t - row * g.gc) * tile;
+      uint8_t* meta = o.meta ? o.meta + row * g.subs_per_row + c0 / p.sub : nullptr;
+      if (gs.nan || (!expo && !(gs.s > 0))) {
+        for (int s0 = 0; s0 < tile; s0 += p.sub) {
+          const int m = cb::encode_sub(p, gs, xs + s0, p.sub, o.codes ? cb_row + s0 : nullptr,
+                                       o.values ? v_row + s0 : nullptr);
+          if (meta) meta[s0 / p.sub] = static_cast<uint8_t>(m);
+        }
+      } else {
+        const double down = expo ? scalar::pow2(-gs.shift) : 0.0;
+        const double up = expo ? scalar::pow2(gs.shift) : gs.s;
+        auto scaled = [&](double a) { return expo ? a * down : __ddiv_rn(a, gs.s); };
+        for (int s0 = 0; s0 < tile; s0 += p.sub) {
+          double sse[W];
+#pragma unroll
+          for (int m = 0; m < W; ++m) sse[m] = 0;
+          for (int i = s0; i < s0 + p.sub; ++i) {
+            const double a = fabs(static_cast<double>(xs[i]));
+            const double as = scaled(a);
+            clipped += as > p.kp.data_max;
+            const int k = cb::interval_of(thr, bucket, l.nthr, l.emin, as);
+            if (o.codes) cb_row[i] = static_cast<uint8_t>(k);
+            uint32_t w[W];
+            load_row<W>(hi + k * l.row_words, w);
+#pragma unroll
+            for (int m = 0; m < W; ++m) {
+              const double mag = __hiloint2double(static_cast<int>(w[m]), 0);
+              const double d = SCALED ? __dadd_rn(mag, -as) : __dadd_rn(__dmul_rn(mag, up), -a);
+              sse[m] = __dadd_rn(sse[m], __dmul_rn(d, d));
+            }
+          }
+          int best = 0;
+          double best_sse = sse[0];
+#pragma unroll
+          for (int m = 1; m < W; ++m)
+            if (m < p.nmaps && sse[m] < best_sse) {
+              best = m;
+              best_sse = sse[m];
+            }
+          if (meta) meta[s0 / p.sub] = static_cast<uint8_t>(best);
+          for (int i = s0; i < s0 + p.sub; ++i) {
+            const S v = xs[i];
+            const int k = o.codes ? cb_row[i]
+                                  : cb::interval_of(thr, bucket, l.nthr, l.emin,
+                                                    scaled(fabs(static_cast<double>(v))));
+            const bool neg = signbit(v);
+            if (o.codes)
+              cb_row[i] = static_cast<uint8_t>(cb::code_of(p.half, slot[k * W + best], neg));
+            if (o.values) {
+              const double mag = __hiloint2double(static_cast<int>(hi[k * l.row_words + best]), 0);
+              const double u = mag * up;
+              v_row[i] = scalar::to_f32(neg ? -u : u);
+            }
+          }
+        }
+      }
+    }
+    __syncthreads();
+    if (o.codes) {
+      const int words = ne / 4, per = tile / 4;
+      uint32_t* out = reinterpret_cast<uint32_t*>(o.codes + e0);
+      for (int i = tid; i < words; i += nthreads)
+        out[i] = cst[(i >> (tile_shift - 2)) * cw + (i & (per - 1))];
+    }
+    if (o.values)
+      for (int i = tid; i < ne; i += nthreads)
+        o.values[e0 + i] = vst[(i >> tile_shift) * ts + (i & (tile - 1))];
+    __syncthreads();
+  }
+  if (clipped) atomicAdd(o.counts, clipped);
+  if (nonfinite) atomicAdd(o.counts + 1, nonfinite);
+}
+
+template <class B>
+void copy_table(DeviceTensor& dst, DType dt, const std::vector<B>& src) {
+  dst = DeviceTensor::empty(dt, {static_cast<int64_t>(std::max<size_t>(src.size(), 1))});
+  if (!src.empty())
+    CS_CUDA(cudaMemcpyAsync(dst.mutable_data(), src.data(), src.size() * sizeof(B),
+                            cudaMemcpyHostToDevice, stream()));
 }
 
 }  // namespace
 
-CastResult cast_cuda(const Tensor& x, const DataType& d, const CastOptions& opt) {
-  const Layout l = make_layout(x.shape(), d, opt);
-  const detail::CastPlan& p = l.plan;
-  const Tensor src = permuted_input(x, l);
-  const int64_t n = p.numel(), groups = p.B * p.R * p.gc;
-  std::vector<double> xd(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i)
-    xd[i] = src.dtype() == DType::F64 ? src.ptr<double>()[i] : src.ptr<float>()[i];
-  const bool actual = opt.mode != CastMode::Virtual;
-  DeviceBuffer<double> dx(n), dmags(l.mags.size());
-  DeviceBuffer<uint8_t> dcodes(actual ? n : 0), dmeta(actual ? numel(l.meta_perm_shape) : 0);
-  DeviceBuffer<float> dvalues(actual ? 0 : n);
-  DeviceBuffer<uint32_t> dscale(actual ? groups : 0);
-  DeviceBuffer<unsigned long long> dcounts(2);
-  CS_CUDA(cudaMemcpy(dx.ptr, xd.data(), n * sizeof(double), cudaMemcpyHostToDevice));
-  CS_CUDA(
-      cudaMemcpy(dmags.ptr, l.mags.data(), l.mags.size() * sizeof(double), cudaMemcpyHostToDevice));
-  CS_CUDA(cudaMemset(dcounts.ptr, 0, 2 * sizeof(unsigned long long)));
-  if (actual) CS_CUDA(cudaMemset(dmeta.ptr, 0, numel(l.meta_perm_shape)));
-  detail::cb::Params cp = l.base;
-  cp.mags = dmags.ptr;
-  const int threads = 128;
-  const int64_t want = (groups + threads - 1) / threads;
-  const int blocks = static_cast<int>(want < 65535 ? want : 65535);
-  codebook_kernel<<<blocks, threads>>>(dx.ptr, p.C, p.gc, groups, cp, l.subs_per_row, dcodes.ptr,
-                                       dvalues.ptr, dmeta.ptr, dscale.ptr, dcounts.ptr);
-  CS_CUDA_LAUNCH("codebook_kernel");
-  CS_CUDA(cudaDeviceSynchronize());
-  Tensor values, codes, scale, meta;
-  unsigned long long counts[2];
-  CS_CUDA(cudaMemcpy(counts, dcounts.ptr, sizeof(counts), cudaMemcpyDeviceToHost));
-  if (actual) {
-    codes = Tensor::empty(DType::U8, p.perm_shape);
-    meta = Tensor::empty(DType::U8, l.meta_perm_shape);
-    CS_CUDA(cudaMemcpy(codes.mutable_data(), dcodes.ptr, n, cudaMemcpyDeviceToHost));
-    CS_CUDA(cudaMemcpy(meta.mutable_data(), dmeta.ptr, meta.numel(), cudaMemcpyDeviceToHost));
-    std::vector<uint32_t> sc(static_cast<size_t>(groups));
-    CS_CUDA(cudaMemcpy(sc.data(), dscale.ptr, groups * sizeof(uint32_t), cudaMemcpyDeviceToHost));
-    scale = Tensor::empty(p.scale_dtype, {groups});
-    for (int64_t g = 0; g < groups; ++g)
-      detail::store_code(scale.mutable_data(), p.scale_dtype, g, sc[g], p.scale);
-  } else {
-    values = Tensor::empty(DType::F32, p.perm_shape);
-    CS_CUDA(
-        cudaMemcpy(values.mutable_data(), dvalues.ptr, n * sizeof(float), cudaMemcpyDeviceToHost));
+struct CodebookRunner::Impl {
+  DeviceTensor xin, x;
+  DataType dtype;
+  CastOptions opt;
+  codebook::Layout layout;
+  cb::Lut lut;
+  bool use_lut = false;
+  int tile_shift = 0;
+  DeviceTensor mags, thr, bucket, slot, hi, counts;
+  DeviceTensor values, codes, scale, meta;
+  const char* path = "codebook-tile";
+
+  LutDev lut_dev() const {
+    LutDev d;
+    d.thr = static_cast<const double*>(thr.data());
+    d.bucket = static_cast<const uint8_t*>(bucket.data());
+    d.slot = static_cast<const uint8_t*>(slot.data());
+    d.hi = static_cast<const uint32_t*>(hi.data());
+    d.nthr = lut.nthr;
+    d.row_words = lut.row_words;
+    d.emin = lut.emin;
+    return d;
   }
-  CastCounts c;
-  c.clipped = static_cast<int64_t>(counts[0]);
-  c.nonfinite = static_cast<int64_t>(counts[1]);
-  CastResult r = assemble(x, d, opt, l, values, codes, scale, meta, c);
-  r.backend = "cuda";
+  int threads() const { return std::clamp(4096 / layout.tile, 32, 128); }
+  int smem_bytes() const {
+    const int in_size = xin.dtype() == DType::F64 ? 8 : 4;
+    return Smem(lut_dev(), lut.width, layout.tile, threads(), in_size, static_cast<bool>(codes),
+                static_cast<bool>(values))
+        .total;
+  }
+};
+
+CodebookRunner::CodebookRunner(const DeviceTensor& xin, const DataType& dtype,
+                               const CastOptions& opt, bool with_values)
+    : impl_(new Impl) {
+  Impl& s = *impl_;
+  s.xin = xin;
+  s.dtype = dtype;
+  s.opt = opt;
+  s.layout = codebook::make_layout(xin.shape(), dtype, opt);
+  const castscope::detail::CastPlan& p = s.layout.plan;
+  s.x = xin;
+  if (p.permuted) {
+    s.x = DeviceTensor::empty(xin.dtype(), p.perm_shape);
+    permute_device(xin.data(), s.x.mutable_data(), dtype_size(xin.dtype()), p.in_shape, p.perm,
+                   false);
+  }
+  const bool actual = opt.mode != CastMode::Virtual;
+  if (!actual || with_values) s.values = DeviceTensor::empty(DType::F32, p.perm_shape);
+  if (actual) {
+    s.codes = DeviceTensor::empty(DType::U8, p.perm_shape);
+    s.scale = DeviceTensor::empty(p.scale_dtype, {p.B * p.R * p.gc});
+    s.meta = DeviceTensor::empty(DType::U8, s.layout.meta_perm_shape, true);
+  }
+  s.counts = DeviceTensor::empty(DType::U64, {2}, true);
+  copy_table(s.mags, DType::F64, s.layout.mags);
+  s.lut = cb::build_lut(s.layout.params());
+  const int tile = s.layout.tile;
+  const bool pow2_tile = tile >= 4 && tile <= 128 && (tile & (tile - 1)) == 0;
+  if (s.lut.ok && pow2_tile && p.C % tile == 0) {
+    while ((1 << s.tile_shift) < tile) ++s.tile_shift;
+    copy_table(s.thr, DType::F64, s.lut.thr);
+    copy_table(s.bucket, DType::U8, s.lut.bucket);
+    copy_table(s.slot, DType::U8, s.lut.slot);
+    copy_table(s.hi, DType::U32, s.lut.hi);
+    int dev = 0, optin = 0;
+    CS_CUDA(cudaGetDevice(&dev));
+    CS_CUDA(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+    s.use_lut = s.smem_bytes() <= optin;
+  }
+  if (s.use_lut) s.path = "codebook";
+}
+
+CodebookRunner::~CodebookRunner() = default;
+
+void CodebookRunner::run() {
+  Impl& s = *impl_;
+  const castscope::detail::CastPlan& p = s.layout.plan;
+  cudaStream_t st = stream();
+  CS_CUDA(cudaMemsetAsync(s.counts.mutable_data(), 0, 2 * sizeof(unsigned long long), st));
+  CbGeo g{p.C, p.gc, p.B * p.R * p.gc, s.layout.subs_per_row};
+  CbOuts o;
+  o.codes = s.codes ? static_cast<uint8_t*>(s.codes.mutable_data()) : nullptr;
+  o.values = s.values ? static_cast<float*>(s.values.mutable_data()) : nullptr;
+  o.meta = s.meta ? static_cast<uint8_t*>(s.meta.mutable_data()) : nullptr;
+  o.scale = s.scale ? s.scale.mutable_data() : nullptr;
+  o.scale_size = static_cast<int>(dtype_size(p.scale_dtype));
+  o.counts = static_cast<unsigned long long*>(s.counts.mutable_data());
+  cb::Params cp = s.layout.base;
+  cp.mags = static_cast<const double*>(s.mags.data());
+  with_float(s.x.dtype(), "cast input", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* xp = static_cast<const T*>(s.x.data());
+    if (!s.use_lut) {
+      codebook_tile_kernel<T><<<grid_for(g.groups, 128, 65535), 128, 0, st>>>(xp, g, cp, o);
+      CS_CUDA_LAUNCH("codebook_tile_kernel");
+      return;
+    }
+    const int threads = s.threads(), smem = s.smem_bytes();
+    const LutDev l = s.lut_dev();
+    auto launch = [&](auto kernel) {
+      CS_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+      int per_sm = 0;
+      CS_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem));
+      const int64_t chunks = (g.groups + threads - 1) / threads;
+      const unsigned grid = grid_for(chunks, 1, std::max(per_sm, 1) * int64_t{sm_count()});
+      kernel<<<grid, threads, smem, st>>>(xp, g, cp, l, o, s.tile_shift);
+    };
+    auto go = [&](auto width) {
+      constexpr int W = decltype(width)::value;
+      if constexpr (std::is_same<T, double>::value)
+        launch(codebook_lut_kernel<T, W, false>);
+      else if (cp.kp.scale_is_exponent)
+        launch(codebook_lut_kernel<T, W, true>);
+      else
+        launch(codebook_lut_kernel<T, W, false>);
+    };
+    switch (s.lut.width) {
+      case 2:
+        go(std::integral_constant<int, 2>{});
+        break;
+      case 4:
+        go(std::integral_constant<int, 4>{});
+        break;
+      case 8:
+        go(std::integral_constant<int, 8>{});
+        break;
+      default:
+        go(std::integral_constant<int, 16>{});
+    }
+    CS_CUDA_LAUNCH("codebook_lut_kernel");
+  });
+}
+
+DeviceCastResult CodebookRunner::result() {
+  Impl& s = *impl_;
+  const castscope::detail::CastPlan& p = s.layout.plan;
+  unsigned long long c[2];
+  CS_CUDA(cudaMemcpyAsync(c, s.counts.data(), sizeof(c), cudaMemcpyDeviceToHost, stream()));
+  CS_CUDA(cudaStreamSynchronize(stream()));
+  DeviceCastResult r;
+  r.dtype = s.dtype;
+  r.options = s.opt;
+  r.shape = s.xin.shape();
+  r.counts.clipped = static_cast<int64_t>(c[0]);
+  r.counts.nonfinite = static_cast<int64_t>(c[1]);
+  r.values = restore_order(s.values, r.shape, p);
+  r.mode = s.opt.mode == CastMode::Virtual ? CastMode::Virtual : CastMode::Actual;
+  if (r.mode == CastMode::Virtual) return r;
+  r.codes = restore_order(s.codes, r.shape, p);
+  r.scale = restore_order(s.scale, p.scale_shape, p);
+  r.meta = restore_order(s.meta, s.layout.meta_shape, p);
   return r;
 }
 
-}  // namespace castscope::codebook
+const char* CodebookRunner::path() const {
+  return impl_->path;
+}
+
+// Codes and mapping choices counted at their packed widths: the least a compressed result holds,
+// though the kernel writes them a byte each (download() packs them).
+double CodebookRunner::min_bytes() const {
+  const Impl& s = *impl_;
+  const Codebook& cb = *s.dtype.codebook();
+  double b = static_cast<double>(s.x.nbytes());
+  if (s.values) b += static_cast<double>(s.values.nbytes());
+  if (s.scale) b += static_cast<double>(s.scale.nbytes());
+  if (s.codes)
+    b += static_cast<double>(s.codes.numel()) * codebook::packed_width(cb.index_bits) / 8;
+  if (s.meta) b += static_cast<double>(s.meta.numel()) * codebook::packed_width(cb.meta_bits) / 8;
+  return b;
+}
+
+}  // namespace castscope::gpu::detail

@@ -4,7 +4,6 @@
 
 #include "backend.hpp"
 #include "castscope/tcfp.hpp"
-#include "codebook/cb_cast.hpp"
 #include "cpu/cast_cpu.hpp"
 #include "cuda/cast_kernels.cuh"
 #include "cuda/cuda_internal.hpp"
@@ -29,19 +28,6 @@ Shape permuted_shape(const Shape& original, const std::vector<int>& perm) {
   return s;
 }
 
-int sm_count() {
-  static int n = [] {
-    int dev = 0, v = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
-      cudaGetLastError();
-      return 132;
-    }
-    return v;
-  }();
-  return n;
-}
-
 // lean_kernel's grid: up to four times the blocks resident at once (cudaOccupancy...), one
 // 16-byte chunk per thread for small casts. Measured on the H100 (16384^2, docs/gpu-notes.md v10)
 // against the 16 blocks per SM of the other kernels and against exactly the resident blocks: as
@@ -55,6 +41,27 @@ unsigned lean_grid(K kernel, int64_t chunks) {
 }
 
 }  // namespace
+
+int sm_count() {
+  static int n = [] {
+    int dev = 0, v = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
+      cudaGetLastError();
+      return 132;
+    }
+    return v;
+  }();
+  return n;
+}
+
+DeviceTensor restore_order(const DeviceTensor& t, const Shape& target, const CastPlan& p) {
+  if (!t) return t;
+  if (!p.permuted) return t.reshaped(target);
+  DeviceTensor out = DeviceTensor::empty(t.dtype(), target.empty() ? Shape{1} : target);
+  permute_device(t.data(), out.mutable_data(), dtype_size(t.dtype()), target, p.perm, true);
+  return out.reshaped(target);
+}
 
 struct CastRunner::Impl {
   DeviceTensor xin, x;  // the input, and the same in the plan's permuted order
@@ -74,12 +81,16 @@ struct CastRunner::Impl {
                        // it only on the fast quantizer's paths, or kBF16 for bfloat16 codes)
   DeviceTensor values, codes, scale, zero, tenscale, meta, mask, residual, rscale, scratch;
   Outs o;
+  std::unique_ptr<CodebookRunner> codebook;
 
   Scratch* sc() { return static_cast<Scratch*>(scratch.mutable_data()); }
 
   void setup() {
-    if (dtype.family() == Family::Codebook)
-      throw Error("datatype " + dtype.str() + ": device-resident casts do not take codebooks");
+    if (dtype.family() == Family::Codebook) {
+      codebook = std::make_unique<CodebookRunner>(xin, dtype, opt, with_values);
+      path = codebook->path();
+      return;
+    }
     // castscope::cast() runs ggml's block formats on the CPU for every device.
     if (dtype.family() == Family::GGML)
       throw Error(dtype.str() + " (a ggml block format) has no CUDA kernel; it is cast on the CPU");
@@ -173,6 +184,7 @@ struct CastRunner::Impl {
   }
 
   void run() {
+    if (codebook) return codebook->run();
     cudaStream_t st = stream();
     init_scratch<<<1, 1, 0, st>>>(sc());
     CS_CUDA_LAUNCH("init_scratch");
@@ -329,16 +341,12 @@ struct CastRunner::Impl {
     });
   }
 
-  // A permuted-order device tensor back in the input's axis order (shape `target`).
   DeviceTensor restore(const DeviceTensor& t, const Shape& target) {
-    if (!t) return t;
-    if (!p.permuted) return t.reshaped(target);
-    DeviceTensor out = DeviceTensor::empty(t.dtype(), target.empty() ? Shape{1} : target);
-    permute_device(t.data(), out.mutable_data(), dtype_size(t.dtype()), target, p.perm, true);
-    return out.reshaped(target);
+    return restore_order(t, target, p);
   }
 
   DeviceCastResult result() {
+    if (codebook) return codebook->result();
     Scratch s;
     CS_CUDA(cudaMemcpyAsync(&s, scratch.data(), sizeof(Scratch), cudaMemcpyDeviceToHost, stream()));
     CS_CUDA(cudaStreamSynchronize(stream()));
@@ -378,6 +386,7 @@ struct CastRunner::Impl {
   }
 
   double min_bytes() const {
+    if (codebook) return codebook->min_bytes();
     double b = static_cast<double>(x.nbytes());
     for (const DeviceTensor* t : {&values, &codes, &scale, &zero, &meta, &mask, &residual, &rscale})
       if (*t) b += static_cast<double>(t->nbytes());
@@ -445,17 +454,6 @@ DeviceCastResult cast(const DeviceTensor& x, const DataType& dtype, const CastOp
 namespace castscope::cuda {
 
 CastResult cast(const Tensor& x, const DataType& dtype, const CastOptions& opt) {
-  if (dtype.family() == Family::Codebook) {
-    CastOptions a = opt;
-    if (opt.mode == CastMode::Compress) a.mode = CastMode::Actual;
-    CastResult r = codebook::cast_cuda(x, dtype, a);
-    if (opt.mode == CastMode::Compress) {
-      r = codebook::pack(r);
-      r.options.mode = CastMode::Compress;
-    }
-    r.options.device = opt.device;
-    return r;
-  }
   Tensor in = x;
   if (x.dtype() == DType::F8E4M3 || x.dtype() == DType::F8E5M2) in = x.to_f32();
   gpu::DeviceTensor dx = gpu::DeviceTensor::upload(in);

@@ -47,6 +47,29 @@ void with_float(DType d, const char* what, F&& f) {
 
 void permute_device(const void* src, void* dst, size_t esize, const Shape& shape,
                     const std::vector<int>& perm, bool inverse);
+// A permuted-order device tensor (plan p) back in the input's axis order, shape `target`.
+DeviceTensor restore_order(const DeviceTensor& t, const Shape& target,
+                           const castscope::detail::CastPlan& p);
+int sm_count();  // multiprocessors of the current device
+
+// Codebook casts of a device tensor (cuda/cast_codebook.cu), run through CastRunner.
+class CodebookRunner {
+ public:
+  CodebookRunner(const DeviceTensor& x, const DataType& dtype, const CastOptions& opt,
+                 bool with_values);
+  ~CodebookRunner();
+  CodebookRunner(const CodebookRunner&) = delete;
+  CodebookRunner& operator=(const CodebookRunner&) = delete;
+  void run();
+  DeviceCastResult result();  // Actual results: CastResult download() packs Compress ones
+  // "codebook" (interval tables) or "codebook-tile" (encode_tile per thread).
+  const char* path() const;
+  double min_bytes() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
 
 // A cast planned once and enqueued any number of times without host synchronisation (the tensor
 // scale of multiscale datatypes and the scale of tensor-scoped ones are chosen on the device), so
@@ -60,7 +83,7 @@ class CastRunner {
   CastRunner& operator=(const CastRunner&) = delete;
   void run();                 // enqueue on detail::stream()
   DeviceCastResult result();  // synchronises, reads the counts, restores the input's axis order
-  // Which kernel family runs: "fast", "group", "elementwise", "tcfp".
+  // Which kernel family runs: "lean", "fast", "group", "elementwise", "tcfp", "codebook".
   const char* path() const;
   // Bytes the cast must read and write at least (input once, every output once).
   double min_bytes() const;
