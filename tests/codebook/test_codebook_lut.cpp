@@ -42,7 +42,8 @@ void expect_rows_match(const codebook::Layout& l, const char* name, uint64_t see
       const int want = detail::cb::nearest_slot(mag, p.half, a);
       ASSERT_EQ(t.slot[k * t.width + m], want)
           << name << " mapping " << m << " a " << a << " interval " << k << " seed " << seed;
-      ASSERT_EQ(t.hi[k * t.row_words + m], scalar::double_bits(mag[want]) >> 32)
+      ASSERT_EQ(static_cast<uint64_t>(t.hi16[k * t.row_groups * 8 + m]) << 48,
+                scalar::double_bits(mag[want]))
           << name << " mapping " << m << " a " << a;
     }
   }
@@ -71,7 +72,7 @@ TEST(CodebookLut, RowsGiveEveryMappingsNearestSlot) {
 
 TEST(CodebookLut, MagnitudesBeyondTheHighWordAreRefused) {
   codebook::Layout l = codebook::make_layout({4, 64}, DataType::parse("icb44fi4_e32"), {});
-  l.mags[3] = 1.0 + std::ldexp(1.0, -40);  // needs the low word
+  l.mags[3] = 1.0 + std::ldexp(1.0, -5);  // six significant bits
   const detail::cb::Lut t = detail::cb::build_lut(l.params());
   EXPECT_FALSE(t.ok);
   EXPECT_NE(std::string(t.why).find("significant bits"), std::string::npos);

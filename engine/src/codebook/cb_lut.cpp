@@ -13,9 +13,7 @@ Lut build_lut(const Params& p) {
     return l;
   }
   l.width = p.nmaps <= 2 ? 2 : p.nmaps <= 4 ? 4 : p.nmaps <= 8 ? 8 : 16;
-  // An odd number of 16-byte groups per row, so that rows read with 16-byte loads spread over
-  // the banks.
-  l.row_words = l.width == 16 ? 20 : l.width == 8 ? 12 : l.width;
+  l.row_groups = l.width == 16 ? 2 : 1;
   // The thresholds exactly as nearest_slot computes them.
   for (int m = 0; m < p.nmaps; ++m) {
     const double* mag = p.mags + m * p.half;
@@ -36,7 +34,7 @@ Lut build_lut(const Params& p) {
   }
   const int rows = l.nthr + 1;
   l.slot.assign(static_cast<size_t>(rows) * l.width, 0);
-  l.hi.assign(static_cast<size_t>(rows) * l.row_words, 0);
+  l.hi16.assign(static_cast<size_t>(rows) * l.row_groups * 8, 0);
   for (int k = 0; k < rows; ++k) {
     // Every threshold is positive; the largest one at or below the interval's start stands for
     // the whole interval.
@@ -45,12 +43,12 @@ Lut build_lut(const Params& p) {
       const double* mag = p.mags + m * p.half;
       const int j = nearest_slot(mag, p.half, rep);
       const uint64_t bits = scalar::double_bits(mag[j]);
-      if (bits & 0xFFFFFFFFull) {
-        l.why = "a magnitude with more than 21 significant bits";
+      if (bits & 0xFFFFFFFFFFFFull) {
+        l.why = "a magnitude with more than 5 significant bits";
         return l;
       }
       l.slot[static_cast<size_t>(k) * l.width + m] = static_cast<uint8_t>(j);
-      l.hi[static_cast<size_t>(k) * l.row_words + m] = static_cast<uint32_t>(bits >> 32);
+      l.hi16[static_cast<size_t>(k) * l.row_groups * 8 + m] = static_cast<uint16_t>(bits >> 48);
     }
   }
   l.emin = l.nthr ? std::ilogb(l.thr[0]) : 0;

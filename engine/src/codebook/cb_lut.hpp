@@ -23,14 +23,15 @@ struct Lut {
   int nthr = 0;                 // K distinct midpoints; intervals 0..K
   int nmaps = 0;                // mappings with a slot column (the datatype's)
   int width = 0;                // mapping columns per row: nmaps rounded up to 2, 4, 8 or 16
-  int row_words = 0;            // 32-bit words per magnitude row (padded against bank conflicts)
+  int row_groups = 0;           // 16-byte groups per magnitude row (8 mappings each)
   int emin = 0;                 // bucket 0 starts at 2^emin
   std::vector<double> thr;      // K midpoints, ascending
   std::vector<uint8_t> bucket;  // kBuckets interval lower bounds
   std::vector<uint8_t> slot;    // (K + 1) * width: slot of mapping m in interval k
-  // (K + 1) * row_words: high word of mapping m's magnitude at its slot in interval k (the low
-  // word is zero for every magnitude of at most 21 significant bits, which build_lut checks).
-  std::vector<uint32_t> hi;
+  // (K + 1) * row_groups * 8: the top 16 bits of mapping m's magnitude at its slot in interval k
+  // (sign, exponent and 4 fraction bits: every magnitude of a compute format with at most 4
+  // mantissa bits, which build_lut checks), so that a row of 16 mappings is two 16-byte loads.
+  std::vector<uint16_t> hi16;
 };
 
 Lut build_lut(const Params& p);

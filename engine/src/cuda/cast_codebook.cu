@@ -35,8 +35,8 @@ struct LutDev {
   const double* thr = nullptr;
   const uint8_t* bucket = nullptr;
   const uint8_t* slot = nullptr;
-  const uint32_t* hi = nullptr;
-  int nthr = 0, row_words = 0, emin = 0;
+  const uint4* hi = nullptr;  // Lut::hi16 in 16-byte groups
+  int nthr = 0, row_groups = 0, emin = 0;
 };
 
 // Typed input read as doubles: the accessor encode_tile takes.
@@ -67,6 +67,11 @@ __global__ void codebook_tile_kernel(const T* __restrict__ x, CbGeo g, cb::Param
   if (nonfinite) atomicAdd(o.counts + 1, nonfinite);
 }
 
+// Each 16-byte group of the magnitude rows is stored kCopies times, copy c in bank group c: the
+// eight threads of a quarter warp (one 16-byte shared load phase) read copies 0..7 and never
+// conflict, whatever intervals their elements fall in.
+constexpr int kCopies = 8;
+
 // Byte offsets of the interval kernel's shared memory: the tables, then one row per thread of
 // staged input (tile + 1 elements, so that threads reading their own rows use distinct banks),
 // code words and values.
@@ -80,7 +85,7 @@ struct Smem {
   __host__ __device__ Smem(const LutDev& l, int width, int tile, int threads, int in_size,
                            bool codes, bool values) {
     int at = 0;
-    hi = take(at, (l.nthr + 1) * l.row_words * 4);
+    hi = take(at, (l.nthr + 1) * l.row_groups * kCopies * 16);
     thr = take(at, l.nthr * 8);
     bucket = take(at, cb::kBuckets);
     slot = take(at, (l.nthr + 1) * width);
@@ -107,21 +112,17 @@ __device__ __forceinline__ float staged(__nv_bfloat16 v) {
   return __bfloat162float(v);
 }
 
+// The high words of the W magnitudes of row k, from the lane's copy.
 template <int W>
-__device__ __forceinline__ void load_row(const uint32_t* r, uint32_t (&w)[W]) {
-  if constexpr (W == 2) {
-    const uint2 v = *reinterpret_cast<const uint2*>(r);
-    w[0] = v.x;
-    w[1] = v.y;
-  } else {
+__device__ __forceinline__ void load_row(const uint4* hi, int k, int lane8, uint32_t (&w)[W]) {
+  constexpr int Q = W > 8 ? W / 8 : 1;
 #pragma unroll
-    for (int q = 0; q < W; q += 4) {
-      const uint4 v = *reinterpret_cast<const uint4*>(r + q);
-      w[q] = v.x;
-      w[q + 1] = v.y;
-      w[q + 2] = v.z;
-      w[q + 3] = v.w;
-    }
+  for (int q = 0; q < Q; ++q) {
+    const uint4 v = hi[((k * Q + q) << 3) + lane8];
+    const uint32_t h[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int j = 0; j < 8 && 8 * q + j < W; ++j)
+      w[8 * q + j] = j & 1 ? h[j / 2] & 0xFFFF0000u : h[j / 2] << 16;
   }
 }
 
@@ -137,15 +138,16 @@ __global__ void __launch_bounds__(128)
   extern __shared__ __align__(16) unsigned char sm[];
   const int tile = p.tile, ts = tile + 1, cw = tile / 4 + 1, nthreads = blockDim.x;
   const Smem s(l, W, tile, nthreads, sizeof(S), o.codes != nullptr, o.values != nullptr);
-  uint32_t* hi = reinterpret_cast<uint32_t*>(sm + s.hi);
+  uint4* hi = reinterpret_cast<uint4*>(sm + s.hi);
   double* thr = reinterpret_cast<double*>(sm + s.thr);
   uint8_t* bucket = sm + s.bucket;
   uint8_t* slot = sm + s.slot;
   S* stage = reinterpret_cast<S*>(sm + s.stage);
   uint32_t* cst = reinterpret_cast<uint32_t*>(sm + s.cstage);
   float* vst = reinterpret_cast<float*>(sm + s.vstage);
-  const int tid = threadIdx.x;
-  for (int i = tid; i < (l.nthr + 1) * l.row_words; i += nthreads) hi[i] = l.hi[i];
+  const int tid = threadIdx.x, lane8 = tid & 7;
+  for (int i = tid; i < (l.nthr + 1) * l.row_groups * kCopies; i += nthreads)
+    hi[i] = l.hi[i / kCopies];
   for (int i = tid; i < l.nthr; i += nthreads) thr[i] = l.thr[i];
   for (int i = tid; i < cb::kBuckets; i += nthreads) bucket[i] = l.bucket[i];
   for (int i = tid; i < (l.nthr + 1) * W; i += nthreads) slot[i] = l.slot[i];
@@ -203,7 +205,7 @@ __global__ void __launch_bounds__(128)
             const int k = cb::interval_of(thr, bucket, l.nthr, l.emin, as);
             if (o.codes) cb_row[i] = static_cast<uint8_t>(k);
             uint32_t w[W];
-            load_row<W>(hi + k * l.row_words, w);
+            load_row<W>(hi, k, lane8, w);
 #pragma unroll
             for (int m = 0; m < W; ++m) {
               const double mag = __hiloint2double(static_cast<int>(w[m]), 0);
@@ -229,7 +231,9 @@ __global__ void __launch_bounds__(128)
             if (o.codes)
               cb_row[i] = static_cast<uint8_t>(cb::code_of(p.half, slot[k * W + best], neg));
             if (o.values) {
-              const double mag = __hiloint2double(static_cast<int>(hi[k * l.row_words + best]), 0);
+              const uint32_t h = reinterpret_cast<const uint16_t*>(
+                  hi + ((k * l.row_groups + best / 8) << 3) + lane8)[best % 8];
+              const double mag = __hiloint2double(static_cast<int>(h << 16), 0);
               const double u = mag * up;
               v_row[i] = scalar::to_f32(neg ? -u : u);
             }
@@ -280,9 +284,9 @@ struct CodebookRunner::Impl {
     d.thr = static_cast<const double*>(thr.data());
     d.bucket = static_cast<const uint8_t*>(bucket.data());
     d.slot = static_cast<const uint8_t*>(slot.data());
-    d.hi = static_cast<const uint32_t*>(hi.data());
+    d.hi = static_cast<const uint4*>(hi.data());
     d.nthr = lut.nthr;
-    d.row_words = lut.row_words;
+    d.row_groups = lut.row_groups;
     d.emin = lut.emin;
     return d;
   }
@@ -327,7 +331,7 @@ CodebookRunner::CodebookRunner(const DeviceTensor& xin, const DataType& dtype,
     copy_table(s.thr, DType::F64, s.lut.thr);
     copy_table(s.bucket, DType::U8, s.lut.bucket);
     copy_table(s.slot, DType::U8, s.lut.slot);
-    copy_table(s.hi, DType::U32, s.lut.hi);
+    copy_table(s.hi, DType::U16, s.lut.hi16);
     int dev = 0, optin = 0;
     CS_CUDA(cudaGetDevice(&dev));
     CS_CUDA(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
