@@ -83,18 +83,31 @@ struct Smem {
     return here;
   }
   __host__ __device__ Smem(const LutDev& l, int width, int tile, int threads, int in_size,
-                           bool codes, bool values) {
+                           bool values) {
     int at = 0;
     hi = take(at, (l.nthr + 1) * l.row_groups * kCopies * 16);
     thr = take(at, l.nthr * 8);
     bucket = take(at, cb::kBuckets);
     slot = take(at, (l.nthr + 1) * width);
     stage = take(at, threads * (tile + 1) * in_size);
-    cstage = take(at, codes ? threads * (tile / 4 + 1) * 4 : 0);
+    cstage = take(at, threads * (tile / 4 + 1) * 4);
     vstage = take(at, values ? threads * (tile + 1) * 4 : 0);
     total = at;
   }
 };
+
+// Tiles the tables do not cover (a NaN or zero scale): encode_sub itself, out of line so that its
+// registers do not weigh on the interval kernel's loop.
+template <class S>
+__device__ __noinline__ void encode_generic(const cb::Params& p,
+                                            const castscope::detail::GroupScale& gs, const S* xs,
+                                            uint8_t* codes, float* values, uint8_t* meta) {
+  for (int s0 = 0; s0 < p.tile; s0 += p.sub) {
+    const int m = cb::encode_sub(p, gs, xs + s0, p.sub, codes ? codes + s0 : nullptr,
+                                 values ? values + s0 : nullptr);
+    if (meta) meta[s0 / p.sub] = static_cast<uint8_t>(m);
+  }
+}
 
 template <class T>
 using Staged = std::conditional_t<std::is_same<T, double>::value, double, float>;
@@ -120,9 +133,9 @@ __device__ __forceinline__ void load_row(const uint4* hi, int k, int lane8, uint
   for (int q = 0; q < Q; ++q) {
     const uint4 v = hi[((k * Q + q) << 3) + lane8];
     const uint32_t h[4] = {v.x, v.y, v.z, v.w};
+    constexpr int J = W < 8 ? W : 8;
 #pragma unroll
-    for (int j = 0; j < 8 && 8 * q + j < W; ++j)
-      w[8 * q + j] = j & 1 ? h[j / 2] & 0xFFFF0000u : h[j / 2] << 16;
+    for (int j = 0; j < J; ++j) w[8 * q + j] = j & 1 ? h[j / 2] & 0xFFFF0000u : h[j / 2] << 16;
   }
 }
 
@@ -131,13 +144,13 @@ __device__ __forceinline__ void load_row(const uint4* hi, int k, int lane8, uint
 // power of two 2^-shift, exactly, as no step leaves the normal double range (|a| >= 2^-149 when
 // nonzero and |shift| <= 255), so d'^2 and the running sums are its values scaled alike.
 template <class T, int W, bool SCALED>
-__global__ void __launch_bounds__(128)
+__global__ void __launch_bounds__(128, 4)
     codebook_lut_kernel(const T* __restrict__ x, CbGeo g, cb::Params p, LutDev l, CbOuts o,
                         int tile_shift) {
   using S = Staged<T>;
   extern __shared__ __align__(16) unsigned char sm[];
   const int tile = p.tile, ts = tile + 1, cw = tile / 4 + 1, nthreads = blockDim.x;
-  const Smem s(l, W, tile, nthreads, sizeof(S), o.codes != nullptr, o.values != nullptr);
+  const Smem s(l, W, tile, nthreads, sizeof(S), o.values != nullptr);
   uint4* hi = reinterpret_cast<uint4*>(sm + s.hi);
   double* thr = reinterpret_cast<double*>(sm + s.thr);
   uint8_t* bucket = sm + s.bucket;
@@ -167,7 +180,7 @@ __global__ void __launch_bounds__(128)
     if (tid < nt) {
       const int64_t t = g0 + tid;
       const S* xs = stage + tid * ts;
-      uint8_t* cb_row = reinterpret_cast<uint8_t*>(cst + tid * cw);
+      uint8_t* kb = reinterpret_cast<uint8_t*>(cst + tid * cw);  // intervals, then codes
       float* v_row = vst + tid * ts;
       S amax = 0;
       int nf = 0;
@@ -185,27 +198,29 @@ __global__ void __launch_bounds__(128)
       const int64_t row = t / g.gc, c0 = (t - row * g.gc) * tile;
       uint8_t* meta = o.meta ? o.meta + row * g.subs_per_row + c0 / p.sub : nullptr;
       if (gs.nan || (!expo && !(gs.s > 0))) {
-        for (int s0 = 0; s0 < tile; s0 += p.sub) {
-          const int m = cb::encode_sub(p, gs, xs + s0, p.sub, o.codes ? cb_row + s0 : nullptr,
-                                       o.values ? v_row + s0 : nullptr);
-          if (meta) meta[s0 / p.sub] = static_cast<uint8_t>(m);
-        }
+        encode_generic(p, gs, xs, o.codes ? kb : nullptr, o.values ? v_row : nullptr, meta);
       } else {
         const double down = expo ? scalar::pow2(-gs.shift) : 0.0;
         const double up = expo ? scalar::pow2(gs.shift) : gs.s;
         auto scaled = [&](double a) { return expo ? a * down : __ddiv_rn(a, gs.s); };
+        // Intervals first, in a loop of independent iterations whose shared-memory loads overlap;
+        // the sums then read them back (and the codes overwrite them).
+#pragma unroll 4
+        for (int i = 0; i < tile; ++i) {
+          const double as = scaled(fabs(static_cast<double>(xs[i])));
+          clipped += as > p.kp.data_max;
+          kb[i] = static_cast<uint8_t>(cb::interval_of(thr, bucket, l.nthr, l.emin, as));
+        }
         for (int s0 = 0; s0 < tile; s0 += p.sub) {
           double sse[W];
 #pragma unroll
           for (int m = 0; m < W; ++m) sse[m] = 0;
+#pragma unroll 2
           for (int i = s0; i < s0 + p.sub; ++i) {
             const double a = fabs(static_cast<double>(xs[i]));
-            const double as = scaled(a);
-            clipped += as > p.kp.data_max;
-            const int k = cb::interval_of(thr, bucket, l.nthr, l.emin, as);
-            if (o.codes) cb_row[i] = static_cast<uint8_t>(k);
+            const double as = SCALED ? a * down : a;
             uint32_t w[W];
-            load_row<W>(hi, k, lane8, w);
+            load_row<W>(hi, kb[i], lane8, w);
 #pragma unroll
             for (int m = 0; m < W; ++m) {
               const double mag = __hiloint2double(static_cast<int>(w[m]), 0);
@@ -224,12 +239,9 @@ __global__ void __launch_bounds__(128)
           if (meta) meta[s0 / p.sub] = static_cast<uint8_t>(best);
           for (int i = s0; i < s0 + p.sub; ++i) {
             const S v = xs[i];
-            const int k = o.codes ? cb_row[i]
-                                  : cb::interval_of(thr, bucket, l.nthr, l.emin,
-                                                    scaled(fabs(static_cast<double>(v))));
+            const int k = kb[i];
             const bool neg = signbit(v);
-            if (o.codes)
-              cb_row[i] = static_cast<uint8_t>(cb::code_of(p.half, slot[k * W + best], neg));
+            if (o.codes) kb[i] = static_cast<uint8_t>(cb::code_of(p.half, slot[k * W + best], neg));
             if (o.values) {
               const uint32_t h = reinterpret_cast<const uint16_t*>(
                   hi + ((k * l.row_groups + best / 8) << 3) + lane8)[best % 8];
@@ -293,8 +305,7 @@ struct CodebookRunner::Impl {
   int threads() const { return std::clamp(4096 / layout.tile, 32, 128); }
   int smem_bytes() const {
     const int in_size = xin.dtype() == DType::F64 ? 8 : 4;
-    return Smem(lut_dev(), lut.width, layout.tile, threads(), in_size, static_cast<bool>(codes),
-                static_cast<bool>(values))
+    return Smem(lut_dev(), lut.width, layout.tile, threads(), in_size, static_cast<bool>(values))
         .total;
   }
 };
