@@ -96,12 +96,12 @@ struct Smem {
   }
 };
 
-// Tiles the tables do not cover (a NaN or zero scale): encode_sub itself, out of line so that its
-// registers do not weigh on the interval kernel's loop.
+// Tiles the tables do not cover (a NaN or zero scale): encode_sub itself. Inlined: a call would
+// take the address of the kernel's parameters and read them from local memory in the hot loop.
 template <class S>
-__device__ __noinline__ void encode_generic(const cb::Params& p,
-                                            const castscope::detail::GroupScale& gs, const S* xs,
-                                            uint8_t* codes, float* values, uint8_t* meta) {
+__device__ __forceinline__ void encode_generic(const cb::Params& p,
+                                               const castscope::detail::GroupScale& gs, const S* xs,
+                                               uint8_t* codes, float* values, uint8_t* meta) {
   for (int s0 = 0; s0 < p.tile; s0 += p.sub) {
     const int m = cb::encode_sub(p, gs, xs + s0, p.sub, codes ? codes + s0 : nullptr,
                                  values ? values + s0 : nullptr);
@@ -143,8 +143,10 @@ __device__ __forceinline__ void load_row(const uint4* hi, int k, int lane8, uint
 // where the sums run in the scale's units: d' = mag - a * 2^-shift is encode_sub's d times the
 // power of two 2^-shift, exactly, as no step leaves the normal double range (|a| >= 2^-149 when
 // nonzero and |shift| <= 255), so d'^2 and the running sums are its values scaled alike.
+// Five blocks of 128 threads per multiprocessor (registers capped at 102; the kernel is latency
+// bound, so resident warps count more than registers; measured on the H100, docs/performance.md).
 template <class T, int W, bool SCALED>
-__global__ void __launch_bounds__(128, 4)
+__global__ void __launch_bounds__(128, 5)
     codebook_lut_kernel(const T* __restrict__ x, CbGeo g, cb::Params p, LutDev l, CbOuts o,
                         int tile_shift) {
   using S = Staged<T>;
