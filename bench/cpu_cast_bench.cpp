@@ -61,6 +61,8 @@ CAST_BENCH(mxfp8e4, Compress);
 CAST_BENCH(nvfp4, Compress);
 CAST_BENCH(int8_sc, Compress);
 CAST_BENCH(uint4_ss32, Compress);
+CAST_BENCH(icb44fi4_e32, Compress);
+CAST_BENCH(icb44fi3_f32s8, Compress);
 
 // One thread, for the per-thread comparison with ml_dtypes' astype (bench/cpu_vs_ml_dtypes.py).
 #define CAST_BENCH_1T(name, mode)                                                  \

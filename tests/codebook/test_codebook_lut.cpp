@@ -4,7 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <fstream>
+#include <limits>
 #include <random>
 
 #include "castscope/codebook.hpp"
@@ -68,6 +70,76 @@ TEST(CodebookLut, RowsGiveEveryMappingsNearestSlot) {
     CastOptions o;
     expect_rows_match(codebook::make_layout({4, 64}, DataType::parse(name), o), name, seed);
   }
+}
+
+// Random tiles (wide exponent range, zeros of both signs, subnormals, NaN / Inf, elements on the
+// midpoints, short tiles at the end of a row) through encode_tile and encode_tile_lut: the same
+// scale code, counts, mapping choices, codes and values.
+TEST(CodebookLut, TileEncodingEqualsEncodeTile) {
+  const uint64_t seed = test::test_seed();
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> nd;
+  std::uniform_int_distribution<int> pick(0, 99), ex(-30, 30);
+  const char* names[] = {"icb44fi4_e32",
+                         "icb44fi4_f32s8",
+                         "icb44fi3_e32s4",
+                         "icb44fi2_f32s16",
+                         "icb42p1s2_e4m3fn_e8m0_t64s16",
+                         "icb41ie_e2m3fnuz_e8m0_t16s2",
+                         "icb44fi_e5m2_float16_t32s8"};
+  for (const char* name : names)
+    for (ScaleMode sm : {ScaleMode::Floor, ScaleMode::Midmax, ScaleMode::Ceil}) {
+      CastOptions o;
+      o.scale_mode = sm;
+      const codebook::Layout l = codebook::make_layout({4, 64}, DataType::parse(name), o);
+      const detail::cb::Params p = l.params();
+      const detail::cb::Lut t = detail::cb::build_lut(p);
+      ASSERT_TRUE(t.ok) << name << ": " << t.why;
+      const int tile = l.tile, metas = tile / l.sub;
+      std::vector<double> x(tile);
+      std::vector<uint8_t> c1(tile), c2(tile), m1(metas), m2(metas), kb(tile);
+      std::vector<float> v1(tile), v2(tile);
+      for (int trial = 0; trial < 400; ++trial) {
+        const int n = trial % 5 == 4 ? 1 + static_cast<int>(rng() % tile) : tile;
+        const double spread = std::ldexp(1.0, ex(rng));
+        for (int i = 0; i < n; ++i) {
+          const int k = pick(rng);
+          double v = nd(rng) * spread * std::ldexp(1.0, static_cast<int>(rng() % 9) - 4);
+          if (k < 5 && !t.thr.empty()) v = t.thr[rng() % t.thr.size()] * spread;
+          if (k == 5) v = trial % 7 == 0 ? std::numeric_limits<double>::quiet_NaN() : 0.0;
+          if (k == 6) v = trial % 11 == 0 ? -std::numeric_limits<double>::infinity() : -0.0;
+          if (k == 7) v = std::ldexp(1.0 + (rng() % 8), -145);
+          x[i] = static_cast<float>(v);
+        }
+        if (trial % 13 == 0) std::fill(x.begin(), x.begin() + n, trial % 2 ? 0.0 : -0.0);
+        std::fill(m1.begin(), m1.end(), 0xAA);
+        std::fill(m2.begin(), m2.end(), 0xAA);
+        for (bool codes : {true, false}) {
+          const auto a =
+              detail::cb::encode_tile(p, x.data(), n, metas, 0, 0, codes ? c1.data() : nullptr,
+                                      codes ? nullptr : v1.data(), m1.data());
+          const auto b = t.row_groups == 1
+                             ? detail::cb::encode_tile_lut<8>(
+                                   p, t, x.data(), n, metas, 0, 0, codes ? c2.data() : nullptr,
+                                   codes ? nullptr : v2.data(), m2.data(), kb.data())
+                             : detail::cb::encode_tile_lut<16>(
+                                   p, t, x.data(), n, metas, 0, 0, codes ? c2.data() : nullptr,
+                                   codes ? nullptr : v2.data(), m2.data(), kb.data());
+          const std::string at = std::string(name) + " " + to_string(sm) + " trial " +
+                                 std::to_string(trial) + " seed " + std::to_string(seed);
+          ASSERT_EQ(a.scale_code, b.scale_code) << at;
+          ASSERT_EQ(a.clipped, b.clipped) << at;
+          ASSERT_EQ(a.nonfinite, b.nonfinite) << at;
+          ASSERT_EQ(m1, m2) << at;
+          if (codes)
+            ASSERT_EQ(std::vector<uint8_t>(c1.begin(), c1.begin() + n),
+                      std::vector<uint8_t>(c2.begin(), c2.begin() + n))
+                << at;
+          else
+            ASSERT_EQ(std::memcmp(v1.data(), v2.data(), n * sizeof(float)), 0) << at;
+        }
+      }
+    }
 }
 
 TEST(CodebookLut, MagnitudesBeyondTheHighWordAreRefused) {

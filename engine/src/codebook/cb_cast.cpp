@@ -3,6 +3,7 @@
 #include <atomic>
 #include <cmath>
 
+#include "codebook/cb_lut.hpp"
 #include "cpu/cast_cpu.hpp"
 #include "parallel.hpp"
 
@@ -152,9 +153,12 @@ CastResult cast(const Tensor& x, const DataType& d, const CastOptions& opt) {
     values = Tensor::empty(DType::F32, p.perm_shape);
   }
   const bool f64 = src.dtype() == DType::F64;
+  // The interval tables where they apply (the CUDA kernel's too); encode_tile otherwise.
+  const detail::cb::Lut lut = detail::cb::build_lut(cp);
   std::atomic<int64_t> clipped{0}, nonfinite{0};
   detail::parallel_for(p.B * p.R * p.gc, 256, opt.threads, opt.job, [&](int64_t gb, int64_t ge) {
     std::vector<double> xb(l.tile);
+    std::vector<uint8_t> kb(l.tile);
     int64_t clip = 0, nf = 0;
     for (int64_t g = gb; g < ge; ++g) {
       const int64_t row = g / p.gc, c0 = (g % p.gc) * l.tile;
@@ -162,11 +166,16 @@ CastResult cast(const Tensor& x, const DataType& d, const CastOptions& opt) {
       const int64_t first = row * p.C + c0;
       for (int i = 0; i < n; ++i)
         xb[i] = f64 ? src.ptr<double>()[first + i] : src.ptr<float>()[first + i];
+      uint8_t* cd = actual ? codes.mutable_ptr<uint8_t>() + first : nullptr;
+      float* vd = actual ? nullptr : values.mutable_ptr<float>() + first;
+      uint8_t* md = actual ? meta.mutable_ptr<uint8_t>() : nullptr;
       const detail::cb::TileResult tr =
-          detail::cb::encode_tile(cp, xb.data(), n, l.subs_per_row, row, c0,
-                                  actual ? codes.mutable_ptr<uint8_t>() + first : nullptr,
-                                  actual ? nullptr : values.mutable_ptr<float>() + first,
-                                  actual ? meta.mutable_ptr<uint8_t>() : nullptr);
+          !lut.ok ? detail::cb::encode_tile(cp, xb.data(), n, l.subs_per_row, row, c0, cd, vd, md)
+          : lut.row_groups == 1
+              ? detail::cb::encode_tile_lut<8>(cp, lut, xb.data(), n, l.subs_per_row, row, c0, cd,
+                                               vd, md, kb.data())
+              : detail::cb::encode_tile_lut<16>(cp, lut, xb.data(), n, l.subs_per_row, row, c0, cd,
+                                                vd, md, kb.data());
       clip += tr.clipped;
       nf += tr.nonfinite;
       if (actual)
