@@ -118,13 +118,9 @@ TEST(CodebookLut, TileEncodingEqualsEncodeTile) {
           const auto a =
               detail::cb::encode_tile(p, x.data(), n, metas, 0, 0, codes ? c1.data() : nullptr,
                                       codes ? nullptr : v1.data(), m1.data());
-          const auto b = t.row_groups == 1
-                             ? detail::cb::encode_tile_lut<8>(
-                                   p, t, x.data(), n, metas, 0, 0, codes ? c2.data() : nullptr,
-                                   codes ? nullptr : v2.data(), m2.data(), kb.data())
-                             : detail::cb::encode_tile_lut<16>(
-                                   p, t, x.data(), n, metas, 0, 0, codes ? c2.data() : nullptr,
-                                   codes ? nullptr : v2.data(), m2.data(), kb.data());
+          const auto b = detail::cb::encode_tile_lut(
+              p, t, x.data(), n, metas, 0, 0, codes ? c2.data() : nullptr,
+              codes ? nullptr : v2.data(), m2.data(), kb.data());
           const std::string at = std::string(name) + " " + to_string(sm) + " trial " +
                                  std::to_string(trial) + " seed " + std::to_string(seed);
           ASSERT_EQ(a.scale_code, b.scale_code) << at;

@@ -170,12 +170,9 @@ CastResult cast(const Tensor& x, const DataType& d, const CastOptions& opt) {
       float* vd = actual ? nullptr : values.mutable_ptr<float>() + first;
       uint8_t* md = actual ? meta.mutable_ptr<uint8_t>() : nullptr;
       const detail::cb::TileResult tr =
-          !lut.ok ? detail::cb::encode_tile(cp, xb.data(), n, l.subs_per_row, row, c0, cd, vd, md)
-          : lut.row_groups == 1
-              ? detail::cb::encode_tile_lut<8>(cp, lut, xb.data(), n, l.subs_per_row, row, c0, cd,
+          lut.ok ? detail::cb::encode_tile_lut(cp, lut, xb.data(), n, l.subs_per_row, row, c0, cd,
                                                vd, md, kb.data())
-              : detail::cb::encode_tile_lut<16>(cp, lut, xb.data(), n, l.subs_per_row, row, c0, cd,
-                                                vd, md, kb.data());
+                 : detail::cb::encode_tile(cp, xb.data(), n, l.subs_per_row, row, c0, cd, vd, md);
       clip += tr.clipped;
       nf += tr.nonfinite;
       if (actual)

@@ -58,67 +58,10 @@ CS_HD double row_mag(uint16_t h) {
 
 // encode_tile over the tables (Lut::ok): the same scale, counts, mapping choices, codes and values
 // with one interval lookup per element instead of a midpoint search per element and mapping.
-// R: the row entries summed per element (8 or 16, at least the mappings); k: n bytes of scratch.
-template <int R, class X>
-TileResult encode_tile_lut(const Params& p, const Lut& t, const X& x, int n, int64_t subs_per_row,
-                           int64_t row, int64_t c0, uint8_t* codes, float* values, uint8_t* meta,
-                           uint8_t* k) {
-  TileResult r;
-  double absmax = 0;
-  for (int i = 0; i < n; ++i) {
-    const double xi = x[i];
-    const double a = xi < 0 ? -xi : xi;
-    if (!(a - a == 0))
-      ++r.nonfinite;
-    else if (a > absmax)
-      absmax = a;
-  }
-  const GroupScale g = choose_scale(p.kp, absmax, 0, 0, r.nonfinite > 0);
-  if (g.nan || (!p.kp.scale_is_exponent && !(g.s > 0)))
-    return encode_tile(p, x, n, subs_per_row, row, c0, codes, values, meta);
-  r.scale_code = g.scale_code;
-  const double up = p.kp.scale_is_exponent ? scalar::pow2(g.shift) : g.s;
-  for (int i = 0; i < n; ++i) {
-    const double xi = x[i];
-    // scaled_abs of +|x|: a negative zero would read as a huge magnitude's bits.
-    const double as = scaled_abs(p, g, xi < 0 ? -xi : xi + 0.0);
-    r.clipped += as > p.kp.data_max;
-    k[i] = static_cast<uint8_t>(interval_of(t.thr.data(), t.bucket.data(), t.nthr, t.emin, as));
-  }
-  const int rw = t.row_groups * 8;
-  for (int s0 = 0; s0 < p.tile; s0 += p.sub) {
-    const int ns = n - s0 < p.sub ? n - s0 : p.sub;
-    int best = 0;
-    if (ns > 0) {
-      double sse[R] = {};
-      for (int i = s0; i < s0 + ns; ++i) {
-        const double xi = x[i];
-        const double a = xi < 0 ? -xi : xi;
-        const uint16_t* h = t.hi16.data() + k[i] * rw;
-        for (int m = 0; m < R; ++m) {
-          const double d = add_rn(mul_rn(row_mag(h[m]), up), -a);
-          sse[m] = add_rn(sse[m], mul_rn(d, d));
-        }
-      }
-      double best_sse = sse[0];
-      for (int m = 1; m < p.nmaps; ++m)
-        if (sse[m] < best_sse) {
-          best = m;
-          best_sse = sse[m];
-        }
-      for (int i = s0; i < s0 + ns; ++i) {
-        const bool neg = sign_bit(x[i]);
-        if (codes)
-          codes[i] = static_cast<uint8_t>(code_of(p.half, t.slot[k[i] * t.width + best], neg));
-        if (values) {
-          const double v = mul_rn(row_mag(t.hi16[k[i] * rw + best]), up);
-          values[i] = scalar::to_f32(neg ? -v : v);
-        }
-      }
-    }
-    if (meta) meta[row * subs_per_row + (c0 + s0) / p.sub] = static_cast<uint8_t>(best);
-  }
-  return r;
-}
+// k: n bytes of scratch. Host only (cb_lut.cpp); the CUDA kernel has its own loop over the same
+// tables.
+TileResult encode_tile_lut(const Params& p, const Lut& t, const double* x, int n,
+                           int64_t subs_per_row, int64_t row, int64_t c0, uint8_t* codes,
+                           float* values, uint8_t* meta, uint8_t* k);
 
 }  // namespace castscope::detail::cb

@@ -388,11 +388,15 @@ void CodebookRunner::run() {
       const unsigned grid = grid_for(chunks, 1, std::max(per_sm, 1) * int64_t{sm_count()});
       kernel<<<grid, threads, smem, st>>>(xp, g, cp, l, o, s.tile_shift);
     };
+    // The sums in the scale's units need |shift| < 256 (docs/gpu-notes.md, exactness).
+    const scalar::Format& sf = cp.kp.scale;
+    const bool narrow_shift =
+        sf.bits <= 16 && sf.bias <= 255 && (1 << sf.bits) - 1 - sf.bias <= 255;
     auto go = [&](auto width) {
       constexpr int W = decltype(width)::value;
       if constexpr (std::is_same<T, double>::value)
         launch(codebook_lut_kernel<T, W, false>);
-      else if (cp.kp.scale_is_exponent)
+      else if (cp.kp.scale_is_exponent && narrow_shift)
         launch(codebook_lut_kernel<T, W, true>);
       else
         launch(codebook_lut_kernel<T, W, false>);
