@@ -12,15 +12,16 @@ namespace {
 template <int R>
 inline __attribute__((always_inline)) void sums(const Lut& t, const double* x, const uint8_t* k,
                                                 int n, double up, double* sse) {
-  for (int m = 0; m < R; ++m) sse[m] = 0;
+  double acc[R] = {};  // not sse itself, which the compiler must assume may alias x
   for (int i = 0; i < n; ++i) {
     const double a = x[i] < 0 ? -x[i] : x[i];
     const uint16_t* h = t.hi16.data() + k[i] * R;
     for (int m = 0; m < R; ++m) {
       const double d = add_rn(mul_rn(row_mag(h[m]), up), -a);
-      sse[m] = add_rn(sse[m], mul_rn(d, d));
+      acc[m] = add_rn(acc[m], mul_rn(d, d));
     }
   }
+  for (int m = 0; m < R; ++m) sse[m] = acc[m];
 }
 
 // Compiled for AVX2 and the baseline, picked at load time (plain functions: compilers do not
