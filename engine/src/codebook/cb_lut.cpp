@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 namespace castscope::detail::cb {
 namespace {
@@ -60,7 +61,7 @@ TileResult encode_tile_lut(const Params& p, const Lut& t, const double* x, int n
     // scaled_abs of +|x|: a negative zero would read as a huge magnitude's bits.
     const double as = scaled_abs(p, g, x[i] < 0 ? -x[i] : x[i] + 0.0);
     r.clipped += as > p.kp.data_max;
-    k[i] = static_cast<uint8_t>(interval_of(t.thr.data(), t.bucket.data(), t.nthr, t.emin, as));
+    k[i] = static_cast<uint8_t>(interval_steps(t, as));
   }
   const int rw = t.row_groups * 8;
   double sse[16];
@@ -143,6 +144,13 @@ Lut build_lut(const Params& p) {
     l.bucket[b] =
         static_cast<uint8_t>(std::upper_bound(l.thr.begin(), l.thr.end(), low) - l.thr.begin());
   }
+  // A magnitude in bucket b lies below bucket b + 1's lower end, so it passes at most the
+  // midpoints counted between the two; the last bucket also takes everything above it.
+  l.max_steps = l.nthr - l.bucket[kBuckets - 1];
+  for (int b = 0; b + 1 < kBuckets; ++b)
+    l.max_steps = std::max(l.max_steps, l.bucket[b + 1] - l.bucket[b]);
+  l.thr_pad = l.thr;
+  l.thr_pad.resize(l.thr.size() + l.max_steps, std::numeric_limits<double>::infinity());
   l.ok = true;
   return l;
 }

@@ -32,6 +32,10 @@ struct Lut {
   // (sign, exponent and 4 fraction bits: every magnitude of a compute format with at most 4
   // mantissa bits, which build_lut checks), so that a row of 16 mappings is two 16-byte loads.
   std::vector<uint16_t> hi16;
+  // For a search without branches (the CPU's): no bucket holds more than max_steps midpoints, and
+  // thr_pad is thr followed by max_steps infinities.
+  int max_steps = 0;
+  std::vector<double> thr_pad;
 };
 
 Lut build_lut(const Params& p);
@@ -48,6 +52,14 @@ CS_HD int bucket_of(double a, int emin) {
 CS_HD int interval_of(const double* thr, const uint8_t* bucket, int nthr, int emin, double a) {
   int k = bucket[bucket_of(a, emin)];
   while (k < nthr && a >= thr[k]) ++k;
+  return k;
+}
+
+// interval_of in exactly max_steps steps of `k += a >= thr_pad[k]`: once a threshold is above a,
+// k stays.
+inline int interval_steps(const Lut& t, double a) {
+  int k = t.bucket[bucket_of(a, t.emin)];
+  for (int s = 0; s < t.max_steps; ++s) k += a >= t.thr_pad[k];
   return k;
 }
 
