@@ -139,7 +139,7 @@ TEST(CodebookLut, TileEncodingEqualsEncodeTile) {
     }
 }
 
-TEST(CodebookLut, MagnitudesBeyondTheHighWordAreRefused) {
+TEST(CodebookLut, MagnitudesOfMoreThanFiveSignificantBitsAreRefused) {
   codebook::Layout l = codebook::make_layout({4, 64}, DataType::parse("icb44fi4_e32"), {});
   l.mags[3] = 1.0 + std::ldexp(1.0, -5);  // six significant bits
   const detail::cb::Lut t = detail::cb::build_lut(l.params());

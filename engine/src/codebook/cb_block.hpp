@@ -67,6 +67,12 @@ CS_HD uint32_t code_of(int half, int slot, bool neg) {
   return static_cast<uint32_t>(neg ? half - 1 - slot : half + slot);
 }
 
+// A scale that maps values onto the mappings: not NaN, and for float scales not zero (a zero scale
+// takes every value to slot 0).
+CS_HD bool scale_usable(const Params& p, const GroupScale& g) {
+  return !g.nan && (p.kp.scale_is_exponent || g.s > 0);
+}
+
 // Encodes the n values of one subtile; writes codes and/or values (either may be null) and
 // returns the chosen mapping. A group whose scale is NaN writes the +0 code and NaN values.
 // X is anything with x[i] giving the value as a double and x + k (a pointer, or a device view of
@@ -74,9 +80,9 @@ CS_HD uint32_t code_of(int half, int slot, bool neg) {
 template <class X>
 CS_HD int encode_sub(const Params& p, const GroupScale& g, const X& x, int n, uint8_t* codes,
                      float* values) {
-  const bool zero_scale = !g.nan && !p.kp.scale_is_exponent && !(g.s > 0);
+  const bool usable = scale_usable(p, g);
   int best = 0;
-  if (!g.nan && !zero_scale) {
+  if (usable) {
     double best_sse = 0;
     for (int m = 0; m < p.nmaps; ++m) {
       const double* mag = p.mags + m * p.half;
@@ -99,7 +105,7 @@ CS_HD int encode_sub(const Params& p, const GroupScale& g, const X& x, int n, ui
     const double xi = x[i];
     const bool neg = sign_bit(xi);
     int j = 0;
-    if (!g.nan && !zero_scale) j = nearest_slot(mag, p.half, scaled_abs(p, g, xi));
+    if (usable) j = nearest_slot(mag, p.half, scaled_abs(p, g, xi));
     if (codes) codes[i] = static_cast<uint8_t>(code_of(p.half, j, neg && !g.nan));
     if (values) {
       const double v = unscale(p, g, mag[j]);
@@ -124,27 +130,30 @@ struct TileResult {
   int nonfinite = 0;
 };
 
-// One tile of n values (n < tile at the end of a row) starting at column c0 of a row: the scale
-// from the finite values' absmax (NaN / Inf make the whole tile NaN), then each subtile's mapping
-// and codes. codes / values point at the tile's first element; meta at the whole meta array.
+// The scale of a tile of n values: from the finite values' absmax; a NaN or Inf (counted in
+// nonfinite) makes the whole tile NaN.
 template <class X>
-CS_HD TileResult encode_tile(const Params& p, const X& x, int n, int64_t subs_per_row, int64_t row,
-                             int64_t c0, uint8_t* codes, float* values, uint8_t* meta) {
-  TileResult r;
+CS_HD GroupScale tile_scale(const Params& p, const X& x, int n, int& nonfinite) {
   double absmax = 0;
   for (int i = 0; i < n; ++i) {
     const double xi = x[i];
     const double a = xi < 0 ? -xi : xi;
     if (!(a - a == 0)) {
-      ++r.nonfinite;
+      ++nonfinite;
     } else if (a > absmax) {
       absmax = a;
     }
   }
-  const GroupScale g = choose_scale(p.kp, absmax, 0, 0, r.nonfinite > 0);
-  r.scale_code = g.scale_code;
-  if (!g.nan && (p.kp.scale_is_exponent || g.s > 0))
-    for (int i = 0; i < n; ++i) r.clipped += scaled_abs(p, g, x[i]) > p.kp.data_max;
+  return choose_scale(p.kp, absmax, 0, 0, nonfinite > 0);
+}
+
+// Each subtile's mapping, codes and values for a tile of n values (n < tile at the end of a row)
+// starting at column c0 of a row, whose scale g is chosen. codes / values point at the tile's
+// first element; meta at the whole meta array.
+template <class X>
+CS_HD void encode_subtiles(const Params& p, const GroupScale& g, const X& x, int n,
+                           int64_t subs_per_row, int64_t row, int64_t c0, uint8_t* codes,
+                           float* values, uint8_t* meta) {
   for (int s0 = 0; s0 < p.tile; s0 += p.sub) {
     const int ns = n - s0 < p.sub ? n - s0 : p.sub;
     int m = 0;
@@ -153,6 +162,18 @@ CS_HD TileResult encode_tile(const Params& p, const X& x, int n, int64_t subs_pe
                      values ? values + s0 : nullptr);
     if (meta) meta[row * subs_per_row + (c0 + s0) / p.sub] = static_cast<uint8_t>(m);
   }
+}
+
+// One tile: its scale, the count of clipped values, then each subtile's mapping and codes.
+template <class X>
+CS_HD TileResult encode_tile(const Params& p, const X& x, int n, int64_t subs_per_row, int64_t row,
+                             int64_t c0, uint8_t* codes, float* values, uint8_t* meta) {
+  TileResult r;
+  const GroupScale g = tile_scale(p, x, n, r.nonfinite);
+  r.scale_code = g.scale_code;
+  if (scale_usable(p, g))
+    for (int i = 0; i < n; ++i) r.clipped += scaled_abs(p, g, x[i]) > p.kp.data_max;
+  encode_subtiles(p, g, x, n, subs_per_row, row, c0, codes, values, meta);
   return r;
 }
 

@@ -44,17 +44,12 @@ TileResult encode_tile_lut(const Params& p, const Lut& t, const double* x, int n
                            int64_t subs_per_row, int64_t row, int64_t c0, uint8_t* codes,
                            float* values, uint8_t* meta, uint8_t* k) {
   TileResult r;
-  double absmax = 0;
-  for (int i = 0; i < n; ++i) {
-    const double a = x[i] < 0 ? -x[i] : x[i];
-    if (!(a - a == 0))
-      ++r.nonfinite;
-    else if (a > absmax)
-      absmax = a;
+  const GroupScale g = tile_scale(p, x, n, r.nonfinite);
+  if (!scale_usable(p, g)) {
+    r.scale_code = g.scale_code;
+    encode_subtiles(p, g, x, n, subs_per_row, row, c0, codes, values, meta);
+    return r;
   }
-  const GroupScale g = choose_scale(p.kp, absmax, 0, 0, r.nonfinite > 0);
-  if (g.nan || (!p.kp.scale_is_exponent && !(g.s > 0)))
-    return encode_tile(p, x, n, subs_per_row, row, c0, codes, values, meta);
   r.scale_code = g.scale_code;
   const double up = p.kp.scale_is_exponent ? scalar::pow2(g.shift) : g.s;
   for (int i = 0; i < n; ++i) {
@@ -93,7 +88,6 @@ TileResult encode_tile_lut(const Params& p, const Lut& t, const double* x, int n
 
 Lut build_lut(const Params& p) {
   Lut l;
-  l.nmaps = p.nmaps;
   if (p.nmaps < 1 || p.nmaps > 16) {
     l.why = "more than 16 mappings";
     return l;

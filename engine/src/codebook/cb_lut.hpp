@@ -21,8 +21,7 @@ struct Lut {
   bool ok = false;              // false: fall back to encode_tile (see why)
   const char* why = "";         // the limit that was hit
   int nthr = 0;                 // K distinct midpoints; intervals 0..K
-  int nmaps = 0;                // mappings with a slot column (the datatype's)
-  int width = 0;                // mapping columns per row: nmaps rounded up to 2, 4, 8 or 16
+  int width = 0;                // mapping columns per row: the mappings rounded up to 2, 4, 8 or 16
   int row_groups = 0;           // 16-byte groups per magnitude row (8 mappings each)
   int emin = 0;                 // bucket 0 starts at 2^emin
   std::vector<double> thr;      // K midpoints, ascending

@@ -96,19 +96,6 @@ struct Smem {
   }
 };
 
-// Tiles the tables do not cover (a NaN or zero scale): encode_sub itself. Inlined: a call would
-// take the address of the kernel's parameters and read them from local memory in the hot loop.
-template <class S>
-__device__ __forceinline__ void encode_generic(const cb::Params& p,
-                                               const castscope::detail::GroupScale& gs, const S* xs,
-                                               uint8_t* codes, float* values, uint8_t* meta) {
-  for (int s0 = 0; s0 < p.tile; s0 += p.sub) {
-    const int m = cb::encode_sub(p, gs, xs + s0, p.sub, codes ? codes + s0 : nullptr,
-                                 values ? values + s0 : nullptr);
-    if (meta) meta[s0 / p.sub] = static_cast<uint8_t>(m);
-  }
-}
-
 template <class T>
 using Staged = std::conditional_t<std::is_same<T, double>::value, double, float>;
 
@@ -143,8 +130,8 @@ __device__ __forceinline__ void load_row(const uint4* hi, int k, int lane8, uint
 // where the sums run in the scale's units: d' = mag - a * 2^-shift is encode_sub's d times the
 // power of two 2^-shift, exactly, as no step leaves the normal double range (|a| >= 2^-149 when
 // nonzero and |shift| <= 255), so d'^2 and the running sums are its values scaled alike.
-// Five blocks of 128 threads per multiprocessor (registers capped at 102; the kernel is latency
-// bound, so resident warps count more than registers; measured on the H100, docs/performance.md).
+// Five blocks of 128 threads per multiprocessor (registers capped at 102): the kernel is latency
+// bound, and a version with four was slower (docs/performance.md v11).
 template <class T, int W, bool SCALED>
 __global__ void __launch_bounds__(128, 5)
     codebook_lut_kernel(const T* __restrict__ x, CbGeo g, cb::Params p, LutDev l, CbOuts o,
@@ -199,8 +186,10 @@ __global__ void __launch_bounds__(128, 5)
       nonfinite += nf;
       const int64_t row = t / g.gc, c0 = (t - row * g.gc) * tile;
       uint8_t* meta = o.meta ? o.meta + row * g.subs_per_row + c0 / p.sub : nullptr;
-      if (gs.nan || (!expo && !(gs.s > 0))) {
-        encode_generic(p, gs, xs, o.codes ? kb : nullptr, o.values ? v_row : nullptr, meta);
+      if (!cb::scale_usable(p, gs)) {
+        // Every value takes slot 0 (or NaN): encode_sub itself.
+        cb::encode_subtiles(p, gs, xs, tile, g.subs_per_row, row, c0, o.codes ? kb : nullptr,
+                            o.values ? v_row : nullptr, o.meta);
       } else {
         const double down = expo ? scalar::pow2(-gs.shift) : 0.0;
         const double up = expo ? scalar::pow2(gs.shift) : gs.s;
@@ -291,7 +280,6 @@ struct CodebookRunner::Impl {
   int tile_shift = 0;
   DeviceTensor mags, thr, bucket, slot, hi, counts;
   DeviceTensor values, codes, scale, meta;
-  const char* path = "codebook-tile";
 
   LutDev lut_dev() const {
     LutDev d;
@@ -350,7 +338,6 @@ CodebookRunner::CodebookRunner(const DeviceTensor& xin, const DataType& dtype,
     CS_CUDA(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
     s.use_lut = s.smem_bytes() <= optin;
   }
-  if (s.use_lut) s.path = "codebook";
 }
 
 CodebookRunner::~CodebookRunner() = default;
@@ -440,7 +427,7 @@ DeviceCastResult CodebookRunner::result() {
 }
 
 const char* CodebookRunner::path() const {
-  return impl_->path;
+  return impl_->use_lut ? "codebook" : "codebook-tile";
 }
 
 // Codes and mapping choices counted at their packed widths: the least a compressed result holds,
