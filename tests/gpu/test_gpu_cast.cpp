@@ -125,13 +125,14 @@ TEST(GpuCast, LeanKernelsEqualCpuOverSeveralGridStrideRounds) {
   CS_REQUIRE_GPU();
   const uint64_t seed = run_seed();
   uint64_t k = 1000;
-  for (const char* name : {"mxfp8e4", "mxfp4e2", "nvfp4", "float8_e4m3fn"}) {
+  for (const char* name : {"mxfp8e4", "mxfp4e2", "nvfp4", "float8_e4m3fn", "tcfp8", "tcfp12"}) {
     const DataType d = DataType::parse(name);
     const Tensor x32 = input_for(d, {4096, 8192}, seed + ++k), f32 = finite_copy(x32);
     CastOptions o;
     o.mode = CastMode::Compress;
+    const bool tcfp = d.family() != Family::Standard;
     for (const Tensor& x : {x32, to_bf16(x32), f32, to_bf16(f32)}) {
-      EXPECT_EQ(gpu::detail::cast_kernel(x, d, o), "lean") << name;
+      EXPECT_EQ(gpu::detail::cast_kernel(x, d, o), tcfp ? "tcfp-lean" : "lean") << name;
       EXPECT_EQ(compare(x, d, o), "")
           << name << " input " << dtype_name(x.dtype()) << " 4096x8192 (seed " << seed
           << ", input seed " << seed + k << ")";

@@ -9,6 +9,7 @@
 #include "cuda/cuda_internal.hpp"
 #include "cuda/mx_kernel.cuh"
 #include "cuda/tcfp_kernel.cuh"
+#include "cuda/tcfp_lean.cuh"
 
 namespace castscope::tcfp {
 // Defined in tcfp.cpp: the block parameters of a TCFP cast (kept in one place).
@@ -202,6 +203,26 @@ struct CastRunner::Impl {
         if constexpr (!std::is_same<T, double>::value)
           fast = bp.round == Round::Even && !o.values && static_format_id(bp.fp8) == kE4M3FN &&
                  (bp.variant == tcb::Variant::T8 || fast_quant_ok(bp.residual));
+        if constexpr (std::is_same<T, float>::value || std::is_same<T, __nv_bfloat16>::value) {
+          // Whole blocks along the last axis: the lean kernel (chunks of 16 bytes per lane).
+          if (fast && p.C % tcb::kBlock == 0 && o.codes && o.scale) {
+            auto lean = [&](auto kernel) {
+              path = "tcfp-lean";
+              constexpr int64_t L = tcb::kBlock / Raw<T>::V;
+              kernel<<<lean_grid(kernel, groups * L), 256, 0, st>>>(xp, groups, bp, sc(), o);
+            };
+            if (bp.variant == tcb::Variant::T12)
+              lean(tcfp_lean_kernel<T, 1, false>);
+            else if (bp.variant == tcb::Variant::T16)
+              lean(tcfp_lean_kernel<T, 2, false>);
+            else if (bp.nf_aware)
+              lean(tcfp_lean_kernel<T, 0, true>);
+            else
+              lean(tcfp_lean_kernel<T, 0, false>);
+            CS_CUDA_LAUNCH("tcfp_lean_kernel");
+            return;
+          }
+        }
         if (fast) {
           path = "tcfp-fast";
           if constexpr (!std::is_same<T, double>::value)
@@ -614,7 +635,33 @@ __global__ void verify_bf16_kernel(unsigned long long* bad, unsigned long long* 
   atomicAdd(checked, seen);
 }
 
+__global__ void verify_tcfp_scale_kernel(scalar::Format data, scalar::Format e8m0,
+                                         unsigned long long* bad, unsigned long long* first) {
+  unsigned long long mism = 0;
+  for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < 0x7F800000u;
+       i += gridDim.x * blockDim.x) {
+    const float a = __uint_as_float(i);
+    if (block_scale_code_f32(a, data, e8m0) !=
+        tcb::block_scale_code(static_cast<double>(a), data, e8m0)) {
+      ++mism;
+      atomicExch(first, static_cast<unsigned long long>(i));
+    }
+  }
+  if (mism) atomicAdd(bad, mism);
+}
+
 }  // namespace
+
+uint64_t verify_tcfp_scale_codes(const scalar::Format& data, uint32_t* first_bad) {
+  DeviceTensor out = DeviceTensor::empty(DType::U64, {2}, true);
+  unsigned long long* p = static_cast<unsigned long long*>(out.mutable_data());
+  verify_tcfp_scale_kernel<<<static_cast<unsigned>(sm_count()) * 8, 256, 0, stream()>>>(
+      data, NumberSpec::parse("e8m0").format(), p, p + 1);
+  CS_CUDA_LAUNCH("verify_tcfp_scale_kernel");
+  Tensor h = out.download();
+  if (first_bad) *first_bad = static_cast<uint32_t>(h.ptr<uint64_t>()[1]);
+  return h.ptr<uint64_t>()[0];
+}
 
 uint64_t verify_bf16_codes(uint32_t* first_bad, uint64_t* checked) {
   DeviceTensor out = DeviceTensor::empty(DType::U64, {3}, true);

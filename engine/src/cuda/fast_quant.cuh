@@ -341,20 +341,23 @@ __device__ __forceinline__ uint32_t code_e2m1fnuz_thr(float x, const E2m1Thresho
 
 // scalar::select_exponent of a positive finite float a (a double on the host) from the float's
 // bits: the binade, and the significand (24 bits, leading one at bit 23) for the rounding modes.
-__device__ __forceinline__ int select_exponent_f32(float a, const scalar::Format& f,
-                                                   scalar::ScaleMode mode) {
+// The binade of a positive finite float and its 24-bit significand (leading one at bit 23).
+__device__ __forceinline__ int binade_f32(float a, uint32_t& m) {
   const uint32_t u = __float_as_uint(a) & 0x7FFFFFFFu;
   const int ex = static_cast<int>(u >> 23);
-  uint32_t m;
-  int binade;
   if (ex == 0) {  // float subnormal: a normal double, renormalized here
     const int lz = __clz(u) - 8;
     m = u << lz;
-    binade = -126 - lz;
-  } else {
-    m = (u & 0x7FFFFFu) | 0x800000u;
-    binade = ex - 127;
+    return -126 - lz;
   }
+  m = (u & 0x7FFFFFu) | 0x800000u;
+  return ex - 127;
+}
+
+__device__ __forceinline__ int select_exponent_f32(float a, const scalar::Format& f,
+                                                   scalar::ScaleMode mode) {
+  uint32_t m;
+  const int binade = binade_f32(a, m);
   if (f.kind != scalar::Kind::Float || f.ebits <= 1 || mode == scalar::ScaleMode::Floor)
     return binade;
   switch (mode) {
