@@ -205,7 +205,8 @@ struct CastRunner::Impl {
                  (bp.variant == tcb::Variant::T8 || fast_quant_ok(bp.residual));
         if constexpr (std::is_same<T, float>::value || std::is_same<T, __nv_bfloat16>::value) {
           // Whole blocks along the last axis: the lean kernel (chunks of 16 bytes per lane).
-          if (fast && p.C % tcb::kBlock == 0 && o.codes && o.scale) {
+          if (fast && p.C % tcb::kBlock == 0 && o.codes && o.scale &&
+              (bp.variant != tcb::Variant::T12 || int_fixed_grid(bp.residual))) {
             auto lean = [&](auto kernel) {
               path = "tcfp-lean";
               constexpr int64_t L = tcb::kBlock / Raw<T>::V;
@@ -635,14 +636,27 @@ __global__ void verify_bf16_kernel(unsigned long long* bad, unsigned long long* 
   atomicAdd(checked, seen);
 }
 
-__global__ void verify_tcfp_scale_kernel(scalar::Format data, scalar::Format e8m0,
-                                         unsigned long long* bad, unsigned long long* first) {
+__global__ void verify_tcfp_kernel(scalar::Format data, scalar::Format e8m0,
+                                   unsigned long long* bad, unsigned long long* first) {
+  const bool fixed = int_fixed_grid(data);
+  const float inv_q = pow2f(-data.qmin), maxr = static_cast<float>(data.maxr);
   unsigned long long mism = 0;
   for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < 0x7F800000u;
        i += gridDim.x * blockDim.x) {
     const float a = __uint_as_float(i);
-    if (block_scale_code_f32(a, data, e8m0) !=
-        tcb::block_scale_code(static_cast<double>(a), data, e8m0)) {
+    bool ok = block_scale_code_f32(a, data, e8m0) ==
+              tcb::block_scale_code(static_cast<double>(a), data, e8m0);
+    for (const float y : {a, -a}) {
+      if (!fixed) break;
+      const scalar::Quantized q = castscope::detail::canonical(
+          scalar::quantize(static_cast<double>(y), data, scalar::Round::Even,
+                           scalar::Overflow::Saturate, 0),
+          data);
+      uint32_t want = scalar::encode(q, data);
+      if ((want >> (data.bits - 1)) & 1u) want |= ~((1u << data.bits) - 1);
+      ok = ok && int_fixed_byte(y, inv_q, maxr) == (want & 0xFFu);
+    }
+    if (!ok) {
       ++mism;
       atomicExch(first, static_cast<unsigned long long>(i));
     }
@@ -652,12 +666,14 @@ __global__ void verify_tcfp_scale_kernel(scalar::Format data, scalar::Format e8m
 
 }  // namespace
 
-uint64_t verify_tcfp_scale_codes(const scalar::Format& data, uint32_t* first_bad) {
+uint64_t verify_tcfp_fast_paths(const scalar::Format& data, uint32_t* first_bad) {
+  if (data.kind == scalar::Kind::Int && !int_fixed_grid(data))
+    throw Error("verify_tcfp_fast_paths: an integer grid with more than one quantum");
   DeviceTensor out = DeviceTensor::empty(DType::U64, {2}, true);
   unsigned long long* p = static_cast<unsigned long long*>(out.mutable_data());
-  verify_tcfp_scale_kernel<<<static_cast<unsigned>(sm_count()) * 8, 256, 0, stream()>>>(
+  verify_tcfp_kernel<<<static_cast<unsigned>(sm_count()) * 8, 256, 0, stream()>>>(
       data, NumberSpec::parse("e8m0").format(), p, p + 1);
-  CS_CUDA_LAUNCH("verify_tcfp_scale_kernel");
+  CS_CUDA_LAUNCH("verify_tcfp_kernel");
   Tensor h = out.download();
   if (first_bad) *first_bad = static_cast<uint32_t>(h.ptr<uint64_t>()[1]);
   return h.ptr<uint64_t>()[0];

@@ -23,11 +23,12 @@ int static_grid(const scalar::Format& f);
 // overflow policies. Returns the number of mismatches; first_bad receives one input's bits and
 // checked the number of inputs compared.
 uint64_t verify_bf16_codes(uint32_t* first_bad, uint64_t* checked);
-// Checks the TCFP kernels' block scale code from a float (block_scale_code_f32) against the shared
-// tcb::block_scale_code on every positive finite float32, for the data grid `data` (the e4m3fn
-// main term, the int4 or e4m3fn residual). Returns the number of mismatches; first_bad receives
-// one input's bits. Throws Error without a GPU.
-uint64_t verify_tcfp_scale_codes(const scalar::Format& data, uint32_t* first_bad);
+// Checks the lean TCFP kernel's float paths on every positive finite float32 a against the shared
+// code, for the data grid `data` (e4m3fn, the main term, or int4, TCFP-12's residual): the block
+// scale code of a (block_scale_code_f32 against tcb::block_scale_code) and, for an integer grid,
+// the residual code bytes of a and -a (int_fixed_byte against scalar::quantize). Returns the
+// number of mismatching inputs; first_bad receives one one's bits. Throws Error without a GPU.
+uint64_t verify_tcfp_fast_paths(const scalar::Format& data, uint32_t* first_bad);
 // The kernel family a device-resident cast of x (uploaded) runs, after one run: "lean", "fast",
 // "group", "elementwise", "tcfp", "tcfp-fast" or "tcfp-lean". Throws Error without a GPU.
 std::string cast_kernel(const Tensor& x, const DataType& d, const CastOptions& o);

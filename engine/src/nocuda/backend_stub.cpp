@@ -123,7 +123,7 @@ int static_grid(const scalar::Format&) {
 uint64_t verify_bf16_codes(uint32_t*, uint64_t*) {
   no_cuda("GPU quantizer check");
 }
-uint64_t verify_tcfp_scale_codes(const scalar::Format&, uint32_t*) {
+uint64_t verify_tcfp_fast_paths(const scalar::Format&, uint32_t*) {
   no_cuda("GPU quantizer check");
 }
 std::string cast_kernel(const Tensor&, const DataType&, const CastOptions&) {
