@@ -119,16 +119,8 @@ __device__ __forceinline__ uint32_t lean_code(float y, const KernelParams& kp, b
 enum LeanScale { kUnscaled = 0, kExponent = 1, kNvfp4 = 2 };
 
 // F is the data grid's compile-time copy (kE2M1FNUZ for NVFP4).
-// Blocks of 256 per SM that lean_kernel is compiled for. MX e2m1 (mxfp4e2) held 58 to 60
-// registers, four blocks per SM; at five (48 registers) it does not spill. MXFP6 held 68 on the
-// device's compiler (three blocks); at four (64) it does not spill. The other grids spill at five
-// (MXFP6 40 bytes, NVFP4 56) or already fit it.
-constexpr int lean_min_blocks(int F, int KIND) {
-  return KIND != kExponent ? 1 : F == kE2M1FNUZ ? 5 : F == kE2M3FNUZ || F == kE3M2FNUZ ? 4 : 1;
-}
-
 template <class T, int TILE, int F, int KIND>
-__global__ void __launch_bounds__(256, lean_min_blocks(F, KIND))
+__global__ void __launch_bounds__(256)
     lean_kernel(const T* __restrict__ x, int64_t count, KernelParams kp, Scratch* s, Outs o) {
   kp.data = kp.data_codes = static_format(F);
   using R = Raw<T>;

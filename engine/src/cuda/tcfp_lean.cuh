@@ -127,12 +127,9 @@ __device__ __forceinline__ uint32_t e4m3x2(float y0, float y1) {
 }
 
 // VARIANT 0, 1, 2: TCFP-8, -12, -16; NF: TCFP-8's NormalFloat-aware scale. `blocks` blocks of 32.
-// TCFP-12 / 16 held 51 to 64 registers and fit 48 (five blocks per SM) without spilling; TCFP-8
-// with the statistics spills there and keeps its 56 to 62.
 template <class T, int VARIANT, bool NF>
-__global__ void __launch_bounds__(256, VARIANT == 0 ? 1 : 5)
-    tcfp_lean_kernel(const T* __restrict__ x, int64_t blocks, tcb::BlockParams bp, Scratch* s,
-                     Outs o) {
+__global__ void __launch_bounds__(256) tcfp_lean_kernel(const T* __restrict__ x, int64_t blocks,
+                                                        tcb::BlockParams bp, Scratch* s, Outs o) {
   static_assert(!NF || VARIANT == 0, "only TCFP-8 chooses its scale from the statistics");
   using R = Raw<T>;
   constexpr int V = R::V;
