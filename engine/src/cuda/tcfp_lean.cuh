@@ -7,8 +7,9 @@
 //   8 of float32), four loads in flight, so the block's absmax, sums and residual maximum are a
 //   lane's own values plus two or three shuffles;
 // - TCFP-8's NormalFloat-aware scale comes from float statistics with a rigorous error bound:
-//   where the bound leaves the scale code open (about one block in 10^5 on Gaussian data, every
-//   constant block) the block's first lane recomputes it with the CPU's double sums;
+//   where the bound leaves the scale code open (every constant block, and blocks whose 3 sigma lies
+//   within about 2^-18 of a scale boundary) the block's lanes recompute it with the CPU's double
+//   sums, reading the values from each other by shuffles;
 // - the main term's residual is formed in float (exact) and the codes are converted two at a time.
 #pragma once
 
