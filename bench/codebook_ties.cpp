@@ -1,0 +1,86 @@
+// How close a codebook subtile's best mapping is to its runner-up, on Gaussian tiles: the data
+// a cheaper mapping choice needs (float sums with an error bound, the exact double sums only where
+// the bound cannot separate the best mapping from the others; docs/gpu-notes.md, codebooks).
+// Sums are encode_sub's (cb_block.hpp), in double, element order, no fused multiply-adds.
+// Run: ./build/bench/codebook_ties [dtype tiles seed]
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <vector>
+
+#include "castscope/datatype.hpp"
+#include "codebook/cb_cast.hpp"
+
+using namespace castscope;
+namespace cb = castscope::detail::cb;
+
+int main(int argc, char** argv) {
+  const char* name = argc > 1 ? argv[1] : "icb44fi4_e32";
+  const long tiles = argc > 2 ? std::atol(argv[2]) : 200000;
+  const uint64_t seed = argc > 3 ? std::strtoull(argv[3], nullptr, 10) : 1;
+  try {
+    const DataType d = DataType::parse(name);
+    const codebook::Layout l = codebook::make_layout({1, 4096}, d, {});
+    const cb::Params p = l.params();
+    std::mt19937_64 rng(seed);
+    std::normal_distribution<double> nd(0, 1);
+    std::vector<double> x(p.tile), sse(p.nmaps);
+    std::vector<std::vector<double>> mags(p.nmaps);
+    long subs = 0, ties = 0, ties_same = 0, near16 = 0, near6 = 0;
+    for (long t = 0; t < tiles; ++t) {
+      // float32 values over 20 binades of scale.
+      const double s = std::ldexp(1.0, static_cast<int>(rng() % 20) - 10);
+      for (double& v : x) v = static_cast<float>(nd(rng) * s);
+      int nonfinite = 0;
+      const auto g = cb::tile_scale(p, x.data(), p.tile, nonfinite);
+      if (!cb::scale_usable(p, g)) continue;
+      for (int s0 = 0; s0 < p.tile; s0 += p.sub) {
+        for (int m = 0; m < p.nmaps; ++m) {
+          const double* mag = p.mags + m * p.half;
+          mags[m].clear();
+          double acc = 0;
+          for (int i = s0; i < s0 + p.sub; ++i) {
+            const int j = cb::nearest_slot(mag, p.half, cb::scaled_abs(p, g, x[i]));
+            mags[m].push_back(mag[j]);
+            const double e = cb::add_rn(cb::unscale(p, g, mag[j]), -std::fabs(x[i]));
+            acc = cb::add_rn(acc, cb::mul_rn(e, e));
+          }
+          sse[m] = acc;
+        }
+        int best = 0;
+        for (int m = 1; m < p.nmaps; ++m)
+          if (sse[m] < sse[best]) best = m;
+        bool tie = false, same = false, n16 = false, n6 = false;
+        for (int m = 0; m < p.nmaps; ++m) {
+          if (m == best) continue;
+          if (sse[m] == sse[best]) {
+            tie = true;
+            same = same || mags[m] == mags[best];
+          } else {
+            n16 = n16 || sse[m] - sse[best] <= std::ldexp(sse[best], -16);
+            n6 = n6 || sse[m] - sse[best] <= std::ldexp(sse[best], -6);
+          }
+        }
+        ++subs;
+        ties += tie;
+        ties_same += same;
+        near16 += n16;
+        near6 += n6;
+      }
+    }
+    const double pc = subs ? 100.0 / static_cast<double>(subs) : 0.0;
+    std::printf(
+        "%s (%d mappings, subtiles of %d, %ld subtiles, seed %llu)\n"
+        "  best sum shared exactly with another mapping:      %8.4f%%\n"
+        "    of which the two mappings' magnitudes agree:      %8.4f%%\n"
+        "  runner-up above the best by at most 2^-16 (rel.):   %8.4f%%\n"
+        "  runner-up above the best by at most 2^-6 (rel.):    %8.4f%%\n",
+        name, p.nmaps, p.sub, subs, static_cast<unsigned long long>(seed), ties * pc,
+        ties_same * pc, near16 * pc, near6 * pc);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "codebook_ties: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
