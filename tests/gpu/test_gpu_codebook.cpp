@@ -4,6 +4,7 @@
 #include "gpu_test_util.hpp"
 
 #include <fstream>
+#include <random>
 
 #include "castscope/cuda_stats.hpp"
 #include "castscope/datatype.hpp"
@@ -123,6 +124,40 @@ TEST(GpuCodebook, MidpointsAndTheirNeighboursChooseAlike) {
       ASSERT_EQ(result_diff(cpu_cast(x, d, o), cuda::cast(x, d, o)), "") << name;
     }
     EXPECT_EQ(gpu::detail::cast_kernel(x, d, {}), "codebook");
+  }
+}
+
+// Tiles of the mappings' own magnitudes (the first element pins the scale), as they are or one
+// float ulp off: many mappings then have equal or nearly equal squared errors, which the float
+// sums of the exponent-scaled kernel cannot order, so the double sums must decide as the CPU does
+// (the lower mapping on an exact tie).
+TEST(GpuCodebook, MappingsThatTieOrNearlyTieChooseAsTheCpu) {
+  CS_REQUIRE_GPU();
+  const uint64_t seed = run_seed();
+  std::mt19937_64 rng(seed);
+  for (const char* name : {"icb44fi4_e32", "icb44fi4_e32s8", "icb41ie_e2m3fnuz_e8m0_t16s2"}) {
+    const DataType d = DataType::parse(name);
+    const codebook::Layout l = codebook::make_layout({1, 32}, d, {});
+    const int tile = l.tile, half = l.base.half, nmaps = l.base.nmaps;
+    const int64_t rows = 4096;
+    Tensor x = Tensor::empty(DType::F32, {rows, tile});
+    float* p = x.mutable_ptr<float>();
+    for (int64_t r = 0; r < rows; ++r) {
+      const int m = static_cast<int>(rng() % nmaps), nudge = static_cast<int>(rng() % 3);
+      for (int i = 0; i < tile; ++i) {
+        float v = static_cast<float>(l.mags[m * half + rng() % half]);
+        if (nudge && rng() % 4 == 0) v = std::nextafter(v, nudge == 1 ? 0.0f : 1e30f);
+        p[r * tile + i] = i == 0 ? static_cast<float>(l.base.kp.data_max) : rng() & 1 ? v : -v;
+      }
+    }
+    for (int dt : {0, 2}) {
+      const Tensor xi = as_dtype(x, dt);
+      CastOptions o;
+      o.mode = CastMode::Compress;
+      ASSERT_EQ(result_diff(cpu_cast(xi, d, o), cuda::cast(xi, d, o)), "")
+          << name << " " << dtype_name(xi.dtype()) << " seed " << seed;
+      EXPECT_EQ(gpu::detail::cast_kernel(xi, d, o), "codebook") << name;
+    }
   }
 }
 

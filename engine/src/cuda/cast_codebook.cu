@@ -126,10 +126,27 @@ __device__ __forceinline__ void load_row(const uint4* hi, int k, int lane8, uint
   }
 }
 
+// Two magnitudes in the rows' form (the top 16 bits of a double) as the top 16 bits of a float,
+// for the float sums: exact for magnitudes of at most 5 significant bits between 2^-126 and 2^127
+// (the host checks), zero staying zero.
+__device__ __forceinline__ uint32_t float_rows(uint32_t w) {
+  uint32_t r = 0;
+#pragma unroll
+  for (int k = 0; k < 2; ++k) {
+    const uint32_t h = (w >> (16 * k)) & 0xFFFFu;
+    const uint32_t f = h ? ((((h >> 4) & 0x7FFu) - 896u) << 7) | ((h & 0xFu) << 3) : 0u;
+    r |= f << (16 * k);
+  }
+  return r;
+}
+
 // W: mapping columns of the tables. SCALED: exponent scales and an input narrower than double,
 // where the sums run in the scale's units: d' = mag - a * 2^-shift is encode_sub's d times the
 // power of two 2^-shift, exactly, as no step leaves the normal double range (|a| >= 2^-149 when
-// nonzero and |shift| <= 255), so d'^2 and the running sums are its values scaled alike.
+// nonzero and |shift| <= 255), so d'^2 and the running sums are its values scaled alike. There
+// the subtile's mapping comes from float sums (two FP32 operations per element and mapping
+// against three FP64 ones) wherever their error bound sets the best mapping apart from every
+// other; the double sums run only for the rest (docs/gpu-notes.md, exactness).
 // Five blocks of 128 threads per multiprocessor (registers capped at 102): the kernel is latency
 // bound, and a version with four was slower (docs/performance.md v11).
 template <class T, int W, bool SCALED>
@@ -148,8 +165,12 @@ __global__ void __launch_bounds__(128, 5)
   uint32_t* cst = reinterpret_cast<uint32_t*>(sm + s.cstage);
   float* vst = reinterpret_cast<float*>(sm + s.vstage);
   const int tid = threadIdx.x, lane8 = tid & 7;
-  for (int i = tid; i < (l.nthr + 1) * l.row_groups * kCopies; i += nthreads)
-    hi[i] = l.hi[i / kCopies];
+  for (int i = tid; i < (l.nthr + 1) * l.row_groups * kCopies; i += nthreads) {
+    uint4 v = l.hi[i / kCopies];
+    if constexpr (SCALED)
+      v = make_uint4(float_rows(v.x), float_rows(v.y), float_rows(v.z), float_rows(v.w));
+    hi[i] = v;
+  }
   for (int i = tid; i < l.nthr; i += nthreads) thr[i] = l.thr[i];
   for (int i = tid; i < cb::kBuckets; i += nthreads) bucket[i] = l.bucket[i];
   for (int i = tid; i < (l.nthr + 1) * W; i += nthreads) slot[i] = l.slot[i];
@@ -203,30 +224,66 @@ __global__ void __launch_bounds__(128, 5)
           kb[i] = static_cast<uint8_t>(cb::interval_of(thr, bucket, l.nthr, l.emin, as));
         }
         for (int s0 = 0; s0 < tile; s0 += p.sub) {
-          double sse[W];
-#pragma unroll
-          for (int m = 0; m < W; ++m) sse[m] = 0;
-#pragma unroll 2
-          for (int i = s0; i < s0 + p.sub; ++i) {
-            const double a = fabs(static_cast<double>(xs[i]));
-            const double as = SCALED ? a * down : a;
-            uint32_t w[W];
-            load_row<W>(hi, kb[i], lane8, w);
-#pragma unroll
-            for (int m = 0; m < W; ++m) {
-              const double mag = __hiloint2double(static_cast<int>(w[m]), 0);
-              const double d = SCALED ? __dadd_rn(mag, -as) : __dadd_rn(__dmul_rn(mag, up), -a);
-              sse[m] = __dadd_rn(sse[m], __dmul_rn(d, d));
-            }
-          }
           int best = 0;
-          double best_sse = sse[0];
+          bool open = true;
+          if constexpr (SCALED) {
+            // Float sums first; the double sums only where they cannot settle the choice
+            // (docs/gpu-notes.md, exactness: codebook float sums).
+            float fs[W];
 #pragma unroll
-          for (int m = 1; m < W; ++m)
-            if (m < p.nmaps && sse[m] < best_sse) {
-              best = m;
-              best_sse = sse[m];
+            for (int m = 0; m < W; ++m) fs[m] = 0.0f;
+            float as_max = 0.0f;
+#pragma unroll 2
+            for (int i = s0; i < s0 + p.sub; ++i) {
+              const float as = static_cast<float>(static_cast<double>(fabsf(xs[i])) * down);
+              as_max = fmaxf(as_max, as);
+              uint32_t w[W];
+              load_row<W>(hi, kb[i], lane8, w);
+#pragma unroll
+              for (int m = 0; m < W; ++m) {
+                const float d = __uint_as_float(w[m]) - as;
+                fs[m] = fmaf(d, d, fs[m]);
+              }
             }
+            float best_fs = fs[0];
+#pragma unroll
+            for (int m = 1; m < W; ++m)
+              if (m < p.nmaps && fs[m] < best_fs) {
+                best = m;
+                best_fs = fs[m];
+              }
+            const float lim = __fadd_ru(__fmul_ru(best_fs, 1.0f + 0x1p-13f), 0x1p-96f);
+            open = !(as_max <= 0x1p40f);
+#pragma unroll
+            for (int m = 0; m < W; ++m) open = open || (m < p.nmaps && m != best && fs[m] <= lim);
+          }
+          if (open) {
+            double sse[W];
+#pragma unroll
+            for (int m = 0; m < W; ++m) sse[m] = 0;
+#pragma unroll 2
+            for (int i = s0; i < s0 + p.sub; ++i) {
+              const double a = fabs(static_cast<double>(xs[i]));
+              const double as = SCALED ? a * down : a;
+              uint32_t w[W];
+              load_row<W>(hi, kb[i], lane8, w);
+#pragma unroll
+              for (int m = 0; m < W; ++m) {
+                const double mag = SCALED ? static_cast<double>(__uint_as_float(w[m]))
+                                          : __hiloint2double(static_cast<int>(w[m]), 0);
+                const double d = SCALED ? __dadd_rn(mag, -as) : __dadd_rn(__dmul_rn(mag, up), -a);
+                sse[m] = __dadd_rn(sse[m], __dmul_rn(d, d));
+              }
+            }
+            best = 0;
+            double best_sse = sse[0];
+#pragma unroll
+            for (int m = 1; m < W; ++m)
+              if (m < p.nmaps && sse[m] < best_sse) {
+                best = m;
+                best_sse = sse[m];
+              }
+          }
           if (meta) meta[s0 / p.sub] = static_cast<uint8_t>(best);
           for (int i = s0; i < s0 + p.sub; ++i) {
             const S v = xs[i];
@@ -236,7 +293,8 @@ __global__ void __launch_bounds__(128, 5)
             if (o.values) {
               const uint32_t h = reinterpret_cast<const uint16_t*>(
                   hi + ((k * l.row_groups + best / 8) << 3) + lane8)[best % 8];
-              const double mag = __hiloint2double(static_cast<int>(h << 16), 0);
+              const double mag = SCALED ? static_cast<double>(__uint_as_float(h << 16))
+                                        : __hiloint2double(static_cast<int>(h << 16), 0);
               const double u = mag * up;
               v_row[i] = scalar::to_f32(neg ? -u : u);
             }
@@ -277,6 +335,7 @@ struct CodebookRunner::Impl {
   codebook::Layout layout;
   cb::Lut lut;
   bool use_lut = false;
+  bool float_rows = true;  // every magnitude 0 or in [2^-100, 2^30]: float sums apply
   int tile_shift = 0;
   DeviceTensor mags, thr, bucket, slot, hi, counts;
   DeviceTensor values, codes, scale, meta;
@@ -325,6 +384,8 @@ CodebookRunner::CodebookRunner(const DeviceTensor& xin, const DataType& dtype,
   s.counts = DeviceTensor::empty(DType::U64, {2}, true);
   copy_table(s.mags, DType::F64, s.layout.mags);
   s.lut = cb::build_lut(s.layout.params());
+  for (double m : s.layout.mags)
+    s.float_rows = s.float_rows && (m == 0 || (m >= 0x1p-100 && m <= 0x1p30));
   const int tile = s.layout.tile;
   const bool pow2_tile = tile >= 4 && tile <= 128 && (tile & (tile - 1)) == 0;
   if (s.lut.ok && pow2_tile && p.C % tile == 0) {
@@ -383,7 +444,7 @@ void CodebookRunner::run() {
       constexpr int W = decltype(width)::value;
       if constexpr (std::is_same<T, double>::value)
         launch(codebook_lut_kernel<T, W, false>);
-      else if (cp.kp.scale_is_exponent && narrow_shift)
+      else if (cp.kp.scale_is_exponent && narrow_shift && s.float_rows)
         launch(codebook_lut_kernel<T, W, true>);
       else
         launch(codebook_lut_kernel<T, W, false>);
