@@ -140,6 +140,21 @@ __device__ __forceinline__ uint32_t float_rows(uint32_t w) {
   return r;
 }
 
+// The first of the n <= W sums that no later one undercuts (encode_sub's strict "less than"), and
+// its value; tracked in a register, since an index into the sums would put them in local memory.
+template <int W, class F>
+__device__ __forceinline__ int first_least(const F (&sum)[W], int n, F& least) {
+  int best = 0;
+  least = sum[0];
+#pragma unroll
+  for (int m = 1; m < W; ++m)
+    if (m < n && sum[m] < least) {
+      best = m;
+      least = sum[m];
+    }
+  return best;
+}
+
 // W: mapping columns of the tables. SCALED: exponent scales and an input narrower than double,
 // where the sums run in the scale's units: d' = mag - a * 2^-shift is encode_sub's d times the
 // power of two 2^-shift, exactly, as no step leaves the normal double range (|a| >= 2^-149 when
@@ -245,14 +260,9 @@ __global__ void __launch_bounds__(128, 5)
                 fs[m] = fmaf(d, d, fs[m]);
               }
             }
-            float best_fs = fs[0];
-#pragma unroll
-            for (int m = 1; m < W; ++m)
-              if (m < p.nmaps && fs[m] < best_fs) {
-                best = m;
-                best_fs = fs[m];
-              }
-            const float lim = __fadd_ru(__fmul_ru(best_fs, 1.0f + 0x1p-13f), 0x1p-96f);
+            float least = 0.0f;
+            best = first_least<W>(fs, p.nmaps, least);
+            const float lim = __fadd_ru(__fmul_ru(least, 1.0f + 0x1p-13f), 0x1p-96f);
             open = !(as_max <= 0x1p40f);
 #pragma unroll
             for (int m = 0; m < W; ++m) open = open || (m < p.nmaps && m != best && fs[m] <= lim);
@@ -275,14 +285,8 @@ __global__ void __launch_bounds__(128, 5)
                 sse[m] = __dadd_rn(sse[m], __dmul_rn(d, d));
               }
             }
-            best = 0;
-            double best_sse = sse[0];
-#pragma unroll
-            for (int m = 1; m < W; ++m)
-              if (m < p.nmaps && sse[m] < best_sse) {
-                best = m;
-                best_sse = sse[m];
-              }
+            double least = 0.0;
+            best = first_least<W>(sse, p.nmaps, least);
           }
           if (meta) meta[s0 / p.sub] = static_cast<uint8_t>(best);
           for (int i = s0; i < s0 + p.sub; ++i) {

@@ -62,6 +62,22 @@ __device__ __forceinline__ void load_raw(const void* p, uint32_t (&w)[4]) {
   w[0] = a.x, w[1] = a.y, w[2] = a.z, w[3] = a.w;
 }
 
+// One grid-stride round of a lean kernel: the U 16-byte chunks base + u * stride + lane, zeros for
+// chunks at or past `total` (four loads in flight before any is used).
+template <int U, class T>
+__device__ __forceinline__ void load_round(const T* __restrict__ x, int64_t base, int64_t stride,
+                                           int lane, int64_t total, uint32_t (&raw)[U][4]) {
+  constexpr int V = 16 / sizeof(T);
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    const int64_t c = base + u * stride + lane;
+    if (c < total)
+      load_raw(x + c * V, raw[u]);
+    else
+      raw[u][0] = raw[u][1] = raw[u][2] = raw[u][3] = 0;
+  }
+}
+
 // Codes of a lane's V elements as the little-endian bytes the output holds (codes of CB bytes,
 // or two per byte when pack4), and their store; NB = V * CB bytes at most.
 template <int V, int CB>
@@ -155,14 +171,7 @@ __global__ void __launch_bounds__(256)
   for (int64_t base = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) - lane;
        base < total; base += U * stride) {
     uint32_t raw[U][4];
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const int64_t c = base + u * stride + lane;
-      if (c < total)
-        load_raw(x + c * V, raw[u]);
-      else
-        raw[u][0] = raw[u][1] = raw[u][2] = raw[u][3] = 0;
-    }
+    load_round<U>(x, base, stride, lane, total, raw);
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       if (base + u * stride >= total) break;  // the whole warp is past the end

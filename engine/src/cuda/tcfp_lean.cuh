@@ -146,14 +146,7 @@ __global__ void __launch_bounds__(256) tcfp_lean_kernel(const T* __restrict__ x,
   for (int64_t base = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) - lane;
        base < total; base += U * stride) {
     uint32_t raw[U][4];
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const int64_t c = base + u * stride + lane;
-      if (c < total)
-        load_raw(x + c * V, raw[u]);
-      else
-        raw[u][0] = raw[u][1] = raw[u][2] = raw[u][3] = 0;
-    }
+    load_round<U>(x, base, stride, lane, total, raw);
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       if (base + u * stride >= total) break;  // the whole warp is past the end
