@@ -62,19 +62,32 @@ __device__ __forceinline__ void load_raw(const void* p, uint32_t (&w)[4]) {
   w[0] = a.x, w[1] = a.y, w[2] = a.z, w[3] = a.w;
 }
 
-// One grid-stride round of a lean kernel: the U 16-byte chunks base + u * stride + lane, zeros for
-// chunks at or past `total` (four loads in flight before any is used).
-template <int U, class T>
-__device__ __forceinline__ void load_round(const T* __restrict__ x, int64_t base, int64_t stride,
-                                           int lane, int64_t total, uint32_t (&raw)[U][4]) {
+// The grid-stride loop of the lean kernels over `total` 16-byte chunks: each thread loads the U
+// chunks base + u * stride + lane of a round (four loads in flight before any is used; zeros past
+// the end), then calls body(raw, c) for each with c its chunk index. Rounds wholly past the end
+// are skipped by the whole warp; lanes past it within a round still get the call (with c >=
+// total), so that warp shuffles in the body see every lane.
+template <int U, class T, class Body>
+__device__ __forceinline__ void lean_rounds(const T* __restrict__ x, int64_t total, Body&& body) {
   constexpr int V = 16 / sizeof(T);
+  const int lane = threadIdx.x & 31;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t base = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) - lane;
+       base < total; base += U * stride) {
+    uint32_t raw[U][4];
 #pragma unroll
-  for (int u = 0; u < U; ++u) {
-    const int64_t c = base + u * stride + lane;
-    if (c < total)
-      load_raw(x + c * V, raw[u]);
-    else
-      raw[u][0] = raw[u][1] = raw[u][2] = raw[u][3] = 0;
+    for (int u = 0; u < U; ++u) {
+      const int64_t c = base + u * stride + lane;
+      if (c < total)
+        load_raw(x + c * V, raw[u]);
+      else
+        raw[u][0] = raw[u][1] = raw[u][2] = raw[u][3] = 0;
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      if (base + u * stride >= total) break;  // the whole warp is past the end
+      body(raw[u], base + u * stride + lane);
+    }
   }
 }
 
@@ -166,118 +179,108 @@ __global__ void __launch_bounds__(256)
   }
   const int lane = threadIdx.x & 31;
   const int64_t total = count * L;
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   unsigned clipped = 0, nonfinite = 0;
-  for (int64_t base = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) - lane;
-       base < total; base += U * stride) {
-    uint32_t raw[U][4];
-    load_round<U>(x, base, stride, lane, total, raw);
+  lean_rounds<U>(x, total, [&](const uint32_t(&raw)[4], int64_t c) {
+    const uint32_t lane_bits = R::absmax_bits(raw);
+    uint32_t bits = lane_bits;
 #pragma unroll
-    for (int u = 0; u < U; ++u) {
-      if (base + u * stride >= total) break;  // the whole warp is past the end
-      const int64_t c = base + u * stride + lane;
-      const uint32_t lane_bits = R::absmax_bits(raw[u]);
-      uint32_t bits = lane_bits;
-#pragma unroll
-      for (int m = 1; m < L; m <<= 1) bits = max(bits, __shfl_xor_sync(0xffffffffu, bits, m));
-      if (c >= total) continue;
-      const int64_t e0 = c * V;
-      const float am = __uint_as_float(bits);
-      const bool nan_tile = KIND != kUnscaled && bits >= 0x7F800000u;
-      bool zero_scale = false;  // NVFP4 tile below the e4m3 range: sign-only codes
-      float f1 = 1.0f, f2 = 1.0f;
-      E2m1Thresholds thr{};
-      if constexpr (KIND == kExponent) {
-        const GroupScale gs = choose_exp_scale_f32(kp, am, nan_tile);
-        if (lane % L == 0) store_code(o.scale, 1, c / L, gs.scale_code, kp.scale);
-        if (kOneMul) {
-          f1 = pow2f(-gs.shift);
-        } else {
-          const int h1 = -gs.shift / 2;
-          f1 = pow2f(h1), f2 = pow2f(-gs.shift - h1);
-        }
-      } else if constexpr (KIND == kNvfp4) {
-        const GroupScale gs = choose_e4m3_scale_f32(kp, am, nan_tile, inv_tf, [&] {
-          return choose_float_scale_fast(kp, am, nan_tile, inv_td);
-        });
-        if (lane % L == 0) store_code(o.scale, 1, c / L, gs.scale_code, kp.scale);
-        zero_scale = !gs.nan && gs.s == 0.0;
-        thr = e2m1_thresholds(static_cast<float>(gs.s), tf);
+    for (int m = 1; m < L; m <<= 1) bits = max(bits, __shfl_xor_sync(0xffffffffu, bits, m));
+    if (c >= total) return;
+    const int64_t e0 = c * V;
+    const float am = __uint_as_float(bits);
+    const bool nan_tile = KIND != kUnscaled && bits >= 0x7F800000u;
+    bool zero_scale = false;  // NVFP4 tile below the e4m3 range: sign-only codes
+    float f1 = 1.0f, f2 = 1.0f;
+    E2m1Thresholds thr{};
+    if constexpr (KIND == kExponent) {
+      const GroupScale gs = choose_exp_scale_f32(kp, am, nan_tile);
+      if (lane % L == 0) store_code(o.scale, 1, c / L, gs.scale_code, kp.scale);
+      if (kOneMul) {
+        f1 = pow2f(-gs.shift);
+      } else {
+        const int h1 = -gs.shift / 2;
+        f1 = pow2f(h1), f2 = pow2f(-gs.shift - h1);
       }
-      // x / 2^shift for MX, exact: its code is the shared quantizer's code of the quotient.
-      auto scaled = [&](float v) { return KIND == kUnscaled ? v : kOneMul ? v * f1 : v * f1 * f2; };
-      // The code of a finite element (NVFP4: the thresholds of RN(x / (s * t))).
-      auto code_of = [&](float v, bool& cl) -> uint32_t {
-        if constexpr (KIND == kNvfp4)
-          return code_e2m1fnuz_thr(v, thr, cl);
-        else
-          return lean_code<F>(scaled(v), kp, cl);
-      };
-      LaneCodes<V, CB> out;
-      if (nan_tile) {  // a NaN / Inf in the tile: every code 0, the scale says NaN
+    } else if constexpr (KIND == kNvfp4) {
+      const GroupScale gs = choose_e4m3_scale_f32(kp, am, nan_tile, inv_tf, [&] {
+        return choose_float_scale_fast(kp, am, nan_tile, inv_td);
+      });
+      if (lane % L == 0) store_code(o.scale, 1, c / L, gs.scale_code, kp.scale);
+      zero_scale = !gs.nan && gs.s == 0.0;
+      thr = e2m1_thresholds(static_cast<float>(gs.s), tf);
+    }
+    // x / 2^shift for MX, exact: its code is the shared quantizer's code of the quotient.
+    auto scaled = [&](float v) { return KIND == kUnscaled ? v : kOneMul ? v * f1 : v * f1 * f2; };
+    // The code of a finite element (NVFP4: the thresholds of RN(x / (s * t))).
+    auto code_of = [&](float v, bool& cl) -> uint32_t {
+      if constexpr (KIND == kNvfp4)
+        return code_e2m1fnuz_thr(v, thr, cl);
+      else
+        return lean_code<F>(scaled(v), kp, cl);
+    };
+    LaneCodes<V, CB> out;
+    if (nan_tile) {  // a NaN / Inf in the tile: every code 0, the scale says NaN
 #pragma unroll
-        for (int k = 0; k < V; ++k)
-          nonfinite += (__float_as_uint(R::value(raw[u], k)) & 0x7FFFFFFFu) >= 0x7F800000u;
+      for (int k = 0; k < V; ++k)
+        nonfinite += (__float_as_uint(R::value(raw, k)) & 0x7FFFFFFFu) >= 0x7F800000u;
 #pragma unroll
-        for (int q = 0; q < LaneCodes<V, CB>::NW; ++q) out.w[q] = 0;
-      } else if (zero_scale) {
-        uint32_t code[V];
+      for (int q = 0; q < LaneCodes<V, CB>::NW; ++q) out.w[q] = 0;
+    } else if (zero_scale) {
+      uint32_t code[V];
 #pragma unroll
-        for (int k = 0; k < V; ++k) code[k] = code_e2m1_zero_scale(R::value(raw[u], k), false);
-        out.pack(code, o.pack4);
-      } else if (KIND == kUnscaled && lane_bits >= 0x7F800000u) {  // NaN / Inf: the shared path
-        const GroupScale gs{};
+      for (int k = 0; k < V; ++k) code[k] = code_e2m1_zero_scale(R::value(raw, k), false);
+      out.pack(code, o.pack4);
+    } else if (KIND == kUnscaled && lane_bits >= 0x7F800000u) {  // NaN / Inf: the shared path
+      const GroupScale gs{};
+      uint32_t code[V];
+#pragma unroll
+      for (int k = 0; k < V; ++k) {
+        const float xv = R::value(raw, k);
+        bool cl = false;
+        if (!(xv - xv == 0.0f)) {
+          ++nonfinite;
+          unsigned long long c2 = 0;
+          code[k] = element_out(kp, gs, xv, 0, e0 + k, o, c2);
+          clipped += static_cast<unsigned>(c2);
+          continue;
+        }
+        code[k] = code_of(xv, cl);
+        clipped += cl ? 1 : 0;
+      }
+      out.pack(code, o.pack4);
+    } else {
+      if constexpr (kPair) {
+        constexpr __nv_fp8_interpretation_t kind = F == kE4M3FN ? __NV_E4M3 : __NV_E5M2;
+        auto y = [&](int k) { return scaled(R::value(raw, k)); };
+#pragma unroll
+        for (int q = 0; q < V / 4; ++q) {
+          const float2 a = make_float2(y(4 * q), y(4 * q + 1));
+          const float2 b = make_float2(y(4 * q + 2), y(4 * q + 3));
+          out.w[q] = static_cast<uint32_t>(__nv_cvt_float2_to_fp8x2(a, __NV_SATFINITE, kind)) |
+                     static_cast<uint32_t>(__nv_cvt_float2_to_fp8x2(b, __NV_SATFINITE, kind)) << 16;
+        }
+      } else {
         uint32_t code[V];
 #pragma unroll
         for (int k = 0; k < V; ++k) {
-          const float xv = R::value(raw[u], k);
           bool cl = false;
-          if (!(xv - xv == 0.0f)) {
-            ++nonfinite;
-            unsigned long long c2 = 0;
-            code[k] = element_out(kp, gs, xv, 0, e0 + k, o, c2);
-            clipped += static_cast<unsigned>(c2);
-            continue;
-          }
-          code[k] = code_of(xv, cl);
-          clipped += cl ? 1 : 0;
+          code[k] = code_of(R::value(raw, k), cl);
         }
         out.pack(code, o.pack4);
-      } else {
-        if constexpr (kPair) {
-          constexpr __nv_fp8_interpretation_t kind = F == kE4M3FN ? __NV_E4M3 : __NV_E5M2;
-          auto y = [&](int k) { return scaled(R::value(raw[u], k)); };
+      }
+      bool lane_clips = false;
+      code_of(__uint_as_float(lane_bits), lane_clips);
+      if (lane_clips) {
 #pragma unroll
-          for (int q = 0; q < V / 4; ++q) {
-            const float2 a = make_float2(y(4 * q), y(4 * q + 1));
-            const float2 b = make_float2(y(4 * q + 2), y(4 * q + 3));
-            out.w[q] = static_cast<uint32_t>(__nv_cvt_float2_to_fp8x2(a, __NV_SATFINITE, kind)) |
-                       static_cast<uint32_t>(__nv_cvt_float2_to_fp8x2(b, __NV_SATFINITE, kind))
-                           << 16;
-          }
-        } else {
-          uint32_t code[V];
-#pragma unroll
-          for (int k = 0; k < V; ++k) {
-            bool cl = false;
-            code[k] = code_of(R::value(raw[u], k), cl);
-          }
-          out.pack(code, o.pack4);
-        }
-        bool lane_clips = false;
-        code_of(__uint_as_float(lane_bits), lane_clips);
-        if (lane_clips) {
-#pragma unroll
-          for (int k = 0; k < V; ++k) {
-            bool cl = false;
-            code_of(R::value(raw[u], k), cl);
-            clipped += cl ? 1 : 0;
-          }
+        for (int k = 0; k < V; ++k) {
+          bool cl = false;
+          code_of(R::value(raw, k), cl);
+          clipped += cl ? 1 : 0;
         }
       }
-      out.store(o.codes, e0, o.pack4);
     }
-  }
+    out.store(o.codes, e0, o.pack4);
+  });
   add_counts(s, clipped, nonfinite, 0);
 }
 

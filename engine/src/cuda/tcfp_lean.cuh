@@ -141,134 +141,124 @@ __global__ void __launch_bounds__(256) tcfp_lean_kernel(const T* __restrict__ x,
   const uint32_t nanc = (1u << e8m0.bits) - 1;
   const int lane = threadIdx.x & 31;
   const int64_t total = blocks * L;
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   unsigned clipped = 0, nonfinite = 0;
-  for (int64_t base = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) - lane;
-       base < total; base += U * stride) {
-    uint32_t raw[U][4];
-    load_round<U>(x, base, stride, lane, total, raw);
+  // Blocks never straddle the end (L divides 32 and the count of chunks), so the lanes past it
+  // hold whole blocks of zeros: they take part in the shuffles and store nothing.
+  lean_rounds<U>(x, total, [&](const uint32_t(&raw)[4], int64_t c) {
+    const bool live = c < total;
+    float v[V];
 #pragma unroll
-    for (int u = 0; u < U; ++u) {
-      if (base + u * stride >= total) break;  // the whole warp is past the end
-      // Blocks never straddle the end (L divides 32 and the count of chunks), so the lanes past
-      // it hold whole blocks of zeros: they take part in the shuffles and store nothing.
-      const int64_t c = base + u * stride + lane;
-      const bool live = c < total;
-      float v[V];
+    for (int k = 0; k < V; ++k) v[k] = R::value(raw, k);
+    const uint32_t lane_bits = R::absmax_bits(raw);
+    const uint32_t bits = block_max_bits<L>(lane_bits);
+    const float a = __uint_as_float(bits);
+    const bool nan_block = bits >= 0x7F800000u;  // a NaN or Inf: the block is NaN
+    uint32_t sc;
+    if constexpr (NF) {
+      const float mean = block_sum<V, L>(v) * 0.03125f;
+      float d2[V];
 #pragma unroll
-      for (int k = 0; k < V; ++k) v[k] = R::value(raw[u], k);
-      const uint32_t lane_bits = R::absmax_bits(raw[u]);
-      const uint32_t bits = block_max_bits<L>(lane_bits);
-      const float a = __uint_as_float(bits);
-      const bool nan_block = bits >= 0x7F800000u;  // a NaN or Inf: the block is NaN
-      uint32_t sc;
-      if constexpr (NF) {
-        const float mean = block_sum<V, L>(v) * 0.03125f;
-        float d2[V];
-#pragma unroll
-        for (int k = 0; k < V; ++k) d2[k] = (v[k] - mean) * (v[k] - mean);
-        const float ss = block_sum<V, L>(d2);
-        sc = nan_block              ? nanc
-             : bits < kNfFloatLimit ? nf_scale_bounded(ss, a, fp8, e8m0)
-                                    : kScaleOpen;
-        if (__any_sync(0xffffffffu, sc == kScaleOpen)) {
-          const double t = nf_target_exact<V, L>(v, a);
-          if (sc == kScaleOpen) sc = tcb::block_scale_code(t, fp8, e8m0);
-        }
-      } else {
-        sc = nan_block ? nanc : block_scale_code_f32(a, fp8, e8m0);
+      for (int k = 0; k < V; ++k) d2[k] = (v[k] - mean) * (v[k] - mean);
+      const float ss = block_sum<V, L>(d2);
+      sc = nan_block              ? nanc
+           : bits < kNfFloatLimit ? nf_scale_bounded(ss, a, fp8, e8m0)
+                                  : kScaleOpen;
+      if (__any_sync(0xffffffffu, sc == kScaleOpen)) {
+        const double t = nf_target_exact<V, L>(v, a);
+        if (sc == kScaleOpen) sc = tcb::block_scale_code(t, fp8, e8m0);
       }
-      // sc <= 247 for a finite block (float's absmax is below 1.75 * 2^128), so 2^-shift is a
-      // normal float and one multiplication scales exactly (products below 2^-126 code as zero).
-      const int sh = static_cast<int>(sc) - e8m0.bias;
-      const float f1 = pow2f(-sh);
-      uint32_t cw[V / 4];
-      if (nan_block) {
+    } else {
+      sc = nan_block ? nanc : block_scale_code_f32(a, fp8, e8m0);
+    }
+    // sc <= 247 for a finite block (float's absmax is below 1.75 * 2^128), so 2^-shift is a
+    // normal float and one multiplication scales exactly (products below 2^-126 code as zero).
+    const int sh = static_cast<int>(sc) - e8m0.bias;
+    const float f1 = pow2f(-sh);
+    uint32_t cw[V / 4];
+    if (nan_block) {
 #pragma unroll
-        for (int k = 0; k < V; ++k)
-          nonfinite += (__float_as_uint(v[k]) & 0x7FFFFFFFu) >= 0x7F800000u;
+      for (int k = 0; k < V; ++k) nonfinite += (__float_as_uint(v[k]) & 0x7FFFFFFFu) >= 0x7F800000u;
 #pragma unroll
-        for (int q = 0; q < V / 4; ++q) cw[q] = 0;
-      } else {
+      for (int q = 0; q < V / 4; ++q) cw[q] = 0;
+    } else {
 #pragma unroll
-        for (int q = 0; q < V / 4; ++q)
-          cw[q] = e4m3x2(v[4 * q] * f1, v[4 * q + 1] * f1) |
-                  e4m3x2(v[4 * q + 2] * f1, v[4 * q + 3] * f1) << 16;
-        // code_e4m3fn's clip test, monotone in the magnitude: only a lane whose largest value
-        // clips has clipped values.
-        if (__uint_as_float(lane_bits) * f1 > 464.0f) {
+      for (int q = 0; q < V / 4; ++q)
+        cw[q] = e4m3x2(v[4 * q] * f1, v[4 * q + 1] * f1) |
+                e4m3x2(v[4 * q + 2] * f1, v[4 * q + 3] * f1) << 16;
+      // code_e4m3fn's clip test, monotone in the magnitude: only a lane whose largest value
+      // clips has clipped values.
+      if (__uint_as_float(lane_bits) * f1 > 464.0f) {
 #pragma unroll
-          for (int k = 0; k < V; ++k) clipped += fabsf(v[k] * f1) > 464.0f ? 1 : 0;
-        }
-      }
-      uint32_t rw[V / 4], rsc = nanc;
-      if constexpr (VARIANT != 0) {
-        // The residual x - q * 2^shift: at most x's 24 significant bits (q's quantum is coarser
-        // than x's last place and the residual is no larger than x), so a float. q * 2^shift is
-        // a float too while 2^shift is a normal float and q * 2^shift below 2^128.
-        float r[V];
-        const bool float_path = sh >= -126 && sh <= 119;
-        const float fy = pow2f(float_path ? sh : 0);
-#pragma unroll
-        for (int q = 0; q < V / 2; ++q) {
-          const __half2_raw hr = __nv_cvt_fp8x2_to_halfraw2(
-              static_cast<__nv_fp8x2_storage_t>(cw[q / 2] >> (16 * (q % 2))), __NV_E4M3);
-          const float2 m = __half22float2(__half2(hr));
-          if (float_path) {
-            r[2 * q] = v[2 * q] - m.x * fy;
-            r[2 * q + 1] = v[2 * q + 1] - m.y * fy;
-          } else {
-            r[2 * q] = static_cast<float>(static_cast<double>(v[2 * q]) -
-                                          static_cast<double>(m.x) * scalar::pow2(sh));
-            r[2 * q + 1] = static_cast<float>(static_cast<double>(v[2 * q + 1]) -
-                                              static_cast<double>(m.y) * scalar::pow2(sh));
-          }
-        }
-        uint32_t rbits = 0;
-#pragma unroll
-        for (int k = 0; k < V; ++k) rbits = max(rbits, __float_as_uint(r[k]) & 0x7FFFFFFFu);
-        rbits = block_max_bits<L>(rbits);
-        if (!nan_block) rsc = block_scale_code_f32(__uint_as_float(rbits), res, e8m0);
-        // The residual's scale code is at most 247 too, so 2^-rshift is a normal float.
-        const float g = pow2f(e8m0.bias - static_cast<int>(nan_block ? 0u : rsc));
-        if (nan_block) {
-#pragma unroll
-          for (int q = 0; q < V / 4; ++q) rw[q] = 0;
-        } else if constexpr (VARIANT == 2) {
-#pragma unroll
-          for (int q = 0; q < V / 4; ++q)
-            rw[q] = e4m3x2(r[4 * q] * g, r[4 * q + 1] * g) |
-                    e4m3x2(r[4 * q + 2] * g, r[4 * q + 3] * g) << 16;
-        } else {
-          // TCFP-12's int4 residual, one byte each as store_code writes a signed code.
-          const float inv_q = pow2f(-res.qmin), maxr = static_cast<float>(res.maxr);
-#pragma unroll
-          for (int q = 0; q < V / 4; ++q)
-            rw[q] = int_fixed_byte(r[4 * q] * g, inv_q, maxr) |
-                    int_fixed_byte(r[4 * q + 1] * g, inv_q, maxr) << 8 |
-                    int_fixed_byte(r[4 * q + 2] * g, inv_q, maxr) << 16 |
-                    int_fixed_byte(r[4 * q + 3] * g, inv_q, maxr) << 24;
-        }
-      }
-      if (!live) continue;
-      const int64_t e0 = c * V;
-      if constexpr (V == 8) {
-        *reinterpret_cast<uint2*>(static_cast<uint8_t*>(o.codes) + e0) =
-            make_uint2(cw[0], cw[1 % (V / 4)]);
-        if constexpr (VARIANT != 0)
-          *reinterpret_cast<uint2*>(static_cast<uint8_t*>(o.residual) + e0) =
-              make_uint2(rw[0], rw[1 % (V / 4)]);
-      } else {
-        *reinterpret_cast<uint32_t*>(static_cast<uint8_t*>(o.codes) + e0) = cw[0];
-        if constexpr (VARIANT != 0)
-          *reinterpret_cast<uint32_t*>(static_cast<uint8_t*>(o.residual) + e0) = rw[0];
-      }
-      if (lane % L == 0) {
-        static_cast<uint8_t*>(o.scale)[c / L] = static_cast<uint8_t>(sc);
-        if constexpr (VARIANT != 0) o.rscale[c / L] = static_cast<uint8_t>(rsc);
+        for (int k = 0; k < V; ++k) clipped += fabsf(v[k] * f1) > 464.0f ? 1 : 0;
       }
     }
-  }
+    uint32_t rw[V / 4], rsc = nanc;
+    if constexpr (VARIANT != 0) {
+      // The residual x - q * 2^shift: at most x's 24 significant bits (q's quantum is coarser
+      // than x's last place and the residual is no larger than x), so a float. q * 2^shift is
+      // a float too while 2^shift is a normal float and q * 2^shift below 2^128.
+      float r[V];
+      const bool float_path = sh >= -126 && sh <= 119;
+      const float fy = pow2f(float_path ? sh : 0);
+#pragma unroll
+      for (int q = 0; q < V / 2; ++q) {
+        const __half2_raw hr = __nv_cvt_fp8x2_to_halfraw2(
+            static_cast<__nv_fp8x2_storage_t>(cw[q / 2] >> (16 * (q % 2))), __NV_E4M3);
+        const float2 m = __half22float2(__half2(hr));
+        if (float_path) {
+          r[2 * q] = v[2 * q] - m.x * fy;
+          r[2 * q + 1] = v[2 * q + 1] - m.y * fy;
+        } else {
+          r[2 * q] = static_cast<float>(static_cast<double>(v[2 * q]) -
+                                        static_cast<double>(m.x) * scalar::pow2(sh));
+          r[2 * q + 1] = static_cast<float>(static_cast<double>(v[2 * q + 1]) -
+                                            static_cast<double>(m.y) * scalar::pow2(sh));
+        }
+      }
+      uint32_t rbits = 0;
+#pragma unroll
+      for (int k = 0; k < V; ++k) rbits = max(rbits, __float_as_uint(r[k]) & 0x7FFFFFFFu);
+      rbits = block_max_bits<L>(rbits);
+      if (!nan_block) rsc = block_scale_code_f32(__uint_as_float(rbits), res, e8m0);
+      // The residual's scale code is at most 247 too, so 2^-rshift is a normal float.
+      const float g = pow2f(e8m0.bias - static_cast<int>(nan_block ? 0u : rsc));
+      if (nan_block) {
+#pragma unroll
+        for (int q = 0; q < V / 4; ++q) rw[q] = 0;
+      } else if constexpr (VARIANT == 2) {
+#pragma unroll
+        for (int q = 0; q < V / 4; ++q)
+          rw[q] = e4m3x2(r[4 * q] * g, r[4 * q + 1] * g) |
+                  e4m3x2(r[4 * q + 2] * g, r[4 * q + 3] * g) << 16;
+      } else {
+        // TCFP-12's int4 residual, one byte each as store_code writes a signed code.
+        const float inv_q = pow2f(-res.qmin), maxr = static_cast<float>(res.maxr);
+#pragma unroll
+        for (int q = 0; q < V / 4; ++q)
+          rw[q] = int_fixed_byte(r[4 * q] * g, inv_q, maxr) |
+                  int_fixed_byte(r[4 * q + 1] * g, inv_q, maxr) << 8 |
+                  int_fixed_byte(r[4 * q + 2] * g, inv_q, maxr) << 16 |
+                  int_fixed_byte(r[4 * q + 3] * g, inv_q, maxr) << 24;
+      }
+    }
+    if (!live) return;
+    const int64_t e0 = c * V;
+    if constexpr (V == 8) {
+      *reinterpret_cast<uint2*>(static_cast<uint8_t*>(o.codes) + e0) =
+          make_uint2(cw[0], cw[1 % (V / 4)]);
+      if constexpr (VARIANT != 0)
+        *reinterpret_cast<uint2*>(static_cast<uint8_t*>(o.residual) + e0) =
+            make_uint2(rw[0], rw[1 % (V / 4)]);
+    } else {
+      *reinterpret_cast<uint32_t*>(static_cast<uint8_t*>(o.codes) + e0) = cw[0];
+      if constexpr (VARIANT != 0)
+        *reinterpret_cast<uint32_t*>(static_cast<uint8_t*>(o.residual) + e0) = rw[0];
+    }
+    if (lane % L == 0) {
+      static_cast<uint8_t*>(o.scale)[c / L] = static_cast<uint8_t>(sc);
+      if constexpr (VARIANT != 0) o.rscale[c / L] = static_cast<uint8_t>(rsc);
+    }
+  });
   add_counts(s, clipped, nonfinite, 0);
 }
 
