@@ -45,12 +45,11 @@ TileResult encode_tile_lut(const Params& p, const Lut& t, const double* x, int n
                            float* values, uint8_t* meta, uint8_t* k) {
   TileResult r;
   const GroupScale g = tile_scale(p, x, n, r.nonfinite);
+  r.scale_code = g.scale_code;
   if (!scale_usable(p, g)) {
-    r.scale_code = g.scale_code;
     encode_subtiles(p, g, x, n, subs_per_row, row, c0, codes, values, meta);
     return r;
   }
-  r.scale_code = g.scale_code;
   const double up = p.kp.scale_is_exponent ? scalar::pow2(g.shift) : g.s;
   for (int i = 0; i < n; ++i) {
     // scaled_abs of +|x|: a negative zero would read as a huge magnitude's bits.

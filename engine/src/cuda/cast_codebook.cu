@@ -339,7 +339,7 @@ struct CodebookRunner::Impl {
   codebook::Layout layout;
   cb::Lut lut;
   bool use_lut = false;
-  bool float_rows = true;  // every magnitude 0 or in [2^-100, 2^30]: float sums apply
+  bool float_sums = true;  // every magnitude 0 or in [2^-100, 2^30]: float_rows is exact
   int tile_shift = 0;
   DeviceTensor mags, thr, bucket, slot, hi, counts;
   DeviceTensor values, codes, scale, meta;
@@ -389,7 +389,7 @@ CodebookRunner::CodebookRunner(const DeviceTensor& xin, const DataType& dtype,
   copy_table(s.mags, DType::F64, s.layout.mags);
   s.lut = cb::build_lut(s.layout.params());
   for (double m : s.layout.mags)
-    s.float_rows = s.float_rows && (m == 0 || (m >= 0x1p-100 && m <= 0x1p30));
+    s.float_sums = s.float_sums && (m == 0 || (m >= 0x1p-100 && m <= 0x1p30));
   const int tile = s.layout.tile;
   const bool pow2_tile = tile >= 4 && tile <= 128 && (tile & (tile - 1)) == 0;
   if (s.lut.ok && pow2_tile && p.C % tile == 0) {
@@ -448,7 +448,7 @@ void CodebookRunner::run() {
       constexpr int W = decltype(width)::value;
       if constexpr (std::is_same<T, double>::value)
         launch(codebook_lut_kernel<T, W, false>);
-      else if (cp.kp.scale_is_exponent && narrow_shift && s.float_rows)
+      else if (cp.kp.scale_is_exponent && narrow_shift && s.float_sums)
         launch(codebook_lut_kernel<T, W, true>);
       else
         launch(codebook_lut_kernel<T, W, false>);

@@ -339,8 +339,6 @@ __device__ __forceinline__ uint32_t code_e2m1fnuz_thr(float x, const E2m1Thresho
   return m | ((__float_as_uint(x) >> 28) & 0x8u);
 }
 
-// scalar::select_exponent of a positive finite float a (a double on the host) from the float's
-// bits: the binade, and the significand (24 bits, leading one at bit 23) for the rounding modes.
 // The binade of a positive finite float and its 24-bit significand (leading one at bit 23).
 __device__ __forceinline__ int binade_f32(float a, uint32_t& m) {
   const uint32_t u = __float_as_uint(a) & 0x7FFFFFFFu;
@@ -354,6 +352,8 @@ __device__ __forceinline__ int binade_f32(float a, uint32_t& m) {
   return ex - 127;
 }
 
+// scalar::select_exponent of a positive finite float a (a double on the host) from the float's
+// bits: the binade, and the significand for the rounding modes.
 __device__ __forceinline__ int select_exponent_f32(float a, const scalar::Format& f,
                                                    scalar::ScaleMode mode) {
   uint32_t m;

@@ -91,6 +91,22 @@ __device__ __forceinline__ void lean_rounds(const T* __restrict__ x, int64_t tot
   }
 }
 
+// The largest of `bits` over the L lanes of a tile (xor butterfly: every lane gets it).
+template <int L>
+__device__ __forceinline__ uint32_t tile_max_bits(uint32_t bits) {
+#pragma unroll
+  for (int m = 1; m < L; m <<= 1) bits = max(bits, __shfl_xor_sync(0xffffffffu, bits, m));
+  return bits;
+}
+
+// Four e4m3fn / e5m2 codes of finite values, converted two at a time, as the bytes of a word.
+template <__nv_fp8_interpretation_t K>
+__device__ __forceinline__ uint32_t fp8x4(float y0, float y1, float y2, float y3) {
+  const float2 a = make_float2(y0, y1), b = make_float2(y2, y3);
+  return static_cast<uint32_t>(__nv_cvt_float2_to_fp8x2(a, __NV_SATFINITE, K)) |
+         static_cast<uint32_t>(__nv_cvt_float2_to_fp8x2(b, __NV_SATFINITE, K)) << 16;
+}
+
 // Codes of a lane's V elements as the little-endian bytes the output holds (codes of CB bytes,
 // or two per byte when pack4), and their store; NB = V * CB bytes at most.
 template <int V, int CB>
@@ -182,9 +198,7 @@ __global__ void __launch_bounds__(256)
   unsigned clipped = 0, nonfinite = 0;
   lean_rounds<U>(x, total, [&](const uint32_t(&raw)[4], int64_t c) {
     const uint32_t lane_bits = R::absmax_bits(raw);
-    uint32_t bits = lane_bits;
-#pragma unroll
-    for (int m = 1; m < L; m <<= 1) bits = max(bits, __shfl_xor_sync(0xffffffffu, bits, m));
+    const uint32_t bits = tile_max_bits<L>(lane_bits);
     if (c >= total) return;
     const int64_t e0 = c * V;
     const float am = __uint_as_float(bits);
@@ -253,12 +267,8 @@ __global__ void __launch_bounds__(256)
         constexpr __nv_fp8_interpretation_t kind = F == kE4M3FN ? __NV_E4M3 : __NV_E5M2;
         auto y = [&](int k) { return scaled(R::value(raw, k)); };
 #pragma unroll
-        for (int q = 0; q < V / 4; ++q) {
-          const float2 a = make_float2(y(4 * q), y(4 * q + 1));
-          const float2 b = make_float2(y(4 * q + 2), y(4 * q + 3));
-          out.w[q] = static_cast<uint32_t>(__nv_cvt_float2_to_fp8x2(a, __NV_SATFINITE, kind)) |
-                     static_cast<uint32_t>(__nv_cvt_float2_to_fp8x2(b, __NV_SATFINITE, kind)) << 16;
-        }
+        for (int q = 0; q < V / 4; ++q)
+          out.w[q] = fp8x4<kind>(y(4 * q), y(4 * q + 1), y(4 * q + 2), y(4 * q + 3));
       } else {
         uint32_t code[V];
 #pragma unroll

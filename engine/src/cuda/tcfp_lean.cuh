@@ -98,17 +98,10 @@ __device__ __forceinline__ float block_sum(const float (&v)[V]) {
   return s;
 }
 
-template <int L>
-__device__ __forceinline__ uint32_t block_max_bits(uint32_t bits) {
-#pragma unroll
-  for (int m = 1; m < L; m <<= 1) bits = max(bits, __shfl_xor_sync(0xffffffffu, bits, m));
-  return bits;
-}
-
 // The CPU's scale target of a finite block of 32 (tcb::main_target_of: double sums in index
 // order), each lane of the block fetching the values from the block's lanes in turn. Called by
-// the whole warp where the float bounds leave a block's code open; a call to an out-of-line
-// function here cost the kernel 60 registers.
+// the whole warp where the float bounds leave a block's code open. An out-of-line function that
+// read the block from global memory instead gave the kernel 108 registers against 62 (ptxas -v).
 template <int V, int L>
 __device__ __forceinline__ double nf_target_exact(const float (&v)[V], float absmax) {
   const int first = (threadIdx.x & 31) & ~(L - 1);
@@ -119,12 +112,6 @@ __device__ __forceinline__ double nf_target_exact(const float (&v)[V], float abs
     return static_cast<double>(__shfl_sync(0xffffffffu, mine, first + i / V));
   };
   return tcb::main_target_of(at, tcb::kBlock, absmax, true);
-}
-
-// Two e4m3fn codes of y0, y1 (finite), as the low 16 bits.
-__device__ __forceinline__ uint32_t e4m3x2(float y0, float y1) {
-  return static_cast<uint32_t>(
-      __nv_cvt_float2_to_fp8x2(make_float2(y0, y1), __NV_SATFINITE, __NV_E4M3));
 }
 
 // VARIANT 0, 1, 2: TCFP-8, -12, -16; NF: TCFP-8's NormalFloat-aware scale. `blocks` blocks of 32.
@@ -150,7 +137,7 @@ __global__ void __launch_bounds__(256) tcfp_lean_kernel(const T* __restrict__ x,
 #pragma unroll
     for (int k = 0; k < V; ++k) v[k] = R::value(raw, k);
     const uint32_t lane_bits = R::absmax_bits(raw);
-    const uint32_t bits = block_max_bits<L>(lane_bits);
+    const uint32_t bits = tile_max_bits<L>(lane_bits);
     const float a = __uint_as_float(bits);
     const bool nan_block = bits >= 0x7F800000u;  // a NaN or Inf: the block is NaN
     uint32_t sc;
@@ -183,8 +170,8 @@ __global__ void __launch_bounds__(256) tcfp_lean_kernel(const T* __restrict__ x,
     } else {
 #pragma unroll
       for (int q = 0; q < V / 4; ++q)
-        cw[q] = e4m3x2(v[4 * q] * f1, v[4 * q + 1] * f1) |
-                e4m3x2(v[4 * q + 2] * f1, v[4 * q + 3] * f1) << 16;
+        cw[q] = fp8x4<__NV_E4M3>(v[4 * q] * f1, v[4 * q + 1] * f1, v[4 * q + 2] * f1,
+                                 v[4 * q + 3] * f1);
       // code_e4m3fn's clip test, monotone in the magnitude: only a lane whose largest value
       // clips has clipped values.
       if (__uint_as_float(lane_bits) * f1 > 464.0f) {
@@ -218,7 +205,7 @@ __global__ void __launch_bounds__(256) tcfp_lean_kernel(const T* __restrict__ x,
       uint32_t rbits = 0;
 #pragma unroll
       for (int k = 0; k < V; ++k) rbits = max(rbits, __float_as_uint(r[k]) & 0x7FFFFFFFu);
-      rbits = block_max_bits<L>(rbits);
+      rbits = tile_max_bits<L>(rbits);
       if (!nan_block) rsc = block_scale_code_f32(__uint_as_float(rbits), res, e8m0);
       // The residual's scale code is at most 247 too, so 2^-rshift is a normal float.
       const float g = pow2f(e8m0.bias - static_cast<int>(nan_block ? 0u : rsc));
@@ -228,8 +215,8 @@ __global__ void __launch_bounds__(256) tcfp_lean_kernel(const T* __restrict__ x,
       } else if constexpr (VARIANT == 2) {
 #pragma unroll
         for (int q = 0; q < V / 4; ++q)
-          rw[q] = e4m3x2(r[4 * q] * g, r[4 * q + 1] * g) |
-                  e4m3x2(r[4 * q + 2] * g, r[4 * q + 3] * g) << 16;
+          rw[q] =
+              fp8x4<__NV_E4M3>(r[4 * q] * g, r[4 * q + 1] * g, r[4 * q + 2] * g, r[4 * q + 3] * g);
       } else {
         // TCFP-12's int4 residual, one byte each as store_code writes a signed code.
         const float inv_q = pow2f(-res.qmin), maxr = static_cast<float>(res.maxr);
