@@ -125,7 +125,7 @@ void update_jobs(AppState& app) {
     o.rotate = Rotation{app.view_rotate, app.view_rotate > 0 && app.view_signs,
                         static_cast<uint64_t>(app.view_seed)};
     app.analyzer.start("cast " + input->tensor + " to " + d.str(), [input, d, o](JobControl& job) {
-      return widgets::analyze(input->data, d, o, input->tensor, {}, &job);
+      return widgets::analyze(input->data, d, o, input->tensor, {}, &job, input->device.get());
     });
   }
   update_decision_jobs(app);

@@ -87,7 +87,7 @@ void update_decision_jobs(AppState& app) {
       app.scale_job.start("compare scale modes", [in, d, o, key](JobControl& job) {
         auto r = std::make_shared<ScaleModeResult>();
         r->key = key;
-        r->runs = widgets::compare_scale_modes(in->data, d, o, in->tensor, &job);
+        r->runs = widgets::compare_scale_modes(in->data, d, o, in->tensor, &job, in->device.get());
         return std::shared_ptr<const ScaleModeResult>(r);
       });
     }
@@ -107,8 +107,8 @@ void update_decision_jobs(AppState& app) {
         for (size_t i = 0; i < pinned.size(); ++i) {
           job.check();
           try {
-            r->rows.push_back(
-                widgets::analyze(in->data, DataType::parse(pinned[i]), o, in->tensor));
+            r->rows.push_back(widgets::analyze(in->data, DataType::parse(pinned[i]), o, in->tensor,
+                                               {}, nullptr, in->device.get()));
           } catch (const Cancelled&) {
             throw;
           } catch (const Error& e) {

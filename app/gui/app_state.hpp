@@ -38,6 +38,8 @@ struct Loaded {
   std::shared_ptr<const io::Model> model;
   std::string tensor;
   Tensor data;
+  // data's copy on the GPU, shared by every analysis of this tensor (made on first use).
+  std::shared_ptr<widgets::DeviceInput> device = std::make_shared<widgets::DeviceInput>();
 };
 
 enum class PanelId {
@@ -192,6 +194,11 @@ struct AppState {
 
   // Teaching view.
   int teach_tile = 0;
+  // The shown tile's cast values, fetched once per analysis and tile (from the GPU when the
+  // values stayed there).
+  std::shared_ptr<const widgets::Analysis> teach_block_of;
+  int64_t teach_block_tile = -1;
+  Tensor teach_block;
   bool teach_linear = false;
   int focus_panel = -1;  // panel to bring to front next frame
   bool hist_log_y = true;

@@ -84,13 +84,30 @@ void draw_teach_panel(AppState& app) {
   double scale = 1.0;
   if (m) scale = m->scale_value[k];
   if (!(scale > 0) || !std::isfinite(scale)) scale = 1.0;
+  if (app.teach_block_of != app.analysis || app.teach_block_tile != k) {
+    try {
+      app.teach_block = widgets::values_block(*a, row0, col0, tr, tc);
+    } catch (const Error& e) {
+      app.teach_block = Tensor();
+      app.note(std::string("teaching view: ") + e.what());
+    }
+    app.teach_block_of = app.analysis;
+    app.teach_block_tile = k;
+  }
+  if (!app.teach_block) {
+    ImGui::TextDisabled("the tile's cast values could not be read");
+    ImGui::End();
+    return;
+  }
   std::vector<Element> el;
   const float* xp = a->input.ptr<float>();
-  const float* qp = a->values.ptr<float>();
+  const float* qp = app.teach_block.ptr<float>();
+  const int64_t bw = app.teach_block.shape()[1];
   for (int64_t r = row0; r < std::min(R, row0 + tr); ++r)
     for (int64_t c = col0; c < std::min(C, col0 + tc); ++c) {
       const int64_t i = r * C + c;
-      if (el.size() < 64) el.push_back({i, xp[i], qp[i], xp[i] / scale, qp[i] / scale});
+      const float q = qp[(r - row0) * bw + (c - col0)];
+      if (el.size() < 64) el.push_back({i, xp[i], q, xp[i] / scale, q / scale});
     }
   // Integer element formats of MX-style datatypes are fixed point: their codes stand for
   // q / 2^(bits-2). Use whichever grid the cast values actually sit on.

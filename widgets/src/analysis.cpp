@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
 
 namespace castscope::widgets {
 
@@ -21,7 +22,10 @@ std::pair<double, double> representable_log2(const NumberSpec& n) {
   return {std::log2(n.min_subnormal()), std::log2(n.max())};
 }
 
-MaskImage mask_image(const uint8_t* set, const Shape& shape, int max_side, std::string what) {
+namespace {
+
+// The cell grid of a mask image, without its counts.
+MaskImage mask_layout(const Shape& shape, int max_side, std::string what) {
   MaskImage m;
   m.what = std::move(what);
   auto [rows, cols] = fold_2d(shape);
@@ -33,21 +37,63 @@ MaskImage mask_image(const uint8_t* set, const Shape& shape, int max_side, std::
   m.cell_cols = (cols + max_side - 1) / max_side;
   m.out_rows = (rows + m.cell_rows - 1) / m.cell_rows;
   m.out_cols = (cols + m.cell_cols - 1) / m.cell_cols;
-  std::vector<int64_t> hits(static_cast<size_t>(m.out_rows * m.out_cols), 0);
-  std::vector<int64_t> n(hits.size(), 0);
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < cols; ++c) {
-      const size_t k = static_cast<size_t>((r / m.cell_rows) * m.out_cols + c / m.cell_cols);
-      const bool on = set[r * cols + c] != 0;
-      hits[k] += on;
-      n[k] += 1;
-      m.set += on;
-    }
   m.total = rows * cols;
-  m.fraction.resize(hits.size());
-  for (size_t k = 0; k < hits.size(); ++k)
-    m.fraction[k] = n[k] ? static_cast<float>(hits[k]) / static_cast<float>(n[k]) : 0.f;
   return m;
+}
+
+// Fractions from per-cell counts of set elements (cells at the edges hold fewer elements).
+void finish_mask(MaskImage& m, const std::vector<int64_t>& hits) {
+  m.fraction.assign(hits.size(), 0.f);
+  m.set = 0;
+  for (size_t k = 0; k < hits.size(); ++k) {
+    const int64_t i = static_cast<int64_t>(k) / m.out_cols,
+                  j = static_cast<int64_t>(k) % m.out_cols;
+    const int64_t n = (std::min(m.rows, (i + 1) * m.cell_rows) - i * m.cell_rows) *
+                      (std::min(m.cols, (j + 1) * m.cell_cols) - j * m.cell_cols);
+    m.fraction[k] = n ? static_cast<float>(hits[k]) / static_cast<float>(n) : 0.f;
+    m.set += hits[k];
+  }
+}
+
+}  // namespace
+
+MaskImage mask_image(const uint8_t* set, const Shape& shape, int max_side, std::string what) {
+  MaskImage m = mask_layout(shape, max_side, std::move(what));
+  if (!m.total) return m;
+  std::vector<int64_t> hits(static_cast<size_t>(m.out_rows * m.out_cols), 0);
+  for (int64_t r = 0; r < m.rows; ++r)
+    for (int64_t c = 0; c < m.cols; ++c)
+      hits[static_cast<size_t>((r / m.cell_rows) * m.out_cols + c / m.cell_cols)] +=
+          set[r * m.cols + c] != 0;
+  finish_mask(m, hits);
+  return m;
+}
+
+gpu::DeviceTensor DeviceInput::get(const Tensor& x) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!device_ || host_.data() != x.data() || host_.shape() != x.shape() ||
+      host_.dtype() != x.dtype()) {
+    device_ = gpu::DeviceTensor();  // the old copy's memory goes back before the new one is taken
+    device_ = gpu::DeviceTensor::upload(x);
+    host_ = x;
+  }
+  return device_;
+}
+
+Tensor values_block(const Analysis& a, int64_t r0, int64_t c0, int64_t h, int64_t w) {
+  if (a.device_values) return a.device_values.download_block(r0, c0, h, w);
+  if (!a.values) throw Error("the analysis holds no cast values");
+  const auto [rows, cols] = fold_2d(a.values.shape());
+  if (r0 < 0 || c0 < 0 || h < 0 || w < 0 || r0 >= rows || c0 >= cols)
+    throw Error("block at (" + std::to_string(r0) + ", " + std::to_string(c0) +
+                ") is outside the " + std::to_string(rows) + " x " + std::to_string(cols) +
+                " values");
+  const int64_t bh = std::min(h, rows - r0), bw = std::min(w, cols - c0);
+  Tensor t = Tensor::empty(DType::F32, {bh, bw});
+  const float* src = a.values.ptr<float>();
+  float* dst = t.mutable_ptr<float>();
+  for (int64_t r = 0; r < bh; ++r) std::copy_n(src + (r0 + r) * cols + c0, bw, dst + r * bw);
+  return t;
 }
 
 namespace {
@@ -68,11 +114,173 @@ bool any_count(const ExponentHistogram& h) {
   return false;
 }
 
+bool tiled_dtype(const DataType& d) {
+  return (d.family() == Family::Standard || d.family() == Family::Codebook) && d.scaled() &&
+         !d.tensor_scaled();
+}
+
+// The views' inputs on the host: the float32 input, its cast values and the cast result.
+struct HostViews {
+  Tensor x, q;
+  CastResult r;
+  bool tiled = false;
+  int64_t n() const { return x.numel(); }
+  const float* p(bool cast) const { return (cast ? q : x).ptr<float>(); }
+  const CastResult& result() const { return r; }
+  Stats stats() const { return compute_stats(x, q, r.counts.clipped); }
+  double absmax() const {
+    const float* xp = p(false);
+    double amax = 0;
+    for (int64_t i = 0; i < n(); ++i)
+      if (std::isfinite(xp[i])) amax = std::max(amax, std::fabs(static_cast<double>(xp[i])));
+    return amax;
+  }
+  Histogram values(bool cast, double lo, double hi, int bins, bool log_x) const {
+    return histogram(p(cast), n(), lo, hi, bins, log_x);
+  }
+  ExponentHistogram exponents(bool cast) const { return exponent_histogram(p(cast), n()); }
+  Histogram errors(double lo, double hi, int bins) const {
+    return error_histogram(p(false), p(true), n(), lo, hi, bins);
+  }
+  TileMap tiles() const { return tile_map(x, q, r); }
+  bool has_mask() const {
+    return tiled && r.mask && r.mask.numel() == n() && r.mask.dtype() == DType::Bool;
+  }
+  std::vector<int64_t> cells(const MaskImage& m) const {
+    std::vector<int64_t> hits(static_cast<size_t>(m.out_rows * m.out_cols), 0);
+    const float* xp = p(false);
+    const float* qp = p(true);
+    const uint8_t* mp = has_mask() ? r.mask.ptr<uint8_t>() : nullptr;
+    for (int64_t row = 0; row < m.rows; ++row)
+      for (int64_t c = 0; c < m.cols; ++c) {
+        const int64_t i = row * m.cols + c;
+        const bool on = mp ? mp[i] != 0 : std::isfinite(xp[i]) && xp[i] != 0 && qp[i] == 0;
+        hits[static_cast<size_t>((row / m.cell_rows) * m.out_cols + c / m.cell_cols)] += on;
+      }
+    return hits;
+  }
+};
+
+// The same views from tensors left in device memory: only the views come back to the host.
+struct DeviceViews {
+  gpu::DeviceTensor x, q;
+  gpu::DeviceCastResult r;
+  bool tiled = false;
+  const gpu::DeviceCastResult& result() const { return r; }
+  Stats stats() const { return gpu::compute_stats(x, q, r.counts.clipped); }
+  double absmax() const { return gpu::absmax(x); }
+  Histogram values(bool cast, double lo, double hi, int bins, bool log_x) const {
+    return gpu::histogram(cast ? q : x, lo, hi, bins, log_x);
+  }
+  ExponentHistogram exponents(bool cast) const { return gpu::exponent_histogram(cast ? q : x); }
+  Histogram errors(double lo, double hi, int bins) const {
+    return gpu::error_histogram(x, q, lo, hi, bins);
+  }
+  TileMap tiles() const { return gpu::tile_map(x, q, r); }
+  bool has_mask() const {
+    return tiled && r.mask && r.mask.numel() == x.numel() && r.mask.dtype() == DType::Bool;
+  }
+  std::vector<int64_t> cells(const MaskImage& m) const {
+    return gpu::cell_counts(x, q, has_mask() ? &r.mask : nullptr, m.cols, m.cell_rows, m.cell_cols,
+                            m.out_rows, m.out_cols);
+  }
+};
+
+// Every view after the cast, from host or device data alike.
+template <class Views>
+void compute_views(Analysis& a, const Views& v, const AnalysisOptions& ao, JobControl* job) {
+  a.stats = v.stats();
+  a.absmax = v.absmax();
+  const double lim = a.absmax > 0 ? a.absmax * 1.02 : 1.0;
+  const int bins = std::max(8, ao.bins);
+  a.value_orig = v.values(false, -lim, lim, bins, false);
+  a.value_cast = v.values(true, -lim, lim, bins, false);
+  if (job) job->check();
+
+  const ExponentHistogram eo = v.exponents(false), ec = v.exponents(true);
+  int lo = 0, hi = 0;
+  if (any_count(eo) || any_count(ec)) {
+    lo = any_count(eo) ? eo.emin : ec.emin;
+    hi = any_count(eo) ? eo.emax : ec.emax;
+    if (any_count(ec)) lo = std::min(lo, ec.emin), hi = std::max(hi, ec.emax);
+  }
+  a.exp_lo = lo;
+  a.exp_hi = hi;
+  a.exp_orig = align(eo, lo, hi);
+  a.exp_cast = align(ec, lo, hi);
+  a.exp_zero_orig = eo.zeros;
+  a.exp_zero_cast = ec.zeros;
+  a.log_orig = v.values(false, lo, hi + 1.0, bins, true);
+  a.log_cast = v.values(true, lo, hi + 1.0, bins, true);
+
+  // The largest error over finite pairs is the statistics' max_abs_err.
+  const double emax = a.stats.max_abs_err;
+  const double elim = emax > 0 ? emax * 1.02 : 1.0;
+  a.error = v.errors(-elim, elim, bins);
+  if (job) job->check();
+
+  const DataType& d = a.dtype;
+  if (v.tiled) {
+    try {
+      a.tiles = v.tiles();
+    } catch (const Cancelled&) {
+      throw;
+    } catch (const Error& e) {
+      a.tiles_note = e.what();
+    }
+  } else if (d.family() == Family::GGML) {
+    a.tiles_note = "ggml block scales live inside the GGUF blocks; no tile map";
+  } else if (d.family() != Family::Standard) {
+    a.tiles_note = "TCFP block scales are internal to the TCFP kernels; no tile map";
+  } else if (!d.scaled()) {
+    a.tiles_note = "unscaled datatype: no tile scales";
+  } else {
+    a.tiles_note = "one scale for the whole tensor: no tile map";
+  }
+
+  std::string what = "non-zero values cast to zero";
+  if (v.has_mask()) {
+    const TileSpec* sp = d.sparse_tile();
+    what = "kept by " + std::to_string(sp ? sp->n : 0) + ":" + std::to_string(sp ? sp->m : 0) +
+           " sparsity";
+  }
+  a.mask = mask_layout(a.shape, ao.mask_max_side, what);
+  if (a.mask.total) finish_mask(a.mask, v.cells(a.mask));
+}
+
+// The span of magnitudes the target keeps, placed at the tensor absmax for scaled datatypes.
+void representable_range(Analysis& a) {
+  const DataType& d = a.dtype;
+  NumberSpec target = d.number();
+  if (d.family() != Family::Standard && d.family() != Family::Codebook &&
+      d.family() != Family::GGML)
+    target = NumberSpec::parse("e4m3fn");  // TCFP's element format
+  auto [rlo, rhi] = representable_log2(target);
+  if (d.scaled() || d.family() != Family::Standard) {
+    const double span = rhi - rlo;
+    rhi = a.absmax > 0 ? std::log2(a.absmax) : rhi;
+    rlo = rhi - span;
+    a.rep_note = "range of one scale block, placed at the tensor absmax";
+  } else {
+    a.rep_note = "range of " + target.name();
+  }
+  a.rep_lo = rlo;
+  a.rep_hi = rhi;
+}
+
+// Device casts cover the standard and TCFP families; a codebook's tile map (its mappings) and
+// ggml's reference quantizer live on the host, and rotations wrap the host cast.
+bool device_views_possible(const DataType& d, const CastOptions& o) {
+  return o.device != Device::CPU && !o.rotate.enabled() && d.family() != Family::Codebook &&
+         d.family() != Family::GGML;
+}
+
 }  // namespace
 
 std::shared_ptr<const Analysis> analyze(const Tensor& x_in, const DataType& dtype,
                                         CastOptions options, const std::string& name,
-                                        const AnalysisOptions& ao, JobControl* job) {
+                                        const AnalysisOptions& ao, JobControl* job,
+                                        DeviceInput* input) {
   if (!x_in || x_in.numel() == 0)
     throw Error("nothing to cast: the tensor '" + name + "' is empty");
   if (!dtype_is_float(x_in.dtype()))
@@ -83,104 +291,48 @@ std::shared_ptr<const Analysis> analyze(const Tensor& x_in, const DataType& dtyp
   a->shape = x_in.shape();
   a->dtype = dtype;
   const Tensor x = x_in.dtype() == DType::F32 ? x_in : x_in.to_f32();
-  const int64_t n = x.numel();
-  const bool tiled = (dtype.family() == Family::Standard || dtype.family() == Family::Codebook) &&
-                     dtype.scaled() && !dtype.tensor_scaled();
+  const bool tiled = tiled_dtype(dtype);
   options.mode = tiled ? CastMode::Actual : CastMode::Virtual;
   options.job = job;
-  CastResult r = cast(x, dtype, options);
-  if (job) job->check();
-  const Tensor q = tiled ? upcast(r) : r.values;
-  a->backend = r.backend;
   a->options = options;
   a->options.job = nullptr;
-  a->stats = compute_stats(x, q, r.counts.clipped);
   a->bits_per_value = dtype.bits_per_value(axis_length(options, x.shape()));
   a->axis = describe_axis(options, x.shape());
-  const float* xp = x.ptr<float>();
-  const float* qp = q.ptr<float>();
-  double amax = 0;
-  for (int64_t i = 0; i < n; ++i)
-    if (std::isfinite(xp[i])) amax = std::max(amax, std::fabs(static_cast<double>(xp[i])));
-  a->absmax = amax;
-  const double lim = amax > 0 ? amax * 1.02 : 1.0;
-  const int bins = std::max(8, ao.bins);
-  a->value_orig = histogram(xp, n, -lim, lim, bins);
-  a->value_cast = histogram(qp, n, -lim, lim, bins);
-  if (job) job->check();
+  a->input = x;
 
-  const ExponentHistogram eo = exponent_histogram(xp, n), ec = exponent_histogram(qp, n);
-  int lo = 0, hi = 0;
-  if (any_count(eo) || any_count(ec)) {
-    lo = any_count(eo) ? eo.emin : ec.emin;
-    hi = any_count(eo) ? eo.emax : ec.emax;
-    if (any_count(ec)) lo = std::min(lo, ec.emin), hi = std::max(hi, ec.emax);
-  }
-  a->exp_lo = lo;
-  a->exp_hi = hi;
-  a->exp_orig = align(eo, lo, hi);
-  a->exp_cast = align(ec, lo, hi);
-  a->exp_zero_orig = eo.zeros;
-  a->exp_zero_cast = ec.zeros;
-  a->log_orig = histogram(xp, n, lo, hi + 1.0, bins, true);
-  a->log_cast = histogram(qp, n, lo, hi + 1.0, bins, true);
-
-  NumberSpec target = dtype.number();
-  if (dtype.family() != Family::Standard && dtype.family() != Family::Codebook &&
-      dtype.family() != Family::GGML)
-    target = NumberSpec::parse("e4m3fn");  // TCFP's element format
-  auto [rlo, rhi] = representable_log2(target);
-  if (dtype.scaled() || dtype.family() != Family::Standard) {
-    const double span = rhi - rlo;
-    rhi = amax > 0 ? std::log2(amax) : rhi;
-    rlo = rhi - span;
-    a->rep_note = "range of one scale block, placed at the tensor absmax";
-  } else {
-    a->rep_note = "range of " + target.name();
-  }
-  a->rep_lo = rlo;
-  a->rep_hi = rhi;
-
-  double emax = 0;
-  for (int64_t i = 0; i < n; ++i)
-    if (std::isfinite(xp[i]) && std::isfinite(qp[i]))
-      emax = std::max(emax, std::fabs(static_cast<double>(qp[i]) - xp[i]));
-  const double elim = emax > 0 ? emax * 1.02 : 1.0;
-  a->error = error_histogram(xp, qp, n, -elim, elim, bins);
-  if (job) job->check();
-
-  if (tiled) {
+  std::string why;
+  if (ao.device && device_views_possible(dtype, options) && gpu::available(&why)) {
     try {
-      a->tiles = tile_map(x, q, r);
+      DeviceViews v;
+      v.tiled = tiled;
+      v.x = input ? input->get(x) : gpu::DeviceTensor::upload(x);
+      v.r = gpu::cast(v.x, dtype, options, true);
+      v.q = v.r.values;
+      if (job) job->check();
+      a->backend = "cuda";
+      compute_views(*a, v, ao, job);
+      a->device_values = v.q;
+      a->on_device = true;
     } catch (const Cancelled&) {
       throw;
     } catch (const Error& e) {
-      a->tiles_note = e.what();
+      // Bad requests fail on the host too, with the same message; anything else (no memory on
+      // the device) leaves the host to finish the views.
+      a->device_note = e.what();
     }
-  } else if (dtype.family() == Family::GGML) {
-    a->tiles_note = "ggml block scales live inside the GGUF blocks; no tile map";
-  } else if (dtype.family() != Family::Standard) {
-    a->tiles_note = "TCFP block scales are internal to the TCFP kernels; no tile map";
-  } else if (!dtype.scaled()) {
-    a->tiles_note = "unscaled datatype: no tile scales";
-  } else {
-    a->tiles_note = "one scale for the whole tensor: no tile map";
   }
-
-  std::vector<uint8_t> bits(static_cast<size_t>(n));
-  if (tiled && r.mask && r.mask.numel() == n && r.mask.dtype() == DType::Bool) {
-    const uint8_t* m = r.mask.ptr<uint8_t>();
-    for (int64_t i = 0; i < n; ++i) bits[i] = m[i] != 0;
-    const TileSpec* sp = dtype.sparse_tile();
-    a->mask = mask_image(bits.data(), x.shape(), ao.mask_max_side,
-                         "kept by " + std::to_string(sp ? sp->n : 0) + ":" +
-                             std::to_string(sp ? sp->m : 0) + " sparsity");
-  } else {
-    for (int64_t i = 0; i < n; ++i) bits[i] = std::isfinite(xp[i]) && xp[i] != 0 && qp[i] == 0;
-    a->mask = mask_image(bits.data(), x.shape(), ao.mask_max_side, "non-zero values cast to zero");
+  if (!a->on_device) {
+    HostViews v;
+    v.tiled = tiled;
+    v.x = x;
+    v.r = cast(x, dtype, options);
+    if (job) job->check();
+    v.q = tiled ? upcast(v.r) : v.r.values;
+    a->backend = v.r.backend;
+    compute_views(*a, v, ao, job);
+    a->values = v.q;
   }
-  a->input = x;
-  a->values = q;
+  representable_range(*a);
   if (job) job->report(1.0);
   return a;
 }

@@ -27,7 +27,8 @@ std::vector<size_t> pareto_front(const std::vector<TradeoffPoint>& pts) {
 }
 
 std::vector<ScaleModeRun> compare_scale_modes(const Tensor& x, const DataType& d, CastOptions o,
-                                              const std::string& name, JobControl* job) {
+                                              const std::string& name, JobControl* job,
+                                              DeviceInput* input) {
   const ScaleMode modes[] = {ScaleMode::Floor, ScaleMode::Ceil, ScaleMode::Midmax,
                              ScaleMode::Option3, ScaleMode::TopBinade};
   std::vector<ScaleModeRun> runs;
@@ -36,7 +37,7 @@ std::vector<ScaleModeRun> compare_scale_modes(const Tensor& x, const DataType& d
     o.scale_mode = m;
     ScaleModeRun r;
     r.mode = m;
-    r.analysis = analyze(x, d, o, name, {}, nullptr);
+    r.analysis = analyze(x, d, o, name, {}, nullptr, input);
     runs.push_back(std::move(r));
     if (job) job->report(static_cast<double>(runs.size()) / 5.0);
   }

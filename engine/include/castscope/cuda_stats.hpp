@@ -35,6 +35,9 @@ class DeviceTensor {
   // copy of the result exists. The memory must be on the current device.
   static DeviceTensor borrow(DType dtype, Shape shape, std::shared_ptr<void> owner, void* data);
   Tensor download() const;
+  // Rows [r0, r0 + h) x columns [c0, c0 + w) of the 2-D view (leading dims folded into rows),
+  // clipped to it: what a view that shows a few elements needs, without the whole tensor.
+  Tensor download_block(int64_t r0, int64_t c0, int64_t h, int64_t w) const;
 
   DType dtype() const { return dtype_; }
   const Shape& shape() const { return shape_; }
@@ -87,6 +90,15 @@ Histogram histogram(const DeviceTensor& values_f32, double lo, double hi, int bi
 Histogram error_histogram(const DeviceTensor& x_f32, const DeviceTensor& q_f32, double lo,
                           double hi, int bins);
 ExponentHistogram exponent_histogram(const DeviceTensor& values_f32);
+// The largest finite |v| (0 when there is none), exactly as a host loop finds it.
+double absmax(const DeviceTensor& values_f32);
+// Counts of set elements per cell of a 2-D image: the tensor folded to rows x cols (leading dims
+// into rows), cells of cell_rows x cell_cols elements, out_cols cells per row of cells. An
+// element is set where mask (Bool, same element count) is non-zero, or without a mask where x is
+// finite and non-zero and q is zero (a value cast to zero).
+std::vector<int64_t> cell_counts(const DeviceTensor& x_f32, const DeviceTensor& q_f32,
+                                 const DeviceTensor* mask, int64_t cols, int64_t cell_rows,
+                                 int64_t cell_cols, int64_t out_rows, int64_t out_cols);
 // `actual` must be an Actual (or device-packed Compress) result of a tile- or channel-scaled
 // standard datatype of x_f32.
 TileMap tile_map(const DeviceTensor& x_f32, const DeviceTensor& values,

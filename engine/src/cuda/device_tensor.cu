@@ -1,5 +1,6 @@
 // Device memory: a stream-ordered pool (freed blocks are kept for the next cast of the same size),
 // DeviceTensor, and the axis permutation kernel used to bring tile axes last on the device.
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <mutex>
@@ -124,6 +125,16 @@ void permute_device(const void* src, void* dst, size_t esize, const Shape& shape
   CS_CUDA_LAUNCH("permute_kernel");
 }
 
+void copy_rows_to_host(void* dst, const void* src, size_t src_pitch, size_t width, size_t rows) {
+  // Rows that follow each other on the device go as one copy: a strided copy into pageable
+  // memory may be staged row by row, thousands of small copies for a whole tile map.
+  if (width == src_pitch || rows == 1)
+    CS_CUDA(cudaMemcpyAsync(dst, src, width * rows, cudaMemcpyDeviceToHost, stream()));
+  else
+    CS_CUDA(cudaMemcpy2DAsync(dst, width, src, src_pitch, width, rows, cudaMemcpyDeviceToHost,
+                              stream()));
+}
+
 }  // namespace detail
 
 DeviceTensor DeviceTensor::empty(DType dtype, Shape shape, bool zero) {
@@ -198,6 +209,24 @@ Tensor DeviceTensor::download() const {
                           detail::stream()));
   CS_CUDA(cudaStreamSynchronize(detail::stream()));
   return h;
+}
+
+Tensor DeviceTensor::download_block(int64_t r0, int64_t c0, int64_t h, int64_t w) const {
+  const int64_t cols = shape_.empty() ? 1 : shape_.back();
+  const int64_t rows = cols ? numel() / cols : 0;
+  if (!mem_ || r0 < 0 || c0 < 0 || h < 0 || w < 0 || r0 >= rows || c0 >= cols)
+    throw Error("block at (" + std::to_string(r0) + ", " + std::to_string(c0) +
+                ") is outside the " + std::to_string(rows) + " x " + std::to_string(cols) +
+                " view of the device tensor");
+  const int64_t bh = std::min(h, rows - r0), bw = std::min(w, cols - c0);
+  const size_t es = dtype_size(dtype_);
+  Tensor t = Tensor::empty(dtype_, {bh, bw});
+  if (bh && bw)
+    detail::copy_rows_to_host(t.mutable_data(),
+                              static_cast<const char*>(data()) + (r0 * cols + c0) * es, cols * es,
+                              bw * es, bh);
+  CS_CUDA(cudaStreamSynchronize(detail::stream()));
+  return t;
 }
 
 DeviceTensor DeviceTensor::reshaped(Shape shape) const {

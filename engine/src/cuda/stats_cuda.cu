@@ -2,6 +2,7 @@
 // metrics/stats.cpp element for element; only the order of the floating-point sums differs
 // (block partials added in a fixed order, so repeated runs agree with each other).
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "cpu/cast_cpu.hpp"
@@ -152,6 +153,37 @@ __global__ void __launch_bounds__(256)
   __syncthreads();
   for (int b = threadIdx.x; b < kExpBins + 2; b += blockDim.x)
     if (sh[b]) atomicAdd(&counts[b], static_cast<unsigned long long>(sh[b]));
+}
+
+// |v| of finite floats compares as its bit pattern, so an integer atomicMax gives the exact
+// maximum whatever the order.
+__global__ void __launch_bounds__(256)
+    absmax_kernel(const float* __restrict__ v, int64_t n, unsigned* out) {
+  unsigned m = 0;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const unsigned u = __float_as_uint(v[i]) & 0x7FFFFFFFu;
+    if (u < 0x7F800000u && u > m) m = u;
+  }
+  for (int o = 16; o > 0; o >>= 1) m = max(m, __shfl_xor_sync(0xFFFFFFFFu, m, o));
+  if ((threadIdx.x & 31) == 0 && m) atomicMax(out, m);
+}
+
+// A 256 x 256 image of 64-bit counts does not fit shared memory; the lanes of a warp, which
+// mostly fall in one cell, add their set elements with one atomic per cell they touch.
+__global__ void __launch_bounds__(256)
+    cell_kernel(const float* __restrict__ x, const float* __restrict__ q,
+                const uint8_t* __restrict__ mask, int64_t n, int64_t cols, int64_t cell_rows,
+                int64_t cell_cols, int64_t out_cols, unsigned long long* counts) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const unsigned active = __activemask();
+    const bool on = mask ? mask[i] != 0 : (isfinite(x[i]) && x[i] != 0 && q[i] == 0);
+    const long long k = on ? (i / cols / cell_rows) * out_cols + (i % cols) / cell_cols : -1;
+    const unsigned peers = __match_any_sync(active, k);
+    if (on && static_cast<int>(threadIdx.x & 31) == __ffs(peers) - 1)
+      atomicAdd(&counts[k], static_cast<unsigned long long>(__popc(peers)));
+  }
 }
 
 // One thread per tile: sums in the CPU's element order, so the tile SNRs are the CPU's.
@@ -314,6 +346,51 @@ ExponentHistogram exponent_histogram(const DeviceTensor& v) {
   return h;
 }
 
+double absmax(const DeviceTensor& v) {
+  using namespace detail;
+  need_f32(v, "absmax");
+  DeviceTensor out = DeviceTensor::empty(DType::U32, {1}, true);
+  if (v.numel())
+    absmax_kernel<<<grid_for(v.numel(), 256, 1024), 256, 0, stream()>>>(
+        static_cast<const float*>(v.data()), v.numel(), static_cast<unsigned*>(out.mutable_data()));
+  CS_CUDA_LAUNCH("absmax_kernel");
+  unsigned bits = 0;
+  CS_CUDA(cudaMemcpyAsync(&bits, out.data(), 4, cudaMemcpyDeviceToHost, stream()));
+  CS_CUDA(cudaStreamSynchronize(stream()));
+  float a;
+  std::memcpy(&a, &bits, 4);
+  return a;
+}
+
+std::vector<int64_t> cell_counts(const DeviceTensor& x, const DeviceTensor& q,
+                                 const DeviceTensor* mask, int64_t cols, int64_t cell_rows,
+                                 int64_t cell_cols, int64_t out_rows, int64_t out_cols) {
+  using namespace detail;
+  need_f32(x, "mask image");
+  need_f32(q, "mask image");
+  const int64_t n = x.numel();
+  if (q.numel() != n || (mask && (!*mask || mask->numel() != n || mask->dtype() != DType::Bool)))
+    throw Error("mask image needs the input, its cast values and a Bool mask of equal size");
+  if (cols <= 0 || cell_rows <= 0 || cell_cols <= 0 || out_rows <= 0 || out_cols <= 0 || n % cols ||
+      (n / cols + cell_rows - 1) / cell_rows > out_rows ||
+      (cols + cell_cols - 1) / cell_cols > out_cols)
+    throw Error("mask image: cells of " + std::to_string(cell_rows) + " x " +
+                std::to_string(cell_cols) + " do not cover the tensor's " + std::to_string(cols) +
+                " columns in a " + std::to_string(out_rows) + " x " + std::to_string(out_cols) +
+                " image");
+  DeviceTensor counts = DeviceTensor::empty(DType::U64, {out_rows * out_cols}, true);
+  if (n)
+    cell_kernel<<<grid_for(n, 256, 1 << 14), 256, 0, stream()>>>(
+        static_cast<const float*>(x.data()), static_cast<const float*>(q.data()),
+        mask ? static_cast<const uint8_t*>(mask->data()) : nullptr, n, cols, cell_rows, cell_cols,
+        out_cols, static_cast<unsigned long long*>(counts.mutable_data()));
+  CS_CUDA_LAUNCH("cell_kernel");
+  std::vector<int64_t> h(static_cast<size_t>(out_rows * out_cols));
+  CS_CUDA(cudaMemcpyAsync(h.data(), counts.data(), h.size() * 8, cudaMemcpyDeviceToHost, stream()));
+  CS_CUDA(cudaStreamSynchronize(stream()));
+  return h;
+}
+
 DeviceTileMap tile_map_device(const DeviceTensor& x_f32, const DeviceTensor& values,
                               const DeviceCastResult& a) {
   using namespace detail;
@@ -398,9 +475,8 @@ TileMap DeviceTileMap::window(int64_t r0, int64_t c0, int64_t h, int64_t w) cons
   // One strided copy per field: rows of the window are cols apart on the device.
   auto get = [&](void* dst, const DeviceTensor& t) {
     if (!n) return;
-    CS_CUDA(cudaMemcpy2DAsync(dst, m.cols * 4,
-                              static_cast<const char*>(t.data()) + (r0 * cols + c0) * 4, cols * 4,
-                              m.cols * 4, m.rows, cudaMemcpyDeviceToHost, detail::stream()));
+    detail::copy_rows_to_host(dst, static_cast<const char*>(t.data()) + (r0 * cols + c0) * 4,
+                              cols * 4, m.cols * 4, m.rows);
   };
   get(m.scale_code.data(), scale_code);
   get(m.scale_value.data(), scale_value);

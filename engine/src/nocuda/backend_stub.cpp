@@ -66,6 +66,9 @@ DeviceTensor DeviceTensor::borrow(DType, Shape, std::shared_ptr<void>, void*) {
 Tensor DeviceTensor::download() const {
   no_cuda("device tensor");
 }
+Tensor DeviceTensor::download_block(int64_t, int64_t, int64_t, int64_t) const {
+  no_cuda("device tensor");
+}
 TransferCounters transfer_counters() {
   return {};
 }
@@ -91,6 +94,13 @@ Histogram error_histogram(const DeviceTensor&, const DeviceTensor&, double, doub
 }
 ExponentHistogram exponent_histogram(const DeviceTensor&) {
   no_cuda("GPU histogram");
+}
+double absmax(const DeviceTensor&) {
+  no_cuda("GPU absmax");
+}
+std::vector<int64_t> cell_counts(const DeviceTensor&, const DeviceTensor&, const DeviceTensor*,
+                                 int64_t, int64_t, int64_t, int64_t, int64_t) {
+  no_cuda("GPU mask image");
 }
 TileMap tile_map(const DeviceTensor&, const DeviceTensor&, const DeviceCastResult&) {
   no_cuda("GPU tile map");

@@ -3,11 +3,13 @@
 #pragma once
 
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "castscope/cast.hpp"
+#include "castscope/cuda_stats.hpp"
 #include "castscope/metrics.hpp"
 
 namespace castscope::widgets {
@@ -26,6 +28,23 @@ struct MaskImage {
 struct AnalysisOptions {
   int bins = 96;
   int mask_max_side = 256;
+  // Compute the views on the GPU when the cast runs there: the tensor and its cast values stay in
+  // device memory and only the views come back. Off: everything on the host.
+  bool device = true;
+};
+
+// A tensor's float32 copy in device memory, made by the first analysis of it that runs on the
+// GPU and reused by the next ones, so that recomputing the views for another datatype does not
+// move the tensor over PCIe again. Safe to share between worker threads.
+class DeviceInput {
+ public:
+  // The device copy of x_f32 (uploaded when x_f32 is not the tensor held now).
+  gpu::DeviceTensor get(const Tensor& x_f32);
+
+ private:
+  std::mutex mu_;
+  Tensor host_;  // held so that its storage, the cache key, cannot be reused by another tensor
+  gpu::DeviceTensor device_;
 };
 
 struct Analysis {
@@ -54,16 +73,27 @@ struct Analysis {
   std::optional<TileMap> tiles;
   std::string tiles_note;  // why there is no tile map
   MaskImage mask;
+  // Where the views were computed: on_device when on the GPU; device_note says why not when a
+  // GPU was asked for and the host took over.
+  bool on_device = false;
+  std::string device_note;
   // The float32 input and the values it was cast to (input shape), for views that place
-  // individual elements (the teaching view).
+  // individual elements (the teaching view). On the device path the values stay in device memory
+  // (device_values) and `values` is empty: values_block() reads either.
   Tensor input, values;
+  gpu::DeviceTensor device_values;
 };
 
+// Rows [r0, r0 + h) x columns [c0, c0 + w) of the cast values' 2-D view (fold_2d), clipped.
+Tensor values_block(const Analysis& a, int64_t r0, int64_t c0, int64_t h, int64_t w);
+
 // Casts x (any float dtype, any rank) and computes every view. Throws Error for bad input and
-// Cancelled when job->cancel is set.
+// Cancelled when job->cancel is set. On the GPU path the device copy of x comes from `input`
+// when given (else it is uploaded for this call only). Results agree with the host path: counts
+// and tile maps exactly, sums (MSE, SNR) up to summation order.
 std::shared_ptr<const Analysis> analyze(const Tensor& x, const DataType& dtype, CastOptions options,
                                         const std::string& name, const AnalysisOptions& ao = {},
-                                        JobControl* job = nullptr);
+                                        JobControl* job = nullptr, DeviceInput* input = nullptr);
 
 // Representable magnitude range of a number format in log2 units: [smallest positive, max].
 std::pair<double, double> representable_log2(const NumberSpec& n);

@@ -26,7 +26,8 @@ struct ScaleModeRun {
   int64_t tiles_differ = 0;
 };
 std::vector<ScaleModeRun> compare_scale_modes(const Tensor& x, const DataType& d, CastOptions o,
-                                              const std::string& name, JobControl* job = nullptr);
+                                              const std::string& name, JobControl* job = nullptr,
+                                              DeviceInput* input = nullptr);
 
 // Registry datatypes that can be tried on a tensor, cheapest first (bits per value with the
 // tensor's channel length; equal bits keep registry order).
