@@ -104,11 +104,13 @@ void update_decision_jobs(AppState& app) {
       app.compare_job.start("compare datatypes", [in, pinned, o, key](JobControl& job) {
         auto r = std::make_shared<CompareResult>();
         r->key = key;
+        widgets::AnalysisOptions ao;
+        ao.keep_values = false;  // the comparison shows views only
         for (size_t i = 0; i < pinned.size(); ++i) {
           job.check();
           try {
             r->rows.push_back(widgets::analyze(in->data, DataType::parse(pinned[i]), o, in->tensor,
-                                               {}, nullptr, in->device.get()));
+                                               ao, nullptr, in->device.get()));
           } catch (const Cancelled&) {
             throw;
           } catch (const Error& e) {

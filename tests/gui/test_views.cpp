@@ -263,3 +263,32 @@ TEST(Composer, InvalidStringKeepsTheLastDatatypeAndExplains) {
   s.sp_m = 0;
   EXPECT_EQ(DataType::parse(s.fields_string()), DataType::parse("mxfp8e4"));
 }
+
+TEST(Views, ValuesBlockIsTheSliceOfTheCastValuesAndComparisonsKeepNone) {
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  const Tensor x = random_tensor(seed, {3, 20, 70});
+  auto a = analyze(x, DataType::parse("mxfp4e2"), {}, "t");
+  ASSERT_TRUE(a->values || a->device_values);
+  const Tensor all = values_block(*a, 0, 0, 60, 70);
+  ASSERT_EQ(all.shape(), (Shape{60, 70}));
+  // A block that runs past the last row and column is clipped to the values.
+  const Tensor b = values_block(*a, 57, 40, 10, 64);
+  ASSERT_EQ(b.shape(), (Shape{3, 30}));
+  for (int64_t r = 0; r < 3; ++r)
+    for (int64_t c = 0; c < 30; ++c)
+      ASSERT_EQ(b.ptr<float>()[r * 30 + c], all.ptr<float>()[(57 + r) * 70 + 40 + c])
+          << r << "," << c;
+  EXPECT_THROW(values_block(*a, 60, 0, 1, 1), Error);
+  EXPECT_THROW(values_block(*a, 0, -1, 1, 1), Error);
+
+  AnalysisOptions lean;
+  lean.keep_values = false;
+  auto c = analyze(x, DataType::parse("mxfp4e2"), {}, "t", lean);
+  EXPECT_FALSE(c->input);
+  EXPECT_FALSE(c->values);
+  EXPECT_FALSE(c->device_values);
+  EXPECT_EQ(c->stats.count, a->stats.count);
+  EXPECT_EQ(c->value_cast.counts, a->value_cast.counts);
+  EXPECT_THROW(values_block(*c, 0, 0, 1, 1), Error);
+}

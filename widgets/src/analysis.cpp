@@ -298,7 +298,7 @@ std::shared_ptr<const Analysis> analyze(const Tensor& x_in, const DataType& dtyp
   a->options.job = nullptr;
   a->bits_per_value = dtype.bits_per_value(axis_length(options, x.shape()));
   a->axis = describe_axis(options, x.shape());
-  a->input = x;
+  if (ao.keep_values) a->input = x;
 
   std::string why;
   if (ao.device && device_views_possible(dtype, options) && gpu::available(&why)) {
@@ -311,7 +311,7 @@ std::shared_ptr<const Analysis> analyze(const Tensor& x_in, const DataType& dtyp
       if (job) job->check();
       a->backend = "cuda";
       compute_views(*a, v, ao, job);
-      a->device_values = v.q;
+      if (ao.keep_values) a->device_values = v.q;
       a->on_device = true;
     } catch (const Cancelled&) {
       throw;
@@ -330,7 +330,7 @@ std::shared_ptr<const Analysis> analyze(const Tensor& x_in, const DataType& dtyp
     v.q = tiled ? upcast(v.r) : v.r.values;
     a->backend = v.r.backend;
     compute_views(*a, v, ao, job);
-    a->values = v.q;
+    if (ao.keep_values) a->values = v.q;
   }
   representable_range(*a);
   if (job) job->report(1.0);

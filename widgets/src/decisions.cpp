@@ -37,7 +37,9 @@ std::vector<ScaleModeRun> compare_scale_modes(const Tensor& x, const DataType& d
     o.scale_mode = m;
     ScaleModeRun r;
     r.mode = m;
-    r.analysis = analyze(x, d, o, name, {}, nullptr, input);
+    AnalysisOptions ao;
+    ao.keep_values = false;
+    r.analysis = analyze(x, d, o, name, ao, nullptr, input);
     runs.push_back(std::move(r));
     if (job) job->report(static_cast<double>(runs.size()) / 5.0);
   }

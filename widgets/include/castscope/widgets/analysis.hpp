@@ -31,6 +31,9 @@ struct AnalysisOptions {
   // Compute the views on the GPU when the cast runs there: the tensor and its cast values stay in
   // device memory and only the views come back. Off: everything on the host.
   bool device = true;
+  // Keep the input and the cast values (the teaching view places single elements). Comparisons
+  // of several casts leave them out: each would hold a tensor-sized copy, on the GPU or here.
+  bool keep_values = true;
 };
 
 // A tensor's float32 copy in device memory, made by the first analysis of it that runs on the
