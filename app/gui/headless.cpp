@@ -17,8 +17,9 @@ int run_headless(const AppOptions& opt) {
     auto a = widgets::analyze(t, d, CastOptions{}, name);
     std::printf("tensor   %s %s (%s)\n", name.c_str(), shape_str(a->shape).c_str(),
                 model->format().c_str());
-    std::printf("datatype %s  %.4g bits per value  backend %s\n", d.label().c_str(),
-                a->bits_per_value, a->backend.c_str());
+    std::printf("datatype %s  %.4g bits per value  backend %s  views on the %s\n",
+                d.label().c_str(), a->bits_per_value, a->backend.c_str(),
+                a->on_device ? "GPU" : "CPU");
     std::printf("metrics  %s\n", stats_line(a->stats).c_str());
     if (a->tiles)
       std::printf("tiles    %lld x %lld of %lld x %lld\n", static_cast<long long>(a->tiles->rows),

@@ -40,8 +40,11 @@ void draw_views_panel(AppState& app) {
     ImGui::ProgressBar(static_cast<float>(app.analyzer.progress()),
                        ImVec2(ImGui::GetFontSize() * 8, 0), "casting...");
   } else if (a) {
-    ImGui::TextDisabled("%s  %s  ->  %s  (%s)", a->tensor.c_str(), shape_str(a->shape).c_str(),
-                        a->dtype.str().c_str(), a->backend.c_str());
+    ImGui::TextDisabled("%s  %s  ->  %s  (%s, views on the %s)", a->tensor.c_str(),
+                        shape_str(a->shape).c_str(), a->dtype.str().c_str(), a->backend.c_str(),
+                        a->on_device ? "GPU" : "CPU");
+    if (!a->device_note.empty() && ImGui::IsItemHovered())
+      ImGui::SetTooltip("views computed on the CPU: %s", a->device_note.c_str());
   }
   if (!app.analysis_error.empty())
     ImGui::TextColored(ImVec4(1, 0.4f, 0.35f, 1), "%s", app.analysis_error.c_str());

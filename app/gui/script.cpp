@@ -369,6 +369,7 @@ std::string state_json(const AppState& app, const std::vector<std::string>& scri
     r["round"] = to_string(a->options.round);
     r["rotate"] = a->options.rotate.str();
     r["backend"] = a->backend;
+    r["views_on_device"] = a->on_device;
     r["snr_db"] = finite_or(a->stats.snr_db, 1e308);
     r["mse"] = a->stats.mse;
     r["max_abs_err"] = a->stats.max_abs_err;
