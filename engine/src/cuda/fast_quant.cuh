@@ -257,19 +257,6 @@ __device__ __forceinline__ uint32_t code_e5m2(float y, bool& clipped) {
   clipped = fabsf(y) >= 61440.0f;
   return __nv_cvt_float_to_fp8(y, __NV_SATFINITE, __NV_E5M2);
 }
-__device__ __forceinline__ uint32_t code_e2m1fnuz(float y, bool& clipped) {
-  // The grid's quantum is 2^(Q-1) in the binade group Q (0: below 2, 1: [2, 4), 2: [4, 8), 3: the
-  // clamp value 8), so the code is RN(a / 2^(Q-1)) + 2Q, the rounding done by adding 1.5 * 2^23
-  // (exact scaling, one rounding to an integer, ties to even). 7 is the midpoint between 6 and the
-  // next binade's 8: it rounds up, so it saturates.
-  const float a = fminf(fabsf(y), 8.0f);
-  const int q = max(static_cast<int>(__float_as_uint(a) >> 23), 127) - 127;
-  const int k = static_cast<int>(__float_as_uint(fmaf(a, pow2f(1 - q), 0x1.8p23f)) - 0x4B400000u);
-  const uint32_t m = static_cast<uint32_t>(min(k + 2 * q, 7));
-  clipped = a >= 7.0f;
-  return m | ((__float_as_uint(y) >> 28) & 0x8u);
-}
-
 // bfloat16 code of a finite y: bfloat16 is float32's top half, so round to nearest even is one
 // integer add on the bits, subnormals and -0 included. A result past the largest finite value
 // is Inf, or under saturation that value, counted as clipped.
@@ -282,19 +269,42 @@ __device__ __forceinline__ uint32_t code_bf16(float y, bool saturate, bool& clip
 
 // Codes of a finite y on a small OCP float grid with EBITS exponent and M mantissa bits, smallest
 // normal binade EMIN and top binade EMAX (no Inf or NaN, -0 kept), round to nearest even with
-// saturation: code_e2m1fnuz's construction for any such grid. The code is RN(a / quantum) plus
-// 2^M for every binade above the subnormal one; the top mantissa is odd, so the midpoint to the
-// next power of two rounds up and saturates.
+// saturation. The subnormals and binade EMIN share a quantum; each binade above doubles it. In the
+// range r of that (r = binade - EMIN, 0 for subnormals) the magnitude code is
+// RN(a / quantum_r) + r * 2^M, done by adding 1.5 * 2^23 (exact scaling, one rounding to an
+// integer, ties to the even integer, which is the even code). The top mantissa is odd, so the
+// midpoint to the next power of two rounds up and saturates.
 template <int EBITS, int M, int EMIN, int EMAX>
 __device__ __forceinline__ uint32_t code_small_ocp(float y, bool& clipped) {
   constexpr uint32_t kMaxCode = (static_cast<uint32_t>(EMAX - EMIN + 1) << M) | ((1u << M) - 1);
-  const float a = fminf(fabsf(y), pow2f(EMAX + 1));
-  const int q = max(static_cast<int>(__float_as_uint(a) >> 23) - 127 - EMIN, 0);
-  const int k =
-      static_cast<int>(__float_as_uint(fmaf(a, pow2f(M - EMIN - q), 0x1.8p23f)) - 0x4B400000u);
-  const uint32_t m = min(static_cast<uint32_t>(k) + (static_cast<uint32_t>(q) << M), kMaxCode);
+  constexpr int kRanges = EMAX - EMIN + 1;
+  constexpr float kMagic = 0x1.8p23f;
+  const float a = fabsf(y);
+  uint32_t m;
+  if constexpr (kRanges <= 3) {
+    // Every range's expression, a line of slope 1 / quantum_r, is the least of them all inside
+    // its own range (consecutive lines cross at the binade boundary; RN is monotone), so the code
+    // is the least of them and kMaxCode: float work and minima where the branch below spends
+    // integer arithmetic on the binade. The integer pipe, half as wide, held the bfloat16 casts
+    // back. A sum past 2^22 rounds coarser but stays above kMaxCode.
+    float c = kMagic + static_cast<float>(kMaxCode);
+#pragma unroll
+    for (int r = 0; r < kRanges; ++r)
+      c = fminf(c, fmaf(a, pow2f(M - EMIN - r), kMagic + static_cast<float>(r << M)));
+    m = __float_as_uint(c) & ((1u << (EBITS + M)) - 1u);
+  } else {
+    const float ac = fminf(a, pow2f(EMAX + 1));
+    const int q = max(static_cast<int>(__float_as_uint(ac) >> 23) - 127 - EMIN, 0);
+    const int k =
+        static_cast<int>(__float_as_uint(fmaf(ac, pow2f(M - EMIN - q), kMagic)) - 0x4B400000u);
+    m = min(static_cast<uint32_t>(k) + (static_cast<uint32_t>(q) << M), kMaxCode);
+  }
   clipped = a >= static_cast<float>((2 << M) - 1) * pow2f(EMAX - M) + pow2f(EMAX - M - 1);
   return m | ((__float_as_uint(y) >> 31) << (EBITS + M));
+}
+// e2m1's 0x8 is -0: a zero result keeps the input's sign (spec decision 9).
+__device__ __forceinline__ uint32_t code_e2m1fnuz(float y, bool& clipped) {
+  return code_small_ocp<2, 1, 0, 2>(y, clipped);
 }
 __device__ __forceinline__ uint32_t code_e2m3(float y, bool& clipped) {
   return code_small_ocp<2, 3, 0, 2>(y, clipped);
