@@ -7,7 +7,6 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
-#include <mutex>
 #include <string>
 
 #include "castscope/error.hpp"
@@ -48,11 +47,6 @@ cudaStream_t stream();  // the stream every engine kernel runs on
 // Queues a copy of `rows` rows of `width` bytes, src_pitch apart on the device, packed into host
 // memory at dst.
 void copy_rows_to_host(void* dst, const void* src, size_t src_pitch, size_t width, size_t rows);
-// A page-locked host buffer of at least `bytes`, grown on demand and kept for the process: copies
-// from the device into it run at the bus's speed, into pageable memory at a fraction of it. Hold
-// staging_mutex() while using it. Throws Error when it cannot be allocated.
-std::mutex& staging_mutex();
-void* staging(size_t bytes);
 
 inline unsigned grid_for(int64_t work, int per_block, int64_t cap = 1 << 20) {
   int64_t g = (work + per_block - 1) / per_block;

@@ -125,25 +125,6 @@ void permute_device(const void* src, void* dst, size_t esize, const Shape& shape
   CS_CUDA_LAUNCH("permute_kernel");
 }
 
-std::mutex& staging_mutex() {
-  static std::mutex mu;
-  return mu;
-}
-
-void* staging(size_t bytes) {
-  static void* buf = nullptr;
-  static size_t have = 0;
-  if (bytes > have) {
-    if (buf) cudaFreeHost(buf);
-    buf = nullptr;
-    have = 0;
-    const size_t want = std::max<size_t>(bytes, size_t{1} << 22);
-    CS_CUDA(cudaMallocHost(&buf, want));
-    have = want;
-  }
-  return buf;
-}
-
 void copy_rows_to_host(void* dst, const void* src, size_t src_pitch, size_t width, size_t rows) {
   // Rows that follow each other on the device go as one copy: a strided copy into pageable
   // memory may be staged row by row, thousands of small copies for a whole tile map.

@@ -4,8 +4,6 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
-#include <mutex>
-#include <type_traits>
 
 #include "cpu/cast_cpu.hpp"
 #include "cuda/cuda_common.hpp"
@@ -469,27 +467,22 @@ TileMap DeviceTileMap::window(int64_t r0, int64_t c0, int64_t h, int64_t w) cons
   m.tile_rows = tile_rows;
   m.tile_cols = tile_cols;
   const size_t n = static_cast<size_t>(m.rows * m.cols);
-  if (!n) return m;
-  // The four fields go through one page-locked buffer (a whole map is what the app's heatmap
-  // draws: 16 MB for NVFP4 at 4096^2), then into the vectors in one pass each, so the vectors'
-  // fresh pages are touched once.
-  const DeviceTensor* fields[4] = {&scale_code, &scale_value, &absmax, &snr_db};
-  std::lock_guard<std::mutex> lock(detail::staging_mutex());
-  char* stage = static_cast<char*>(detail::staging(n * 16));
-  for (int f = 0; f < 4; ++f)
-    detail::copy_rows_to_host(stage + f * n * 4,
-                              static_cast<const char*>(fields[f]->data()) + (r0 * cols + c0) * 4,
+  // Straight into the vectors: no zero-filled staging tensors for what can be a million tiles.
+  m.scale_code.resize(n);
+  m.scale_value.resize(n);
+  m.absmax.resize(n);
+  m.snr_db.resize(n);
+  // One strided copy per field: rows of the window are cols apart on the device.
+  auto get = [&](void* dst, const DeviceTensor& t) {
+    if (!n) return;
+    detail::copy_rows_to_host(dst, static_cast<const char*>(t.data()) + (r0 * cols + c0) * 4,
                               cols * 4, m.cols * 4, m.rows);
-  CS_CUDA(cudaStreamSynchronize(detail::stream()));
-  auto take = [&](auto& v, int f) {
-    using V = typename std::decay_t<decltype(v)>::value_type;
-    const V* p = reinterpret_cast<const V*>(stage + f * n * 4);
-    v.assign(p, p + n);
   };
-  take(m.scale_code, 0);
-  take(m.scale_value, 1);
-  take(m.absmax, 2);
-  take(m.snr_db, 3);
+  get(m.scale_code.data(), scale_code);
+  get(m.scale_value.data(), scale_value);
+  get(m.absmax.data(), absmax);
+  get(m.snr_db.data(), snr_db);
+  CS_CUDA(cudaStreamSynchronize(detail::stream()));
   return m;
 }
 
