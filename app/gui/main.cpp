@@ -292,6 +292,7 @@ int run_gui(AppOptions opt) {
 
 int main(int argc, char** argv) {
   using namespace castscope;
+  widgets::retain_freed_memory();
   gui::AppOptions opt;
   CLI::App cli{"CastScope: see what low-precision number formats do to tensors"};
   cli.add_option(

@@ -4,6 +4,10 @@
 #include <cmath>
 #include <string>
 
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
+
 namespace castscope::widgets {
 
 std::pair<int64_t, int64_t> fold_2d(const Shape& s) {
@@ -67,6 +71,15 @@ MaskImage mask_image(const uint8_t* set, const Shape& shape, int max_side, std::
           set[r * m.cols + c] != 0;
   finish_mask(m, hits);
   return m;
+}
+
+void retain_freed_memory() {
+#if defined(__GLIBC__)
+  // Blocks below the mmap threshold come from the heap, which is trimmed only past the trim
+  // threshold; tensors larger than 32 MB still go straight back to the system.
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  mallopt(M_TRIM_THRESHOLD, 512 << 20);
+#endif
 }
 
 gpu::DeviceTensor DeviceInput::get(const Tensor& x) {
