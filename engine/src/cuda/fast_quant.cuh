@@ -320,11 +320,6 @@ __device__ __forceinline__ uint32_t code_e3m2(float y, bool& clipped) {
 // so x / d is either a midpoint or 2^-32 away from one, relatively), so this is exact.
 struct E2m1Thresholds {
   float t[8];  // > 0.25, >= 0.75, > 1.25, >= 1.75, > 2.5, >= 3.5, > 5, >= 7 (clip), times d
-  // The first seven as strict thresholds (a >= T is a > the float below T), times 2^k with k
-  // putting t[0] in [2^60, 2^61); `scaled` is false when t[0] lies outside [2^-60, 2^61).
-  float st[7];
-  float k2;
-  bool scaled;
 };
 // d = s * t with s an e4m3 value and t a float: mid * s is exact in float, one directed rounding
 // of the product with t.
@@ -338,12 +333,6 @@ __device__ __forceinline__ E2m1Thresholds e2m1_thresholds(float s, float t) {
   h.t[5] = __fmul_ru(3.5f * s, t);
   h.t[6] = __fmul_rd(5.0f * s, t);
   h.t[7] = __fmul_ru(7.0f * s, t);
-  const int e0 = static_cast<int>(__float_as_uint(h.t[0]) >> 23) - 127;
-  h.scaled = e0 >= -60 && e0 <= 60;
-  h.k2 = h.scaled ? pow2f(60 - e0) : 1.0f;
-#pragma unroll
-  for (int i = 0; i < 7; ++i)
-    h.st[i] = __uint_as_float(__float_as_uint(h.t[i]) - static_cast<uint32_t>(i & 1)) * h.k2;
   return h;
 }
 // Code of a finite x in a group whose scale is zero (NVFP4 tile below the e4m3 range): -0 for
@@ -351,29 +340,11 @@ __device__ __forceinline__ E2m1Thresholds e2m1_thresholds(float s, float t) {
 __device__ __forceinline__ uint32_t code_e2m1_zero_scale(float x, bool nan_group) {
   return nan_group ? 0u : ((__float_as_uint(x) >> 28) & 0x8u);
 }
-// fma(a, b, c) clamped to [0, 1] by the instruction itself (NaN gives 0).
-__device__ __forceinline__ float fma_sat(float a, float b, float c) {
-  float r;
-  asm("fma.rn.sat.f32 %0, %1, %2, %3;" : "=f"(r) : "f"(a), "f"(b), "f"(c));
-  return r;
-}
 __device__ __forceinline__ uint32_t code_e2m1fnuz_thr(float x, const E2m1Thresholds& h,
                                                       bool& clipped) {
   const float a = fabsf(x);
-  uint32_t m;
-  if (h.scaled) {
-    // Each comparison as a saturated fused multiply-add on the FMA pipe instead of a compare and
-    // a select on the integer one: a * 2^k - T * 2^k is exact in sign, and where a > T the gap is
-    // at least ulp(T) * 2^k >= 2^37, so saturation to [0, 1] gives exactly 0 or 1 (a * 2^k may
-    // overflow to Inf: still 1). The count is summed onto 1.5 * 2^23, whose low bits it becomes.
-    float c = 0x1.8p23f;
-#pragma unroll
-    for (int i = 0; i < 7; ++i) c += fma_sat(a, h.k2, -h.st[i]);
-    m = __float_as_uint(c) & 7u;
-  } else {
-    m = (a > h.t[0]) + (a >= h.t[1]) + (a > h.t[2]) + (a >= h.t[3]) + (a > h.t[4]) + (a >= h.t[5]) +
-        (a > h.t[6]);
-  }
+  const uint32_t m = (a > h.t[0]) + (a >= h.t[1]) + (a > h.t[2]) + (a >= h.t[3]) + (a > h.t[4]) +
+                     (a >= h.t[5]) + (a > h.t[6]);
   clipped = a >= h.t[7];
   return m | ((__float_as_uint(x) >> 28) & 0x8u);
 }
