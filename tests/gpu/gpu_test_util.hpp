@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -14,6 +15,7 @@
 
 #include "backend.hpp"
 #include "castscope/cast.hpp"
+#include "castscope/metrics.hpp"
 #include "test_seed.hpp"
 
 namespace castscope::gputest {
@@ -124,6 +126,41 @@ inline std::string result_diff(const CastResult& cpu, const CastResult& gpu) {
 inline CastResult cpu_cast(const Tensor& x, const DataType& d, CastOptions o) {
   o.device = Device::CPU;
   return cast(x, d, o);
+}
+
+// A sum computed on the device against the host's: equal up to summation order, infinities
+// exactly.
+inline void expect_close(double cpu, double gpu, const std::string& what) {
+  if (std::isinf(cpu) || std::isinf(gpu)) {
+    EXPECT_EQ(cpu, gpu) << what;
+    return;
+  }
+  EXPECT_NEAR(gpu, cpu, 1e-9 * std::max(1.0, std::fabs(cpu))) << what;
+}
+
+// Statistics: counts and the largest error exactly, sums up to summation order.
+inline void expect_same_stats(const Stats& c, const Stats& g, const std::string& tag) {
+  EXPECT_EQ(c.count, g.count) << tag;
+  EXPECT_EQ(c.nonfinite_in, g.nonfinite_in) << tag;
+  EXPECT_EQ(c.nonfinite_out, g.nonfinite_out) << tag;
+  EXPECT_EQ(c.zeros_out, g.zeros_out) << tag;
+  EXPECT_EQ(c.clipped, g.clipped) << tag;
+  EXPECT_EQ(c.max_abs_err, g.max_abs_err) << tag;
+  expect_close(c.mse, g.mse, "mse " + tag);
+  expect_close(c.snr_db, g.snr_db, "snr " + tag);
+  expect_close(c.mean_err, g.mean_err, "bias " + tag);
+  expect_close(c.signal_power, g.signal_power, "power " + tag);
+}
+
+// Histograms are counts: equal bin for bin, with the same range and tallies outside it.
+inline void expect_hist(const Histogram& c, const Histogram& g, const std::string& what) {
+  EXPECT_EQ(c.lo, g.lo) << what;
+  EXPECT_EQ(c.hi, g.hi) << what;
+  EXPECT_EQ(c.counts, g.counts) << what;
+  EXPECT_EQ(c.below, g.below) << what;
+  EXPECT_EQ(c.above, g.above) << what;
+  EXPECT_EQ(c.nonfinite, g.nonfinite) << what;
+  EXPECT_EQ(c.zeros, g.zeros) << what;
 }
 
 }  // namespace castscope::gputest

@@ -13,24 +13,6 @@ namespace {
 using widgets::Analysis;
 using widgets::AnalysisOptions;
 
-void expect_hist(const Histogram& h, const Histogram& d, const std::string& what) {
-  EXPECT_EQ(h.lo, d.lo) << what;
-  EXPECT_EQ(h.hi, d.hi) << what;
-  EXPECT_EQ(h.counts, d.counts) << what;
-  EXPECT_EQ(h.below, d.below) << what;
-  EXPECT_EQ(h.above, d.above) << what;
-  EXPECT_EQ(h.nonfinite, d.nonfinite) << what;
-  EXPECT_EQ(h.zeros, d.zeros) << what;
-}
-
-void expect_near_rel(double h, double d, const std::string& what) {
-  if (!std::isfinite(h) || !std::isfinite(d)) {
-    EXPECT_EQ(h, d) << what;
-    return;
-  }
-  EXPECT_NEAR(d, h, 1e-9 * std::max(1.0, std::fabs(h))) << what;
-}
-
 // Bitwise, so that NaN scales and +inf SNRs compare too.
 template <class T>
 bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
@@ -42,14 +24,7 @@ void expect_same_views(const Analysis& h, const Analysis& d, const std::string& 
   EXPECT_FALSE(h.on_device) << tag;
   EXPECT_TRUE(d.on_device) << tag << ": " << d.device_note;
   EXPECT_EQ(d.backend, "cuda") << tag;
-  EXPECT_EQ(h.stats.count, d.stats.count) << tag;
-  EXPECT_EQ(h.stats.nonfinite_in, d.stats.nonfinite_in) << tag;
-  EXPECT_EQ(h.stats.nonfinite_out, d.stats.nonfinite_out) << tag;
-  EXPECT_EQ(h.stats.zeros_out, d.stats.zeros_out) << tag;
-  EXPECT_EQ(h.stats.clipped, d.stats.clipped) << tag;
-  EXPECT_EQ(h.stats.max_abs_err, d.stats.max_abs_err) << tag;
-  expect_near_rel(h.stats.mse, d.stats.mse, tag + " mse");
-  expect_near_rel(h.stats.snr_db, d.stats.snr_db, tag + " snr");
+  expect_same_stats(h.stats, d.stats, tag);
   EXPECT_EQ(h.absmax, d.absmax) << tag;
   expect_hist(h.value_orig, d.value_orig, tag + " value_orig");
   expect_hist(h.value_cast, d.value_cast, tag + " value_cast");

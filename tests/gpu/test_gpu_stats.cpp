@@ -8,22 +8,6 @@
 namespace castscope::gputest {
 namespace {
 
-void expect_close(double cpu, double gpu, const std::string& what) {
-  if (std::isinf(cpu) || std::isinf(gpu)) {
-    EXPECT_EQ(cpu, gpu) << what;
-    return;
-  }
-  EXPECT_NEAR(gpu, cpu, 1e-9 * std::max(1.0, std::fabs(cpu))) << what;
-}
-
-void expect_hist(const Histogram& c, const Histogram& g, const std::string& what) {
-  EXPECT_EQ(c.counts, g.counts) << what;
-  EXPECT_EQ(c.below, g.below) << what;
-  EXPECT_EQ(c.above, g.above) << what;
-  EXPECT_EQ(c.nonfinite, g.nonfinite) << what;
-  EXPECT_EQ(c.zeros, g.zeros) << what;
-}
-
 TEST(GpuStats, MatchHostStatisticsHistogramsAndTileMaps) {
   CS_REQUIRE_GPU();
   const uint64_t seed = run_seed();
@@ -54,16 +38,7 @@ TEST(GpuStats, MatchHostStatisticsHistogramsAndTileMaps) {
 
     const Stats cs = compute_stats(x, hv, host.counts.clipped);
     const Stats gs = gpu::compute_stats(dx, dr.values, dr.counts.clipped);
-    EXPECT_EQ(cs.count, gs.count) << tag;
-    EXPECT_EQ(cs.nonfinite_in, gs.nonfinite_in) << tag;
-    EXPECT_EQ(cs.nonfinite_out, gs.nonfinite_out) << tag;
-    EXPECT_EQ(cs.zeros_out, gs.zeros_out) << tag;
-    EXPECT_EQ(cs.clipped, gs.clipped) << tag;
-    EXPECT_EQ(cs.max_abs_err, gs.max_abs_err) << tag;
-    expect_close(cs.mse, gs.mse, "mse " + tag);
-    expect_close(cs.snr_db, gs.snr_db, "snr " + tag);
-    expect_close(cs.mean_err, gs.mean_err, "bias " + tag);
-    expect_close(cs.signal_power, gs.signal_power, "power " + tag);
+    expect_same_stats(cs, gs, tag);
 
     const float* vp = hv.ptr<float>();
     expect_hist(histogram(vp, hv.numel(), -8, 8, 64), gpu::histogram(dr.values, -8, 8, 64),
