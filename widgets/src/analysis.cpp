@@ -313,8 +313,8 @@ std::shared_ptr<const Analysis> analyze(const Tensor& x_in, const DataType& dtyp
   a->axis = describe_axis(options, x.shape());
   if (ao.keep_values) a->input = x;
 
-  std::string why;
-  if (ao.device && device_views_possible(dtype, options) && gpu::available(&why)) {
+  if (ao.device && device_views_possible(dtype, options) && gpu::available()) {
+    const Analysis before = *a;  // what the host path starts from if the device gives up midway
     try {
       DeviceViews v;
       v.tiled = tiled;
@@ -331,6 +331,7 @@ std::shared_ptr<const Analysis> analyze(const Tensor& x_in, const DataType& dtyp
     } catch (const Error& e) {
       // Bad requests fail on the host too, with the same message; anything else (no memory on
       // the device) leaves the host to finish the views.
+      *a = before;
       a->device_note = e.what();
     }
   }
