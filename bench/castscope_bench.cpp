@@ -17,13 +17,14 @@ namespace {
 
 using namespace castscope;
 
-// Median wall time of `iters` analyses (after one warm-up), in ms.
+// Median wall time of `iters` analyses (after one warm-up), in ms; on_device (when given) says
+// where the views ran.
 double time_analysis(const Tensor& x, const DataType& d, const widgets::AnalysisOptions& ao,
-                     widgets::DeviceInput* input, int iters, bool* on_device) {
+                     widgets::DeviceInput* input, int iters, bool* on_device = nullptr) {
   auto once = [&] {
     const auto t0 = std::chrono::steady_clock::now();
     const auto a = widgets::analyze(x, d, {}, "bench", ao, nullptr, input);
-    *on_device = a->on_device;
+    if (on_device) *on_device = a->on_device;
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   };
   once();
@@ -53,17 +54,15 @@ void app_update(int64_t n, int iters, std::FILE* out) {
   const char* names[] = {"mxfp8e4", "nvfp4", "mxfp4e2", "fp8e4_block128", "float8_e4m3fn"};
   // First with the C library's defaults, then as the app runs (retain_freed_memory at start).
   std::vector<double> plain;
-  for (const char* name : names) {
-    bool dev = false;
-    plain.push_back(time_analysis(x, DataType::parse(name), {}, &input, iters, &dev));
-  }
+  for (const char* name : names)
+    plain.push_back(time_analysis(x, DataType::parse(name), {}, &input, iters));
   widgets::retain_freed_memory();
   std::vector<std::pair<std::string, double>> goals;
   for (size_t i = 0; i < std::size(names); ++i) {
     const DataType d = DataType::parse(names[i]);
-    bool dev = false, hdev = true;
+    bool dev = false;
     const double td = time_analysis(x, d, {}, &input, iters, &dev);
-    const double th = time_analysis(x, d, host, nullptr, std::max(1, iters / 4), &hdev);
+    const double th = time_analysis(x, d, host, nullptr, std::max(1, iters / 4));
     std::fprintf(out, "  %-15s device %8.3f ms%s (default malloc %8.3f ms)   host %9.3f ms\n",
                  names[i], td, dev ? "" : " (ran on the host)", plain[i], th);
     goals.push_back({std::string("app update ") + names[i] + ", device (ms)", dev ? td : 1e9});

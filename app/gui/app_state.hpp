@@ -194,9 +194,9 @@ struct AppState {
 
   // Teaching view.
   int teach_tile = 0;
-  // The shown tile's cast values, fetched once per analysis and tile (from the GPU when the
-  // values stayed there).
-  std::shared_ptr<const widgets::Analysis> teach_block_of;
+  // The shown tile's cast values, fetched once per analysis (analyses_done) and tile (from the
+  // GPU when the values stayed there).
+  uint64_t teach_block_of = ~0ull;
   int64_t teach_block_tile = -1;
   Tensor teach_block;
   bool teach_linear = false;

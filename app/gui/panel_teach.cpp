@@ -84,14 +84,14 @@ void draw_teach_panel(AppState& app) {
   double scale = 1.0;
   if (m) scale = m->scale_value[k];
   if (!(scale > 0) || !std::isfinite(scale)) scale = 1.0;
-  if (app.teach_block_of != app.analysis || app.teach_block_tile != k) {
+  if (app.teach_block_of != app.analyses_done || app.teach_block_tile != k) {
     try {
       app.teach_block = widgets::values_block(*a, row0, col0, tr, tc);
     } catch (const Error& e) {
       app.teach_block = Tensor();
       app.note(std::string("teaching view: ") + e.what());
     }
-    app.teach_block_of = app.analysis;
+    app.teach_block_of = app.analyses_done;
     app.teach_block_tile = k;
   }
   if (!app.teach_block) {

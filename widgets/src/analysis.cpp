@@ -59,17 +59,22 @@ void finish_mask(MaskImage& m, const std::vector<int64_t>& hits) {
   }
 }
 
-}  // namespace
-
-MaskImage mask_image(const uint8_t* set, const Shape& shape, int max_side, std::string what) {
-  MaskImage m = mask_layout(shape, max_side, std::move(what));
-  if (!m.total) return m;
+// Per-cell counts of the elements i (row-major over the 2-D view) for which on(i) holds.
+template <class On>
+std::vector<int64_t> count_cells(const MaskImage& m, On&& on) {
   std::vector<int64_t> hits(static_cast<size_t>(m.out_rows * m.out_cols), 0);
   for (int64_t r = 0; r < m.rows; ++r)
     for (int64_t c = 0; c < m.cols; ++c)
       hits[static_cast<size_t>((r / m.cell_rows) * m.out_cols + c / m.cell_cols)] +=
-          set[r * m.cols + c] != 0;
-  finish_mask(m, hits);
+          on(r * m.cols + c);
+  return hits;
+}
+
+}  // namespace
+
+MaskImage mask_image(const uint8_t* set, const Shape& shape, int max_side, std::string what) {
+  MaskImage m = mask_layout(shape, max_side, std::move(what));
+  if (m.total) finish_mask(m, count_cells(m, [&](int64_t i) { return set[i] != 0; }));
   return m;
 }
 
@@ -132,6 +137,12 @@ bool tiled_dtype(const DataType& d) {
          !d.tensor_scaled();
 }
 
+// A tiled cast's sparsity mask (host or device tensor), when it has one per element.
+template <class T>
+bool sparsity_mask(bool tiled, const T& mask, int64_t n) {
+  return tiled && mask && mask.numel() == n && mask.dtype() == DType::Bool;
+}
+
 // The views' inputs on the host: the float32 input, its cast values and the cast result.
 struct HostViews {
   Tensor x, q;
@@ -139,7 +150,6 @@ struct HostViews {
   bool tiled = false;
   int64_t n() const { return x.numel(); }
   const float* p(bool cast) const { return (cast ? q : x).ptr<float>(); }
-  const CastResult& result() const { return r; }
   Stats stats() const { return compute_stats(x, q, r.counts.clipped); }
   double absmax() const {
     const float* xp = p(false);
@@ -156,21 +166,16 @@ struct HostViews {
     return error_histogram(p(false), p(true), n(), lo, hi, bins);
   }
   TileMap tiles() const { return tile_map(x, q, r); }
-  bool has_mask() const {
-    return tiled && r.mask && r.mask.numel() == n() && r.mask.dtype() == DType::Bool;
-  }
+  bool has_mask() const { return sparsity_mask(tiled, r.mask, n()); }
   std::vector<int64_t> cells(const MaskImage& m) const {
-    std::vector<int64_t> hits(static_cast<size_t>(m.out_rows * m.out_cols), 0);
     const float* xp = p(false);
     const float* qp = p(true);
-    const uint8_t* mp = has_mask() ? r.mask.ptr<uint8_t>() : nullptr;
-    for (int64_t row = 0; row < m.rows; ++row)
-      for (int64_t c = 0; c < m.cols; ++c) {
-        const int64_t i = row * m.cols + c;
-        const bool on = mp ? mp[i] != 0 : std::isfinite(xp[i]) && xp[i] != 0 && qp[i] == 0;
-        hits[static_cast<size_t>((row / m.cell_rows) * m.out_cols + c / m.cell_cols)] += on;
-      }
-    return hits;
+    if (has_mask()) {
+      const uint8_t* mp = r.mask.ptr<uint8_t>();
+      return count_cells(m, [&](int64_t i) { return mp[i] != 0; });
+    }
+    return count_cells(m,
+                       [&](int64_t i) { return std::isfinite(xp[i]) && xp[i] != 0 && qp[i] == 0; });
   }
 };
 
@@ -179,7 +184,6 @@ struct DeviceViews {
   gpu::DeviceTensor x, q;
   gpu::DeviceCastResult r;
   bool tiled = false;
-  const gpu::DeviceCastResult& result() const { return r; }
   Stats stats() const { return gpu::compute_stats(x, q, r.counts.clipped); }
   double absmax() const { return gpu::absmax(x); }
   Histogram values(bool cast, double lo, double hi, int bins, bool log_x) const {
@@ -190,9 +194,7 @@ struct DeviceViews {
     return gpu::error_histogram(x, q, lo, hi, bins);
   }
   TileMap tiles() const { return gpu::tile_map(x, q, r); }
-  bool has_mask() const {
-    return tiled && r.mask && r.mask.numel() == x.numel() && r.mask.dtype() == DType::Bool;
-  }
+  bool has_mask() const { return sparsity_mask(tiled, r.mask, x.numel()); }
   std::vector<int64_t> cells(const MaskImage& m) const {
     return gpu::cell_counts(x, q, has_mask() ? &r.mask : nullptr, m.cols, m.cell_rows, m.cell_cols,
                             m.out_rows, m.out_cols);

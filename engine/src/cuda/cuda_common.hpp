@@ -44,9 +44,6 @@ namespace castscope::gpu::detail {
 void* device_alloc(size_t bytes);
 void device_free(void* p);
 cudaStream_t stream();  // the stream every engine kernel runs on
-// Queues a copy of `rows` rows of `width` bytes, src_pitch apart on the device, packed into host
-// memory at dst.
-void copy_rows_to_host(void* dst, const void* src, size_t src_pitch, size_t width, size_t rows);
 
 inline unsigned grid_for(int64_t work, int per_block, int64_t cap = 1 << 20) {
   int64_t g = (work + per_block - 1) / per_block;

@@ -125,16 +125,6 @@ void permute_device(const void* src, void* dst, size_t esize, const Shape& shape
   CS_CUDA_LAUNCH("permute_kernel");
 }
 
-void copy_rows_to_host(void* dst, const void* src, size_t src_pitch, size_t width, size_t rows) {
-  // Rows that follow each other on the device go as one copy: a strided copy into pageable
-  // memory may be staged row by row, thousands of small copies for a whole tile map.
-  if (width == src_pitch || rows == 1)
-    CS_CUDA(cudaMemcpyAsync(dst, src, width * rows, cudaMemcpyDeviceToHost, stream()));
-  else
-    CS_CUDA(cudaMemcpy2DAsync(dst, width, src, src_pitch, width, rows, cudaMemcpyDeviceToHost,
-                              stream()));
-}
-
 }  // namespace detail
 
 DeviceTensor DeviceTensor::empty(DType dtype, Shape shape, bool zero) {
@@ -222,9 +212,9 @@ Tensor DeviceTensor::download_block(int64_t r0, int64_t c0, int64_t h, int64_t w
   const size_t es = dtype_size(dtype_);
   Tensor t = Tensor::empty(dtype_, {bh, bw});
   if (bh && bw)
-    detail::copy_rows_to_host(t.mutable_data(),
+    CS_CUDA(cudaMemcpy2DAsync(t.mutable_data(), bw * es,
                               static_cast<const char*>(data()) + (r0 * cols + c0) * es, cols * es,
-                              bw * es, bh);
+                              bw * es, bh, cudaMemcpyDeviceToHost, detail::stream()));
   CS_CUDA(cudaStreamSynchronize(detail::stream()));
   return t;
 }

@@ -284,9 +284,9 @@ __device__ __forceinline__ uint32_t code_small_ocp(float y, bool& clipped) {
   if constexpr (kRanges <= 3) {
     // Every range's expression, a line of slope 1 / quantum_r, is the least of them all inside
     // its own range (consecutive lines cross at the binade boundary; RN is monotone), so the code
-    // is the least of them and kMaxCode: float work and minima where the branch below spends
-    // integer arithmetic on the binade. The integer pipe, half as wide, held the bfloat16 casts
-    // back. A sum past 2^22 rounds coarser but stays above kMaxCode.
+    // is the least of them and kMaxCode: three fused adds and three minima where the branch
+    // below spends about ten integer operations on the binade (the bfloat16 casts are
+    // instruction-bound). A sum past 2^22 rounds coarser but stays above kMaxCode.
     float c = kMagic + static_cast<float>(kMaxCode);
 #pragma unroll
     for (int r = 0; r < kRanges; ++r)

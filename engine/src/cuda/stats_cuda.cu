@@ -475,8 +475,9 @@ TileMap DeviceTileMap::window(int64_t r0, int64_t c0, int64_t h, int64_t w) cons
   // One strided copy per field: rows of the window are cols apart on the device.
   auto get = [&](void* dst, const DeviceTensor& t) {
     if (!n) return;
-    detail::copy_rows_to_host(dst, static_cast<const char*>(t.data()) + (r0 * cols + c0) * 4,
-                              cols * 4, m.cols * 4, m.rows);
+    CS_CUDA(cudaMemcpy2DAsync(dst, m.cols * 4,
+                              static_cast<const char*>(t.data()) + (r0 * cols + c0) * 4, cols * 4,
+                              m.cols * 4, m.rows, cudaMemcpyDeviceToHost, detail::stream()));
   };
   get(m.scale_code.data(), scale_code);
   get(m.scale_value.data(), scale_value);
