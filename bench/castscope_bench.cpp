@@ -89,12 +89,21 @@ int main(int argc, char** argv) {
       o.gemms = false;
     } else if (!std::strcmp(a, "--no-update")) {
       o.update = false;
+    } else if (!std::strcmp(a, "--only") && i + 1 < argc) {
+      // A comma-separated list of cast datatypes: quick runs while working on one kernel.
+      std::string list = argv[++i];
+      for (size_t at = 0; at <= list.size();) {
+        const size_t comma = std::min(list.find(',', at), list.size());
+        if (comma > at) o.only.push_back(list.substr(at, comma - at));
+        at = comma + 1;
+      }
     } else if (!std::strcmp(a, "--iters") && i + 1 < argc) {
       o.iters = std::atoi(argv[++i]);
     } else {
       std::fprintf(
           stderr,
-          "usage: castscope-bench [--quick] [--no-casts] [--no-gemms] [--no-update] [--iters N]\n");
+          "usage: castscope-bench [--quick] [--no-casts] [--no-gemms] [--no-update] [--only A,B]\n"
+          "                       [--iters N]\n");
       return 2;
     }
   }

@@ -18,11 +18,14 @@ using namespace castscope;
 
 namespace {
 
-void expect_rows_match(const codebook::Layout& l, const char* name, uint64_t seed) {
+void expect_rows_match(const codebook::Layout& l, const char* name, int max_steps, uint64_t seed) {
   const detail::cb::Params p = l.params();
   const detail::cb::Lut t = detail::cb::build_lut(p);
   ASSERT_TRUE(t.ok) << name << ": " << t.why;
-  ASSERT_EQ(t.bucket.size(), static_cast<size_t>(detail::cb::kBuckets));
+  ASSERT_EQ(t.bucket.size(), (static_cast<size_t>(t.ix.octaves + 1) << t.ix.sub_bits) + 1);
+  ASSERT_LE(t.bucket.size(), static_cast<size_t>(detail::cb::kMaxBuckets));
+  // Midpoints of few bits are bucket lower ends: the bucket alone gives the interval.
+  EXPECT_EQ(t.ix.max_steps, max_steps) << name << " sub_bits " << t.ix.sub_bits;
   std::vector<double> probes = {0.0, 1e-300, 4.9e-324, 1e300};
   for (double th : t.thr)
     for (double v :
@@ -36,7 +39,7 @@ void expect_rows_match(const codebook::Layout& l, const char* name, uint64_t see
   std::uniform_int_distribution<int> e(-60, 20);
   for (int i = 0; i < 20000; ++i) probes.push_back(i % 2 ? u(rng) : std::ldexp(u(rng), e(rng)));
   for (double a : probes) {
-    const int k = detail::cb::interval_of(t.thr.data(), t.bucket.data(), t.nthr, t.emin, a);
+    const int k = detail::cb::interval_of(t.thr.data(), t.bucket.data(), t.ix, a);
     ASSERT_GE(k, 0);
     ASSERT_LE(k, t.nthr);
     ASSERT_EQ(detail::cb::interval_steps(t, a), k) << name << " a " << a << " seed " << seed;
@@ -59,6 +62,12 @@ TEST(CodebookLut, RowsGiveEveryMappingsNearestSlot) {
   std::ofstream(table) << R"({"codebook": "cb22_e2m3fnuz_luttest", "mappings": [
       [-6,-0.0,0,6], [-7.5,-0.0,0,7.5], [-3,-0.0,0,3], [-0.5,-0.0,0,0.5]]})";
   load_codebook_file(table);
+  // Magnitudes 29 octaves apart: a midpoint with 29 fraction bits, more than the bucket table
+  // resolves over 31 octaves, so a comparison step follows the bucket.
+  std::ofstream(table) << R"({"codebook": "cb31_e5m2_lutwide", "mappings": [
+      [-40960,-32768,-0.00006103515625,-0.0,0,0.00006103515625,32768,40960],
+      [-4,-1,-0.5,-0.0,0,0.5,1,4]]})";
+  load_codebook_file(table);
   const char* names[] = {"icb44fi4_e32",
                          "icb44fi4_f32s8",
                          "icb44fi3_e32s8",
@@ -66,10 +75,13 @@ TEST(CodebookLut, RowsGiveEveryMappingsNearestSlot) {
                          "icb42p1s2_e4m3fn_e8m0_t64s16",
                          "icb41ie_e2m3fnuz_e8m0_t16s2",
                          "icb44fi_e5m2_float16_t32s8",
-                         "cb22_e2m3fnuz_luttest_e8m0_t32s4"};
+                         "cb22_e2m3fnuz_luttest_e8m0_t32s4",
+                         "cb31_e5m2_lutwide_e8m0_t32s8"};
   for (const char* name : names) {
     CastOptions o;
-    expect_rows_match(codebook::make_layout({4, 64}, DataType::parse(name), o), name, seed);
+    const bool wide = std::string(name).find("wide") != std::string::npos;
+    expect_rows_match(codebook::make_layout({4, 64}, DataType::parse(name), o), name, wide ? 1 : 0,
+                      seed);
   }
 }
 

@@ -161,5 +161,50 @@ TEST(GpuCodebook, MappingsThatTieOrNearlyTieChooseAsTheCpu) {
   }
 }
 
+// The interval kernel's less common paths against the CPU: tiles so small that their scale puts
+// float subnormals inside the bucket range (those keys go through the double), midpoints with more
+// fraction bits than the bucket table resolves (a comparison follows the bucket), tiles of four
+// (chunks that do not end on a 16-byte load) and a last chunk of an odd number of tiles.
+TEST(GpuCodebook, TinyTilesWideMidpointsAndShortChunksMatchTheCpu) {
+  CS_REQUIRE_GPU();
+  const uint64_t seed = run_seed();
+  std::mt19937_64 rng(seed);
+  const std::string table = std::string(CASTSCOPE_BINARY_DIR) + "/gpu_cb_wide.json";
+  std::ofstream(table) << R"({"codebook": "cb31_e5m2_gpuwide", "mappings": [
+      [-40960,-32768,-0.00006103515625,-0.0,0,0.00006103515625,32768,40960],
+      [-4,-1,-0.5,-0.0,0,0.5,1,4]]})";
+  load_codebook_file(table);
+  for (const char* name :
+       {"icb44fi4_e32", "cb31_e5m2_gpuwide_e8m0_t32s8", "icb41ie_e2m3fnuz_e8m0_t4s2"}) {
+    const DataType d = DataType::parse(name);
+    const codebook::Layout l = codebook::make_layout({1, 32}, d, {});
+    const detail::cb::Lut lut = detail::cb::build_lut(l.params());
+    ASSERT_TRUE(lut.ok) << name << ": " << lut.why;
+    if (std::string(name).find("wide") != std::string::npos) EXPECT_GT(lut.ix.max_steps, 0);
+    const int64_t cols = 4 * l.tile, rows = 1001;  // 4004 tiles: the last chunk holds an odd number
+    Tensor x = random_input({rows, cols}, seed + 17, 448.0, 464.0);
+    float* p = x.mutable_ptr<float>();
+    std::normal_distribution<double> nd;
+    for (int64_t t = 0; t < rows * 4; t += 2) {
+      // Every other tile tiny: its largest magnitude from 2^-149 to 2^-100, the rest below it.
+      const int top = -149 + static_cast<int>(rng() % 50);
+      for (int i = 0; i < l.tile; ++i) {
+        const double v = i == 0 ? std::ldexp(1.0, top) : nd(rng) * std::ldexp(1.0, top - 3);
+        p[t * l.tile + i] = static_cast<float>(rng() & 1 ? v : -v);
+      }
+    }
+    for (int dt : {0, 2, 3}) {
+      const Tensor xi = as_dtype(x, dt);
+      for (CastMode m : {CastMode::Actual, CastMode::Compress}) {
+        CastOptions o;
+        o.mode = m;
+        ASSERT_EQ(result_diff(cpu_cast(xi, d, o), cuda::cast(xi, d, o)), "")
+            << name << " " << dtype_name(xi.dtype()) << " " << to_string(m) << " seed " << seed;
+      }
+      EXPECT_EQ(gpu::detail::cast_kernel(xi, d, {}), "codebook") << name;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace castscope::gputest

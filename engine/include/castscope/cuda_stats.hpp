@@ -127,6 +127,8 @@ struct BenchOptions {
   int64_t update_n = 4096;
   int iters = 20;  // timed repetitions per figure (median reported)
   bool casts = true, gemms = true, update = true;
+  // Cast datatypes to time (names as in the cast table); empty: all of them.
+  std::vector<std::string> only;
 };
 int run_benchmark(const BenchOptions& opt, std::FILE* out);
 

@@ -1,6 +1,7 @@
 #include "codebook/cb_lut.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <limits>
 
@@ -130,20 +131,47 @@ Lut build_lut(const Params& p) {
       l.hi16[static_cast<size_t>(k) * l.row_groups * 8 + m] = static_cast<uint16_t>(bits >> 48);
     }
   }
-  l.emin = l.nthr ? std::ilogb(l.thr[0]) : 0;
-  l.bucket.assign(kBuckets, 0);
-  for (int b = 1; b < kBuckets; ++b) {
-    const double low = std::ldexp(1.0 + (b & 7) / 8.0, l.emin + (b >> 3));
-    l.bucket[b] =
-        static_cast<uint8_t>(std::upper_bound(l.thr.begin(), l.thr.end(), low) - l.thr.begin());
+  LutIndex& ix = l.ix;
+  ix.nthr = l.nthr;
+  if (l.nthr) {
+    ix.emin = std::ilogb(l.thr[0]);
+    ix.octaves = std::ilogb(l.thr.back()) - ix.emin + 1;
+    if (ix.emin < -1022) {
+      l.why = "a midpoint below the normal double range";
+      return l;
+    }
+    if (ix.octaves + 2 > kMaxBuckets) {
+      l.why = "midpoints spread over more octaves than the bucket table holds";
+      return l;
+    }
+    // The most fraction bits of any midpoint (all normal here), at most the top word's 20.
+    for (double t : l.thr) {
+      const uint64_t f = scalar::double_bits(t) & ((uint64_t{1} << 52) - 1);
+      ix.sub_bits = std::max(ix.sub_bits, f ? 52 - std::countr_zero(f) : 0);
+    }
+    ix.sub_bits = std::min(ix.sub_bits, 20);
+    while (ix.sub_bits > 0 && (int64_t{ix.octaves + 1} << ix.sub_bits) >= kMaxBuckets)
+      --ix.sub_bits;
   }
-  // A magnitude in bucket b lies below bucket b + 1's lower end, so it passes at most the
-  // midpoints counted between the two; the last bucket also takes everything above it.
-  l.max_steps = l.nthr - l.bucket[kBuckets - 1];
-  for (int b = 0; b + 1 < kBuckets; ++b)
-    l.max_steps = std::max(l.max_steps, l.bucket[b + 1] - l.bucket[b]);
+  const int nb = ix.octaves << ix.sub_bits, row = 1 << ix.sub_bits;
+  auto low = [&](int b) {
+    return std::ldexp(1.0 + std::ldexp(b & (row - 1), -ix.sub_bits), ix.emin + (b >> ix.sub_bits));
+  };
+  l.bucket.assign(static_cast<size_t>(nb + row + 1), 0);
+  l.bucket[nb + row] = static_cast<uint8_t>(l.nthr);
+  for (int b = 0; b < nb; ++b) {
+    const int k =
+        static_cast<int>(std::upper_bound(l.thr.begin(), l.thr.end(), low(b)) - l.thr.begin());
+    l.bucket[row + b] = static_cast<uint8_t>(k);
+    // A magnitude in bucket b lies below the next bucket's lower end (the last one's: the octave
+    // above the largest midpoint), so it passes at most the midpoints strictly inside the bucket.
+    const double next = b + 1 < nb ? low(b + 1) : std::ldexp(1.0, ix.emin + ix.octaves);
+    const int below_next =
+        static_cast<int>(std::lower_bound(l.thr.begin(), l.thr.end(), next) - l.thr.begin());
+    ix.max_steps = std::max(ix.max_steps, below_next - k);
+  }
   l.thr_pad = l.thr;
-  l.thr_pad.resize(l.thr.size() + l.max_steps, std::numeric_limits<double>::infinity());
+  l.thr_pad.resize(l.thr.size() + ix.max_steps, std::numeric_limits<double>::infinity());
   l.ok = true;
   return l;
 }

@@ -12,53 +12,71 @@
 
 namespace castscope::detail::cb {
 
-// Buckets of 1/8 octave over 256 octaves from 2^emin: a bucket's entry counts the thresholds at or
-// below its lower end, a lower bound on the interval of every magnitude inside it.
-constexpr int kBucketBits = 11;
-constexpr int kBuckets = 1 << kBucketBits;
+// The bucket table splits each octave from 2^emin up to the largest midpoint's octave into
+// 2^sub_bits buckets: a bucket's entry counts the midpoints at or below its lower end. Midpoints
+// of magnitudes with few significant bits have few bits themselves, so with sub_bits as large as
+// the most fraction bits of any midpoint every midpoint is the lower end of a bucket and the entry
+// is the interval of every magnitude in the bucket (max_steps = 0). Where the table would exceed
+// kMaxBuckets, sub_bits is smaller and up to max_steps comparisons with the midpoints follow.
+// A row of zeros (the octave below 2^emin) leads the table and one entry of K ends it, so that a
+// magnitude's bucket is its exponent and top fraction bits, clamped: no branch.
+constexpr int kMaxBuckets = 2048;
+
+struct LutIndex {
+  int nthr = 0;       // K distinct midpoints; intervals 0..K
+  int emin = 0;       // the first bucket starts at 2^emin, the smallest midpoint's octave
+  int octaves = 0;    // up to the largest midpoint's octave
+  int sub_bits = 0;   // buckets per octave: 2^sub_bits (at most 20)
+  int max_steps = 0;  // midpoints inside any bucket (0: the entry is the interval)
+};
 
 struct Lut {
   bool ok = false;              // false: fall back to encode_tile (see why)
   const char* why = "";         // the limit that was hit
-  int nthr = 0;                 // K distinct midpoints; intervals 0..K
+  LutIndex ix;                  // how a magnitude finds its bucket
+  int nthr = 0;                 // ix.nthr
   int width = 0;                // mapping columns per row: the mappings rounded up to 2, 4, 8 or 16
   int row_groups = 0;           // 16-byte groups per magnitude row (8 mappings each)
-  int emin = 0;                 // bucket 0 starts at 2^emin
   std::vector<double> thr;      // K midpoints, ascending
-  std::vector<uint8_t> bucket;  // kBuckets interval lower bounds
+  std::vector<uint8_t> bucket;  // ((ix.octaves + 1) << ix.sub_bits) + 1 interval lower bounds
   std::vector<uint8_t> slot;    // (K + 1) * width: slot of mapping m in interval k
   // (K + 1) * row_groups * 8: the top 16 bits of mapping m's magnitude at its slot in interval k
   // (sign, exponent and 4 fraction bits: every magnitude of a compute format with at most 4
   // mantissa bits, which build_lut checks), so that a row of 16 mappings is two 16-byte loads.
   std::vector<uint16_t> hi16;
-  // For a search without branches (the CPU's): no bucket holds more than max_steps midpoints, and
-  // thr_pad is thr followed by max_steps infinities.
-  int max_steps = 0;
+  // For a search without branches (the CPU's): thr followed by max_steps infinities.
   std::vector<double> thr_pad;
 };
 
 Lut build_lut(const Params& p);
 
-CS_HD int bucket_of(double a, int emin) {
+// The table index of a key: a magnitude's exponent field and its top sub_bits fraction bits, as
+// one integer (its bits shifted right), less key0, the key of the row of zeros.
+CS_HD int bucket_index(int key, int key0, const LutIndex& ix) {
+  const int i = key - key0, top = (ix.octaves + 1) << ix.sub_bits;
+  return i < top ? (i > 0 ? i : 0) : top;
+}
+
+// The bucket's lower bound on the interval of a non-negative double (zero and subnormals read as
+// the exponent -1023, below every midpoint: build_lut keeps midpoints in the normal range).
+CS_HD int interval_base(const uint8_t* bucket, const LutIndex& ix, double a) {
   const uint32_t hi = static_cast<uint32_t>(scalar::double_bits(a) >> 32);
-  const int e = static_cast<int>(hi >> 20) - 1023 - emin;
-  if (e < 0) return 0;
-  if (e > 255) return kBuckets - 1;
-  return (e << 3) | static_cast<int>((hi >> 17) & 7u);
+  return bucket[bucket_index(static_cast<int>(hi >> (20 - ix.sub_bits)),
+                             (1022 + ix.emin) << ix.sub_bits, ix)];
 }
 
 // Interval of a non-negative scaled magnitude a: the number of midpoints at or below it.
-CS_HD int interval_of(const double* thr, const uint8_t* bucket, int nthr, int emin, double a) {
-  int k = bucket[bucket_of(a, emin)];
-  while (k < nthr && a >= thr[k]) ++k;
+CS_HD int interval_of(const double* thr, const uint8_t* bucket, const LutIndex& ix, double a) {
+  int k = interval_base(bucket, ix, a);
+  for (int s = 0; s < ix.max_steps && k < ix.nthr && a >= thr[k]; ++s) ++k;
   return k;
 }
 
 // interval_of in exactly max_steps steps of `k += a >= thr_pad[k]`: once a threshold is above a,
 // k stays.
 inline int interval_steps(const Lut& t, double a) {
-  int k = t.bucket[bucket_of(a, t.emin)];
-  for (int s = 0; s < t.max_steps; ++s) k += a >= t.thr_pad[k];
+  int k = interval_base(t.bucket.data(), t.ix, a);
+  for (int s = 0; s < t.ix.max_steps; ++s) k += a >= t.thr_pad[k];
   return k;
 }
 

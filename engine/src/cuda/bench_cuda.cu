@@ -123,6 +123,9 @@ int run_benchmark(const BenchOptions& opt, std::FILE* out) {
       for (const char* name : {"mxfp8e4", "mxfp8e5", "mxfp6e2", "mxfp6e3", "mxfp4e2", "mxint8",
                                "bfp16", "nvfp4", "tcfp8", "tcfp12", "tcfp16", "float8_e4m3fn",
                                "float8_e5m2", "bfloat16", "icb44fi4_e32", "icb44fi3_f32s8"}) {
+        if (!opt.only.empty() &&
+            std::find(opt.only.begin(), opt.only.end(), name) == opt.only.end())
+          continue;
         CastOptions o;
         o.mode = CastMode::Compress;
         detail::CastRunner runner(x, DataType::parse(name), o, false);

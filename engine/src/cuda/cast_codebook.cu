@@ -36,7 +36,9 @@ struct LutDev {
   const uint8_t* bucket = nullptr;
   const uint8_t* slot = nullptr;
   const uint4* hi = nullptr;  // Lut::hi16 in 16-byte groups
-  int nthr = 0, row_groups = 0, emin = 0;
+  cb::LutIndex ix;
+  int nthr = 0, row_groups = 0;
+  __host__ __device__ int buckets() const { return ((ix.octaves + 1) << ix.sub_bits) + 1; }
 };
 
 // Typed input read as doubles: the accessor encode_tile takes.
@@ -87,7 +89,7 @@ struct Smem {
     int at = 0;
     hi = take(at, (l.nthr + 1) * l.row_groups * kCopies * 16);
     thr = take(at, l.nthr * 8);
-    bucket = take(at, cb::kBuckets);
+    bucket = take(at, l.buckets());
     slot = take(at, (l.nthr + 1) * width);
     stage = take(at, threads * (tile + 1) * in_size);
     cstage = take(at, threads * (tile / 4 + 1) * 4);
@@ -110,6 +112,80 @@ __device__ __forceinline__ float staged(__half v) {
 }
 __device__ __forceinline__ float staged(__nv_bfloat16 v) {
   return __bfloat162float(v);
+}
+
+// Element j of a 16-byte vector of T, staged.
+template <class T>
+__device__ __forceinline__ Staged<T> staged_lane(const uint4& v, int j) {
+  const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+  if constexpr (sizeof(T) == 2) {
+    const unsigned short h = static_cast<unsigned short>(w[j / 2] >> (16 * (j & 1)));
+    if constexpr (std::is_same<T, __half>::value)
+      return __half2float(__ushort_as_half(h));
+    else
+      return __uint_as_float(static_cast<uint32_t>(h) << 16);
+  } else if constexpr (sizeof(T) == 4) {
+    return __uint_as_float(w[j]);
+  } else {
+    return __hiloint2double(static_cast<int>(w[2 * j + 1]), static_cast<int>(w[2 * j]));
+  }
+}
+
+// Stages a chunk's ne elements (x + e0) in rows of ts: tile t of the chunk starts at t * ts. The
+// loads are 16 bytes wide with four per thread in flight (one element per load, waiting for each,
+// was a third of the kernel's stalls); an unaligned input takes one element per load.
+template <class T>
+__device__ __forceinline__ void stage_chunk(const T* __restrict__ x, int64_t e0, int ne,
+                                            Staged<T>* stage, int ts, int tile_shift, int tid,
+                                            int nthreads) {
+  constexpr int V = 16 / sizeof(T), U = 4;
+  const int tmask = (1 << tile_shift) - 1;
+  int done = 0;
+  if ((reinterpret_cast<uintptr_t>(x + e0) & 15) == 0) {
+    const uint4* src = reinterpret_cast<const uint4*>(x + e0);
+    const int nv = ne / V;
+    for (int v0 = 0; v0 < nv; v0 += U * nthreads) {
+      uint4 buf[U];
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const int v = v0 + u * nthreads + tid;
+        if (v < nv) buf[u] = __ldg(src + v);
+      }
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const int v = v0 + u * nthreads + tid;
+        if (v < nv)
+#pragma unroll
+          for (int j = 0; j < V; ++j) {
+            const int i = v * V + j;
+            stage[(i >> tile_shift) * ts + (i & tmask)] = staged_lane<T>(buf[u], j);
+          }
+      }
+    }
+    done = nv * V;
+  }
+  for (int i = done + tid; i < ne; i += nthreads)
+    stage[(i >> tile_shift) * ts + (i & tmask)] = staged(x[e0 + i]);
+}
+
+// |v| * 2^-shift as a float, rounded once from the exact product (what the float of the double
+// product is): by exponent arithmetic where |v| and the product are normal floats, through the
+// double product otherwise.
+__device__ __forceinline__ float scaled_float(float v, int shift, double down) {
+  const uint32_t b = __float_as_uint(v) & 0x7FFFFFFFu;
+  const int e = static_cast<int>(b >> 23) - shift;
+  if (b >= 0x00800000u && e >= 1 && e <= 254)
+    return __uint_as_float(b - (static_cast<uint32_t>(shift) << 23));
+  return static_cast<float>(static_cast<double>(__uint_as_float(b)) * down);
+}
+
+// The comparisons after a bucket that holds midpoints (LutIndex::max_steps), with the magnitude
+// |v| * 2^-shift formed exactly in double.
+__device__ __forceinline__ int steps(const double* thr, const cb::LutIndex& ix, int k, float v,
+                                     double down) {
+  const double as = static_cast<double>(v) * down;
+  for (int s = 0; s < ix.max_steps && k < ix.nthr && as >= thr[k]; ++s) ++k;
+  return k;
 }
 
 // The high words of the W magnitudes of row k, from the lane's copy.
@@ -187,7 +263,7 @@ __global__ void __launch_bounds__(128, 5)
     hi[i] = v;
   }
   for (int i = tid; i < l.nthr; i += nthreads) thr[i] = l.thr[i];
-  for (int i = tid; i < cb::kBuckets; i += nthreads) bucket[i] = l.bucket[i];
+  for (int i = tid; i < l.buckets(); i += nthreads) bucket[i] = l.bucket[i];
   for (int i = tid; i < (l.nthr + 1) * W; i += nthreads) slot[i] = l.slot[i];
   __syncthreads();
 
@@ -199,8 +275,7 @@ __global__ void __launch_bounds__(128, 5)
     const int nt = static_cast<int>(g.groups - g0 < nthreads ? g.groups - g0 : nthreads);
     const int64_t e0 = g0 * tile;  // whole tiles only: tile t starts at element t * tile
     const int ne = nt * tile;
-    for (int i = tid; i < ne; i += nthreads)
-      stage[(i >> tile_shift) * ts + (i & (tile - 1))] = staged(x[e0 + i]);
+    stage_chunk<T>(x, e0, ne, stage, ts, tile_shift, tid, nthreads);
     __syncthreads();
     if (tid < nt) {
       const int64_t t = g0 + tid;
@@ -232,11 +307,42 @@ __global__ void __launch_bounds__(128, 5)
         auto scaled = [&](double a) { return expo ? a * down : __ddiv_rn(a, gs.s); };
         // Intervals first, in a loop of independent iterations whose shared-memory loads overlap;
         // the sums then read them back (and the codes overwrite them).
+        if constexpr (SCALED) {
+          // |x| * 2^-shift > data_max exactly when |x| exceeds the float below data_max * 2^shift
+          // (exact in double): no float lies between the two. Both are non-negative, so their
+          // bits compare as they do.
+          const uint32_t clip = __float_as_uint(__double2float_rd(p.kp.data_max * up));
+          // The bucket key of |x| * 2^-shift is that of |x| with the exponent moved by -shift:
+          // key0 is the key of 2^(emin - 1) * 2^shift as a float's. Where it is not negative, a
+          // zero or subnormal |x| (exponent field 0) lies below 2^emin * 2^shift and its key
+          // below the first bucket, as it should; elsewhere those take the double.
+          const int sb = l.ix.sub_bits, lead = 126 + gs.shift + l.ix.emin, key0 = lead * (1 << sb);
+          unsigned over = 0;
+          if (lead >= 0) {
 #pragma unroll 4
-        for (int i = 0; i < tile; ++i) {
-          const double as = scaled(fabs(static_cast<double>(xs[i])));
-          clipped += as > p.kp.data_max;
-          kb[i] = static_cast<uint8_t>(cb::interval_of(thr, bucket, l.nthr, l.emin, as));
+            for (int i = 0; i < tile; ++i) {
+              const uint32_t b = __float_as_uint(xs[i]) & 0x7FFFFFFFu;
+              over += b > clip;
+              int k = bucket[cb::bucket_index(static_cast<int>(b >> (23 - sb)), key0, l.ix)];
+              if (l.ix.max_steps) k = steps(thr, l.ix, k, __uint_as_float(b), down);
+              kb[i] = static_cast<uint8_t>(k);
+            }
+          } else {
+            for (int i = 0; i < tile; ++i) {
+              const uint32_t b = __float_as_uint(xs[i]) & 0x7FFFFFFFu;
+              over += b > clip;
+              const double as = static_cast<double>(__uint_as_float(b)) * down;
+              kb[i] = static_cast<uint8_t>(cb::interval_of(thr, bucket, l.ix, as));
+            }
+          }
+          clipped += over;
+        } else {
+#pragma unroll 4
+          for (int i = 0; i < tile; ++i) {
+            const double as = scaled(fabs(static_cast<double>(xs[i])));
+            clipped += as > p.kp.data_max;
+            kb[i] = static_cast<uint8_t>(cb::interval_of(thr, bucket, l.ix, as));
+          }
         }
         for (int s0 = 0; s0 < tile; s0 += p.sub) {
           int best = 0;
@@ -250,7 +356,7 @@ __global__ void __launch_bounds__(128, 5)
             float as_max = 0.0f;
 #pragma unroll 2
             for (int i = s0; i < s0 + p.sub; ++i) {
-              const float as = static_cast<float>(static_cast<double>(fabsf(xs[i])) * down);
+              const float as = scaled_float(xs[i], gs.shift, down);
               as_max = fmaxf(as_max, as);
               uint32_t w[W];
               load_row<W>(hi, kb[i], lane8, w);
@@ -350,9 +456,9 @@ struct CodebookRunner::Impl {
     d.bucket = static_cast<const uint8_t*>(bucket.data());
     d.slot = static_cast<const uint8_t*>(slot.data());
     d.hi = static_cast<const uint4*>(hi.data());
+    d.ix = lut.ix;
     d.nthr = lut.nthr;
     d.row_groups = lut.row_groups;
-    d.emin = lut.emin;
     return d;
   }
   int threads() const { return std::clamp(4096 / layout.tile, 32, 128); }
