@@ -130,12 +130,13 @@ TEST(GpuCodebook, MidpointsAndTheirNeighboursChooseAlike) {
 // Tiles of the mappings' own magnitudes (the first element pins the scale), as they are or one
 // float ulp off: many mappings then have equal or nearly equal squared errors, which the float
 // sums of the exponent-scaled kernel cannot order, so the double sums must decide as the CPU does
-// (the lower mapping on an exact tie).
+// (the lower mapping on an exact tie); float scales, which take the double sums throughout, too.
 TEST(GpuCodebook, MappingsThatTieOrNearlyTieChooseAsTheCpu) {
   CS_REQUIRE_GPU();
   const uint64_t seed = run_seed();
   std::mt19937_64 rng(seed);
-  for (const char* name : {"icb44fi4_e32", "icb44fi4_e32s8", "icb41ie_e2m3fnuz_e8m0_t16s2"}) {
+  for (const char* name : {"icb44fi4_e32", "icb44fi4_e32s8", "icb41ie_e2m3fnuz_e8m0_t16s2",
+                           "icb44fi3_f32s8", "icb44fi4_f32"}) {
     const DataType d = DataType::parse(name);
     const codebook::Layout l = codebook::make_layout({1, 32}, d, {});
     const int tile = l.tile, half = l.base.half, nmaps = l.base.nmaps;
