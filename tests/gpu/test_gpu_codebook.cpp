@@ -163,7 +163,8 @@ TEST(GpuCodebook, MappingsThatTieOrNearlyTieChooseAsTheCpu) {
 }
 
 // The interval kernel's less common paths against the CPU: tiles so small that their scale puts
-// float subnormals inside the bucket range (those keys go through the double), midpoints with more
+// float subnormals inside the bucket range (those keys go through the double), float-scaled tiles
+// of the same (the double sums' path, for comparison), midpoints with more
 // fraction bits than the bucket table resolves (a comparison follows the bucket), tiles of four
 // (chunks that do not end on a 16-byte load) and a last chunk of an odd number of tiles.
 TEST(GpuCodebook, TinyTilesWideMidpointsAndShortChunksMatchTheCpu) {
@@ -175,8 +176,8 @@ TEST(GpuCodebook, TinyTilesWideMidpointsAndShortChunksMatchTheCpu) {
       [-40960,-32768,-0.00006103515625,-0.0,0,0.00006103515625,32768,40960],
       [-4,-1,-0.5,-0.0,0,0.5,1,4]]})";
   load_codebook_file(table);
-  for (const char* name :
-       {"icb44fi4_e32", "cb31_e5m2_gpuwide_e8m0_t32s8", "icb41ie_e2m3fnuz_e8m0_t4s2"}) {
+  for (const char* name : {"icb44fi4_e32", "icb44fi3_f32s8", "cb31_e5m2_gpuwide_e8m0_t32s8",
+                           "icb41ie_e2m3fnuz_e8m0_t4s2"}) {
     const DataType d = DataType::parse(name);
     const codebook::Layout l = codebook::make_layout({1, 32}, d, {});
     const detail::cb::Lut lut = detail::cb::build_lut(l.params());

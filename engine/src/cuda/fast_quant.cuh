@@ -244,17 +244,38 @@ __host__ __device__ constexpr scalar::Format static_format(int id) {
                                             true};
 }
 
+// Where the code functions below start to clip: |y| > at (strict) or |y| >= at. Each `at` has at
+// most 8 significant bits, so it is a bfloat16 too (the lean kernel compares raw bfloat16 bits).
+struct ClipAt {
+  float at;
+  bool strict;
+};
+template <int EBITS, int M, int EMIN, int EMAX>
+constexpr ClipAt small_ocp_clip() {
+  // The midpoint between the largest code and the next binade rounds to even, up: it saturates.
+  return {static_cast<float>((2 << M) - 1) *
+                  (EMAX - M >= 0 ? static_cast<float>(1 << (EMAX - M)) : 1.0f / (1 << (M - EMAX))) +
+              (EMAX - M - 1 >= 0 ? static_cast<float>(1 << (EMAX - M - 1))
+                                 : 1.0f / (1 << (M + 1 - EMAX))),
+          false};
+}
+constexpr ClipAt kClipE4M3FN{464.0f, true};   // between 448 and 480 rounds to even, down to 448
+constexpr ClipAt kClipE5M2{61440.0f, false};  // between 57344 and 65536 rounds to even, up
+constexpr ClipAt kClipInt8Q6{127.5f / 64.0f, false};  // 127.5 rounds to even 128, beyond the grid
+__device__ __forceinline__ bool clips(float y, ClipAt c) {
+  return c.strict ? fabsf(y) > c.at : fabsf(y) >= c.at;
+}
+
 // Codes of a finite y for the two hottest grids, round to nearest even with saturation, as the
 // hardware conversion (e4m3fn) and a threshold ladder over the rounding midpoints (e2m1, whose
 // 0x8 is -0: a zero result keeps the input's sign, spec decision 9). Both are checked against the
 // shared quantizer on every float32 input.
 __device__ __forceinline__ uint32_t code_e4m3fn(float y, bool& clipped) {
-  clipped = fabsf(y) > 464.0f;  // the midpoint between 448 and 480 rounds to even, down to 448
+  clipped = clips(y, kClipE4M3FN);
   return __nv_cvt_float_to_fp8(y, __NV_SATFINITE, __NV_E4M3);
 }
 __device__ __forceinline__ uint32_t code_e5m2(float y, bool& clipped) {
-  // The midpoint between 57344 and the next binade's 65536 rounds to even, up: it saturates.
-  clipped = fabsf(y) >= 61440.0f;
+  clipped = clips(y, kClipE5M2);
   return __nv_cvt_float_to_fp8(y, __NV_SATFINITE, __NV_E5M2);
 }
 // bfloat16 code of a finite y: bfloat16 is float32's top half, so round to nearest even is one
@@ -299,7 +320,7 @@ __device__ __forceinline__ uint32_t code_small_ocp(float y, bool& clipped) {
         static_cast<int>(__float_as_uint(fmaf(ac, pow2f(M - EMIN - q), kMagic)) - 0x4B400000u);
     m = min(static_cast<uint32_t>(k) + (static_cast<uint32_t>(q) << M), kMaxCode);
   }
-  clipped = a >= static_cast<float>((2 << M) - 1) * pow2f(EMAX - M) + pow2f(EMAX - M - 1);
+  clipped = clips(a, small_ocp_clip<EBITS, M, EMIN, EMAX>());
   return m | ((__float_as_uint(y) >> 31) << (EBITS + M));
 }
 // e2m1's 0x8 is -0: a zero result keeps the input's sign (spec decision 9).
@@ -419,7 +440,7 @@ __device__ __forceinline__ castscope::detail::GroupScale choose_exp_scale_f32(
 __device__ __forceinline__ uint32_t code_int8q6(float y, bool& clipped) {
   const float t = y * 64.0f;
   const float a = fabsf(t);
-  clipped = a >= 127.5f;  // 127.5 rounds to even 128, beyond the grid
+  clipped = clips(y, kClipInt8Q6);
   const uint32_t r = static_cast<uint32_t>(fminf(rintf(a), 127.0f));
   return (__float_as_uint(t) >> 31) ? (0u - r) & 0xFFu : r;
 }
@@ -428,6 +449,16 @@ __device__ __forceinline__ uint32_t code_int8q6(float y, bool& clipped) {
 constexpr bool has_code_static(int F) {
   return F == kE4M3FN || F == kE5M2 || F == kE2M1FNUZ || F == kE2M3FNUZ || F == kE3M2FNUZ ||
          F == kInt8Fixed;
+}
+// Where code_static<F> clips.
+template <int F>
+constexpr ClipAt clip_static() {
+  if constexpr (F == kE4M3FN) return kClipE4M3FN;
+  if constexpr (F == kE5M2) return kClipE5M2;
+  if constexpr (F == kE2M1FNUZ) return small_ocp_clip<2, 1, 0, 2>();
+  if constexpr (F == kE2M3FNUZ) return small_ocp_clip<2, 3, 0, 2>();
+  if constexpr (F == kE3M2FNUZ) return small_ocp_clip<3, 2, -2, 4>();
+  return kClipInt8Q6;
 }
 // Codes of a finite y on such a grid F, round to nearest even with saturation.
 template <int F>

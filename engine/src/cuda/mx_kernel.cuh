@@ -196,6 +196,12 @@ __global__ void __launch_bounds__(256)
   const int lane = threadIdx.x & 31;
   const int64_t total = count * L;
   unsigned clipped = 0, nonfinite = 0;
+  uint8_t* scale_bytes = static_cast<uint8_t*>(o.scale);
+  // select_exponent_f32 returns the binade itself for these: the scale code is integer arithmetic.
+  constexpr scalar::Format kData = static_format(F);
+  const bool plain_binade = kData.kind != scalar::Kind::Float || kData.ebits <= 1 ||
+                            kp.scale_mode == scalar::ScaleMode::Floor;
+  const int bias = kp.scale.bias, maxcode = (1 << kp.scale.bits) - 2;
   lean_rounds<U>(x, total, [&](const uint32_t(&raw)[4], int64_t c) {
     const uint32_t lane_bits = R::absmax_bits(raw);
     const uint32_t bits = tile_max_bits<L>(lane_bits);
@@ -205,10 +211,21 @@ __global__ void __launch_bounds__(256)
     const bool nan_tile = KIND != kUnscaled && bits >= 0x7F800000u;
     bool zero_scale = false;  // NVFP4 tile below the e4m3 range: sign-only codes
     float f1 = 1.0f, f2 = 1.0f;
+    int shift = 0;
     E2m1Thresholds thr{};
     if constexpr (KIND == kExponent) {
-      const GroupScale gs = choose_exp_scale_f32(kp, am, nan_tile);
-      if (lane % L == 0) store_code(o.scale, 1, c / L, gs.scale_code, kp.scale);
+      GroupScale gs;
+      if (plain_binade && bits >= 0x00800000u && !nan_tile) {
+        // choose_exp_scale_f32 where the mode keeps the binade and absmax is a normal float.
+        const int code = static_cast<int>(bits >> 23) - 127 - static_format(F).emax + bias;
+        gs.scale_code = static_cast<uint32_t>(min(max(code, 0), maxcode));
+        gs.shift = static_cast<int>(gs.scale_code) - bias;
+      } else {
+        gs = choose_exp_scale_f32(kp, am, nan_tile);
+      }
+      // Exponent scale codes of one byte (the host checks): no sign to extend.
+      if (lane % L == 0) scale_bytes[static_cast<uint64_t>(c) / L] = gs.scale_code;
+      shift = gs.shift;
       if (kOneMul) {
         f1 = pow2f(-gs.shift);
       } else {
@@ -219,7 +236,7 @@ __global__ void __launch_bounds__(256)
       const GroupScale gs = choose_e4m3_scale_f32(kp, am, nan_tile, inv_tf, [&] {
         return choose_float_scale_fast(kp, am, nan_tile, inv_td);
       });
-      if (lane % L == 0) store_code(o.scale, 1, c / L, gs.scale_code, kp.scale);
+      if (lane % L == 0) scale_bytes[static_cast<uint64_t>(c) / L] = gs.scale_code;
       zero_scale = !gs.nan && gs.s == 0.0;
       thr = e2m1_thresholds(static_cast<float>(gs.s), tf);
     }
@@ -281,11 +298,25 @@ __global__ void __launch_bounds__(256)
       bool lane_clips = false;
       code_of(__uint_as_float(lane_bits), lane_clips);
       if (lane_clips) {
+        // bfloat16 under an exponent scale: |x| clips when its bits reach those of the clip point
+        // times 2^shift (a bfloat16 while a normal float), two halves per word compared at once.
+        constexpr ClipAt kClip = clip_static < KIND == kExponent ? F : kE2M1FNUZ > ();
+        const uint32_t tb = __float_as_uint(kClip.at) + (static_cast<uint32_t>(shift) << 23);
+        const int te = static_cast<int>(__float_as_uint(kClip.at) >> 23) + shift;
+        if (KIND == kExponent && V == 8 && te >= 1 && te <= 254) {
+          const uint32_t t16 = (tb >> 16) + (kClip.strict ? 1u : 0u);
+          const uint32_t t2 = t16 | (t16 << 16);
+          uint32_t f = 0;
 #pragma unroll
-        for (int k = 0; k < V; ++k) {
-          bool cl = false;
-          code_of(R::value(raw, k), cl);
-          clipped += cl ? 1 : 0;
+          for (int q = 0; q < 4; ++q) f |= (((raw[q] | 0x80008000u) - t2) & 0x80008000u) >> q;
+          clipped += __popc(f);
+        } else {
+#pragma unroll
+          for (int k = 0; k < V; ++k) {
+            bool cl = false;
+            code_of(R::value(raw, k), cl);
+            clipped += cl ? 1 : 0;
+          }
         }
       }
     }
