@@ -110,5 +110,19 @@ TEST(GpuStats, EmptyAndUndefinedTensorsAreErrors) {
   EXPECT_THROW(gpu::cast(gpu::DeviceTensor(), DataType::parse("mxfp8e4"), {}), Error);
 }
 
+// castscope-bench --only takes names of its own cast table; a misspelt one is an error that
+// lists them, raised before any measurement (so with or without a GPU).
+TEST(GpuBench, UnknownCastNamesAreErrors) {
+  gpu::BenchOptions o;
+  o.only = {"mxfp4e2", "mxfp4e3"};
+  try {
+    gpu::run_benchmark(o, stdout);
+    ADD_FAILURE() << "no error for an unknown cast name";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'mxfp4e3'"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("icb44fi3_f32s8"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace castscope::gputest
