@@ -131,5 +131,9 @@ struct BenchOptions {
   std::vector<std::string> only;
 };
 int run_benchmark(const BenchOptions& opt, std::FILE* out);
+// The casts run_benchmark times, by datatype name; check_bench_options throws Error naming a
+// BenchOptions::only entry outside them (run_benchmark calls it first, with or without a GPU).
+const std::vector<std::string>& bench_cast_names();
+void check_bench_options(const BenchOptions& opt);
 
 }  // namespace castscope::gpu

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <iterator>
 #include <string>
 #include <vector>
 
@@ -77,16 +76,7 @@ double time_ms(F&& f, int warm, int iters) {
 }  // namespace
 
 int run_benchmark(const BenchOptions& opt, std::FILE* out) {
-  static const char* const kCasts[] = {"mxfp8e4",     "mxfp8e5",  "mxfp6e2",      "mxfp6e3",
-                                       "mxfp4e2",     "mxint8",   "bfp16",        "nvfp4",
-                                       "tcfp8",       "tcfp12",   "tcfp16",       "float8_e4m3fn",
-                                       "float8_e5m2", "bfloat16", "icb44fi4_e32", "icb44fi3_f32s8"};
-  for (const std::string& name : opt.only)
-    if (std::find(std::begin(kCasts), std::end(kCasts), name) == std::end(kCasts)) {
-      std::string all;
-      for (const char* c : kCasts) all += std::string(all.empty() ? "" : ", ") + c;
-      throw Error("bench: '" + name + "' is not one of the timed casts (" + all + ")");
-    }
+  check_bench_options(opt);
   std::string reason;
   if (!available(&reason)) {
     std::fprintf(out, "castscope bench: no usable GPU (%s); nothing to measure.\n", reason.c_str());
@@ -132,7 +122,8 @@ int run_benchmark(const BenchOptions& opt, std::FILE* out) {
                  "% copy");
     for (DType in : {DType::BF16, DType::F32}) {
       DeviceTensor x = random_tensor(rows, cols, in, 7);
-      for (const char* name : kCasts) {
+      for (const std::string& cast : bench_cast_names()) {
+        const char* name = cast.c_str();
         if (!opt.only.empty() &&
             std::find(opt.only.begin(), opt.only.end(), name) == opt.only.end())
           continue;

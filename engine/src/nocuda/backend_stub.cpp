@@ -115,7 +115,8 @@ TileMap DeviceTileMap::window(int64_t, int64_t, int64_t, int64_t) const {
   no_cuda("GPU tile map");
 }
 
-int run_benchmark(const BenchOptions&, std::FILE* out) {
+int run_benchmark(const BenchOptions& opt, std::FILE* out) {
+  check_bench_options(opt);
   std::fprintf(out, "castscope bench: no usable GPU (%s); nothing to measure.\n", kNoCuda);
   return 0;
 }
