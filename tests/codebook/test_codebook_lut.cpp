@@ -41,7 +41,7 @@ void expect_rows_match(const codebook::Layout& l, const char* name, int max_step
   for (double a : probes) {
     const int k = detail::cb::interval_of(t.thr.data(), t.bucket.data(), t.ix, a);
     ASSERT_GE(k, 0);
-    ASSERT_LE(k, t.nthr);
+    ASSERT_LE(k, t.ix.nthr);
     ASSERT_EQ(detail::cb::interval_steps(t, a), k) << name << " a " << a << " seed " << seed;
     for (int m = 0; m < p.nmaps; ++m) {
       const double* mag = p.mags + m * p.half;

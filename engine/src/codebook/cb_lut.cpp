@@ -107,12 +107,13 @@ Lut build_lut(const Params& p) {
   }
   std::sort(l.thr.begin(), l.thr.end());
   l.thr.erase(std::unique(l.thr.begin(), l.thr.end()), l.thr.end());
-  l.nthr = static_cast<int>(l.thr.size());
-  if (l.nthr > 255) {
+  LutIndex& ix = l.ix;
+  ix.nthr = static_cast<int>(l.thr.size());
+  if (ix.nthr > 255) {
     l.why = "more than 255 distinct midpoints";
     return l;
   }
-  const int rows = l.nthr + 1;
+  const int rows = ix.nthr + 1;
   l.slot.assign(static_cast<size_t>(rows) * l.width, 0);
   l.hi16.assign(static_cast<size_t>(rows) * l.row_groups * 8, 0);
   for (int k = 0; k < rows; ++k) {
@@ -131,9 +132,7 @@ Lut build_lut(const Params& p) {
       l.hi16[static_cast<size_t>(k) * l.row_groups * 8 + m] = static_cast<uint16_t>(bits >> 48);
     }
   }
-  LutIndex& ix = l.ix;
-  ix.nthr = l.nthr;
-  if (l.nthr) {
+  if (ix.nthr) {
     ix.emin = std::ilogb(l.thr[0]);
     ix.octaves = std::ilogb(l.thr.back()) - ix.emin + 1;
     if (ix.emin < -1022) {
@@ -157,8 +156,8 @@ Lut build_lut(const Params& p) {
   auto low = [&](int b) {
     return std::ldexp(1.0 + std::ldexp(b & (row - 1), -ix.sub_bits), ix.emin + (b >> ix.sub_bits));
   };
-  l.bucket.assign(static_cast<size_t>(nb + row + 1), 0);
-  l.bucket[nb + row] = static_cast<uint8_t>(l.nthr);
+  l.bucket.assign(static_cast<size_t>(ix.buckets()), 0);
+  l.bucket.back() = static_cast<uint8_t>(ix.nthr);
   for (int b = 0; b < nb; ++b) {
     const int k =
         static_cast<int>(std::upper_bound(l.thr.begin(), l.thr.end(), low(b)) - l.thr.begin());

@@ -28,17 +28,18 @@ struct LutIndex {
   int octaves = 0;    // up to the largest midpoint's octave
   int sub_bits = 0;   // buckets per octave: 2^sub_bits (at most 20)
   int max_steps = 0;  // midpoints inside any bucket (0: the entry is the interval)
+  // Table entries: the row of zeros, the octaves' buckets and the final entry.
+  CS_HD int buckets() const { return ((octaves + 1) << sub_bits) + 1; }
 };
 
 struct Lut {
   bool ok = false;              // false: fall back to encode_tile (see why)
   const char* why = "";         // the limit that was hit
-  LutIndex ix;                  // how a magnitude finds its bucket
-  int nthr = 0;                 // ix.nthr
+  LutIndex ix;                  // how a magnitude finds its bucket, and K (ix.nthr)
   int width = 0;                // mapping columns per row: the mappings rounded up to 2, 4, 8 or 16
   int row_groups = 0;           // 16-byte groups per magnitude row (8 mappings each)
   std::vector<double> thr;      // K midpoints, ascending
-  std::vector<uint8_t> bucket;  // ((ix.octaves + 1) << ix.sub_bits) + 1 interval lower bounds
+  std::vector<uint8_t> bucket;  // ix.buckets() interval lower bounds
   std::vector<uint8_t> slot;    // (K + 1) * width: slot of mapping m in interval k
   // (K + 1) * row_groups * 8: the top 16 bits of mapping m's magnitude at its slot in interval k
   // (sign, exponent and 4 fraction bits: every magnitude of a compute format with at most 4
@@ -53,7 +54,7 @@ Lut build_lut(const Params& p);
 // The table index of a key: a magnitude's exponent field and its top sub_bits fraction bits, as
 // one integer (its bits shifted right), less key0, the key of the row of zeros.
 CS_HD int bucket_index(int key, int key0, const LutIndex& ix) {
-  const int i = key - key0, top = (ix.octaves + 1) << ix.sub_bits;
+  const int i = key - key0, top = ix.buckets() - 1;
   return i < top ? (i > 0 ? i : 0) : top;
 }
 

@@ -37,8 +37,7 @@ struct LutDev {
   const uint8_t* slot = nullptr;
   const uint4* hi = nullptr;  // Lut::hi16 in 16-byte groups
   cb::LutIndex ix;
-  int nthr = 0, row_groups = 0;
-  __host__ __device__ int buckets() const { return ((ix.octaves + 1) << ix.sub_bits) + 1; }
+  int row_groups = 0;
 };
 
 // Typed input read as doubles: the accessor encode_tile takes.
@@ -87,10 +86,10 @@ struct Smem {
   __host__ __device__ Smem(const LutDev& l, int width, int tile, int threads, int in_size,
                            bool values) {
     int at = 0;
-    hi = take(at, (l.nthr + 1) * l.row_groups * kCopies * 16);
-    thr = take(at, l.nthr * 8);
-    bucket = take(at, l.buckets());
-    slot = take(at, (l.nthr + 1) * width);
+    hi = take(at, (l.ix.nthr + 1) * l.row_groups * kCopies * 16);
+    thr = take(at, l.ix.nthr * 8);
+    bucket = take(at, l.ix.buckets());
+    slot = take(at, (l.ix.nthr + 1) * width);
     stage = take(at, threads * (tile + 1) * in_size);
     cstage = take(at, threads * (tile / 4 + 1) * 4);
     vstage = take(at, values ? threads * (tile + 1) * 4 : 0);
@@ -256,15 +255,15 @@ __global__ void __launch_bounds__(128, 5)
   uint32_t* cst = reinterpret_cast<uint32_t*>(sm + s.cstage);
   float* vst = reinterpret_cast<float*>(sm + s.vstage);
   const int tid = threadIdx.x, lane8 = tid & 7;
-  for (int i = tid; i < (l.nthr + 1) * l.row_groups * kCopies; i += nthreads) {
+  for (int i = tid; i < (l.ix.nthr + 1) * l.row_groups * kCopies; i += nthreads) {
     uint4 v = l.hi[i / kCopies];
     if constexpr (SCALED)
       v = make_uint4(float_rows(v.x), float_rows(v.y), float_rows(v.z), float_rows(v.w));
     hi[i] = v;
   }
-  for (int i = tid; i < l.nthr; i += nthreads) thr[i] = l.thr[i];
-  for (int i = tid; i < l.buckets(); i += nthreads) bucket[i] = l.bucket[i];
-  for (int i = tid; i < (l.nthr + 1) * W; i += nthreads) slot[i] = l.slot[i];
+  for (int i = tid; i < l.ix.nthr; i += nthreads) thr[i] = l.thr[i];
+  for (int i = tid; i < l.ix.buckets(); i += nthreads) bucket[i] = l.bucket[i];
+  for (int i = tid; i < (l.ix.nthr + 1) * W; i += nthreads) slot[i] = l.slot[i];
   __syncthreads();
 
   const bool expo = p.kp.scale_is_exponent;
@@ -457,7 +456,6 @@ struct CodebookRunner::Impl {
     d.slot = static_cast<const uint8_t*>(slot.data());
     d.hi = static_cast<const uint4*>(hi.data());
     d.ix = lut.ix;
-    d.nthr = lut.nthr;
     d.row_groups = lut.row_groups;
     return d;
   }

@@ -244,24 +244,26 @@ __host__ __device__ constexpr scalar::Format static_format(int id) {
                                             true};
 }
 
-// Where the code functions below start to clip: |y| > at (strict) or |y| >= at. Each `at` has at
-// most 8 significant bits, so it is a bfloat16 too (the lean kernel compares raw bfloat16 bits).
+// Where the code functions below start to clip, from the grid's largest magnitude maxr * 2^maxe:
+// the midpoint (2 maxr + 1) * 2^(maxe - 1) to the next value the grid would have rounds to the
+// even one of the two, so |y| clips above it when maxr is even (e4m3fn: 464, rounding down to
+// 448) and from it on when maxr is odd (e5m2: 61440, e2m1: 7). These midpoints have at most 8
+// significant bits: bfloat16 values too (the lean kernel compares raw bfloat16 bits).
 struct ClipAt {
   float at;
   bool strict;
 };
-template <int EBITS, int M, int EMIN, int EMAX>
-constexpr ClipAt small_ocp_clip() {
-  // The midpoint between the largest code and the next binade rounds to even, up: it saturates.
-  return {static_cast<float>((2 << M) - 1) *
-                  (EMAX - M >= 0 ? static_cast<float>(1 << (EMAX - M)) : 1.0f / (1 << (M - EMAX))) +
-              (EMAX - M - 1 >= 0 ? static_cast<float>(1 << (EMAX - M - 1))
-                                 : 1.0f / (1 << (M + 1 - EMAX))),
-          false};
+constexpr float pow2_const(int e) {
+  float r = 1.0f;
+  for (; e > 0; --e) r *= 2.0f;
+  for (; e < 0; ++e) r *= 0.5f;
+  return r;
 }
-constexpr ClipAt kClipE4M3FN{464.0f, true};   // between 448 and 480 rounds to even, down to 448
-constexpr ClipAt kClipE5M2{61440.0f, false};  // between 57344 and 65536 rounds to even, up
-constexpr ClipAt kClipInt8Q6{127.5f / 64.0f, false};  // 127.5 rounds to even 128, beyond the grid
+template <int F>
+constexpr ClipAt clip_static() {
+  constexpr scalar::Format f = static_format(F);
+  return {static_cast<float>(2 * f.maxr + 1) * pow2_const(f.maxe - 1), f.maxr % 2 == 0};
+}
 __device__ __forceinline__ bool clips(float y, ClipAt c) {
   return c.strict ? fabsf(y) > c.at : fabsf(y) >= c.at;
 }
@@ -271,11 +273,11 @@ __device__ __forceinline__ bool clips(float y, ClipAt c) {
 // 0x8 is -0: a zero result keeps the input's sign, spec decision 9). Both are checked against the
 // shared quantizer on every float32 input.
 __device__ __forceinline__ uint32_t code_e4m3fn(float y, bool& clipped) {
-  clipped = clips(y, kClipE4M3FN);
+  clipped = clips(y, clip_static<kE4M3FN>());
   return __nv_cvt_float_to_fp8(y, __NV_SATFINITE, __NV_E4M3);
 }
 __device__ __forceinline__ uint32_t code_e5m2(float y, bool& clipped) {
-  clipped = clips(y, kClipE5M2);
+  clipped = clips(y, clip_static<kE5M2>());
   return __nv_cvt_float_to_fp8(y, __NV_SATFINITE, __NV_E5M2);
 }
 // bfloat16 code of a finite y: bfloat16 is float32's top half, so round to nearest even is one
@@ -296,7 +298,7 @@ __device__ __forceinline__ uint32_t code_bf16(float y, bool saturate, bool& clip
 // integer, ties to the even integer, which is the even code). The top mantissa is odd, so the
 // midpoint to the next power of two rounds up and saturates.
 template <int EBITS, int M, int EMIN, int EMAX>
-__device__ __forceinline__ uint32_t code_small_ocp(float y, bool& clipped) {
+__device__ __forceinline__ uint32_t code_small_ocp(float y, bool& clipped, ClipAt clip) {
   constexpr uint32_t kMaxCode = (static_cast<uint32_t>(EMAX - EMIN + 1) << M) | ((1u << M) - 1);
   constexpr int kRanges = EMAX - EMIN + 1;
   constexpr float kMagic = 0x1.8p23f;
@@ -320,18 +322,18 @@ __device__ __forceinline__ uint32_t code_small_ocp(float y, bool& clipped) {
         static_cast<int>(__float_as_uint(fmaf(ac, pow2f(M - EMIN - q), kMagic)) - 0x4B400000u);
     m = min(static_cast<uint32_t>(k) + (static_cast<uint32_t>(q) << M), kMaxCode);
   }
-  clipped = clips(a, small_ocp_clip<EBITS, M, EMIN, EMAX>());
+  clipped = clips(a, clip);
   return m | ((__float_as_uint(y) >> 31) << (EBITS + M));
 }
 // e2m1's 0x8 is -0: a zero result keeps the input's sign (spec decision 9).
 __device__ __forceinline__ uint32_t code_e2m1fnuz(float y, bool& clipped) {
-  return code_small_ocp<2, 1, 0, 2>(y, clipped);
+  return code_small_ocp<2, 1, 0, 2>(y, clipped, clip_static<kE2M1FNUZ>());
 }
 __device__ __forceinline__ uint32_t code_e2m3(float y, bool& clipped) {
-  return code_small_ocp<2, 3, 0, 2>(y, clipped);
+  return code_small_ocp<2, 3, 0, 2>(y, clipped, clip_static<kE2M3FNUZ>());
 }
 __device__ __forceinline__ uint32_t code_e3m2(float y, bool& clipped) {
-  return code_small_ocp<3, 2, -2, 4>(y, clipped);
+  return code_small_ocp<3, 2, -2, 4>(y, clipped, clip_static<kE3M2FNUZ>());
 }
 
 // e2m1 code of RN(x / d) by comparing x with the rounding midpoints times d, thresholds
@@ -383,14 +385,17 @@ __device__ __forceinline__ int binade_f32(float a, uint32_t& m) {
   return ex - 127;
 }
 
+// Whether select_exponent_f32 is the binade alone: the floor mode, or a grid the modes do not move.
+__device__ __forceinline__ bool binade_only(const scalar::Format& f, scalar::ScaleMode mode) {
+  return f.kind != scalar::Kind::Float || f.ebits <= 1 || mode == scalar::ScaleMode::Floor;
+}
 // scalar::select_exponent of a positive finite float a (a double on the host) from the float's
 // bits: the binade, and the significand for the rounding modes.
 __device__ __forceinline__ int select_exponent_f32(float a, const scalar::Format& f,
                                                    scalar::ScaleMode mode) {
   uint32_t m;
   const int binade = binade_f32(a, m);
-  if (f.kind != scalar::Kind::Float || f.ebits <= 1 || mode == scalar::ScaleMode::Floor)
-    return binade;
+  if (binade_only(f, mode)) return binade;
   switch (mode) {
     case scalar::ScaleMode::Ceil:
       return binade + ((m & 0x7FFFFFu) ? 1 : 0);
@@ -414,6 +419,12 @@ __device__ __forceinline__ int select_exponent_f32(float a, const scalar::Format
   }
 }
 
+// The exponent scale code of a tile whose absmax selects exponent e, clamped to the scale's codes.
+__device__ __forceinline__ int exp_scale_code(const castscope::detail::KernelParams& kp, int e) {
+  const int code = e - kp.data.emax + kp.scale.bias, maxcode = (1 << kp.scale.bits) - 2;
+  return code < 0 ? 0 : (code > maxcode ? maxcode : code);
+}
+
 // choose_scale for an exponent scale without tensor scale, from the float absmax of a tile.
 __device__ __forceinline__ castscope::detail::GroupScale choose_exp_scale_f32(
     const castscope::detail::KernelParams& kp, float absmax, bool nonfinite) {
@@ -425,11 +436,7 @@ __device__ __forceinline__ castscope::detail::GroupScale choose_exp_scale_f32(
     return g;
   }
   int code = 0;
-  if (absmax > 0.0f) {
-    const int maxcode = (1 << kp.scale.bits) - 2;
-    code = select_exponent_f32(absmax, kp.data, kp.scale_mode) - kp.data.emax + kp.scale.bias;
-    code = code < 0 ? 0 : (code > maxcode ? maxcode : code);
-  }
+  if (absmax > 0.0f) code = exp_scale_code(kp, select_exponent_f32(absmax, kp.data, kp.scale_mode));
   g.scale_code = static_cast<uint32_t>(code);
   g.shift = code - kp.scale.bias;
   g.s = scalar::pow2(g.shift);
@@ -440,7 +447,7 @@ __device__ __forceinline__ castscope::detail::GroupScale choose_exp_scale_f32(
 __device__ __forceinline__ uint32_t code_int8q6(float y, bool& clipped) {
   const float t = y * 64.0f;
   const float a = fabsf(t);
-  clipped = clips(y, kClipInt8Q6);
+  clipped = clips(y, clip_static<kInt8Fixed>());
   const uint32_t r = static_cast<uint32_t>(fminf(rintf(a), 127.0f));
   return (__float_as_uint(t) >> 31) ? (0u - r) & 0xFFu : r;
 }
@@ -449,16 +456,6 @@ __device__ __forceinline__ uint32_t code_int8q6(float y, bool& clipped) {
 constexpr bool has_code_static(int F) {
   return F == kE4M3FN || F == kE5M2 || F == kE2M1FNUZ || F == kE2M3FNUZ || F == kE3M2FNUZ ||
          F == kInt8Fixed;
-}
-// Where code_static<F> clips.
-template <int F>
-constexpr ClipAt clip_static() {
-  if constexpr (F == kE4M3FN) return kClipE4M3FN;
-  if constexpr (F == kE5M2) return kClipE5M2;
-  if constexpr (F == kE2M1FNUZ) return small_ocp_clip<2, 1, 0, 2>();
-  if constexpr (F == kE2M3FNUZ) return small_ocp_clip<2, 3, 0, 2>();
-  if constexpr (F == kE3M2FNUZ) return small_ocp_clip<3, 2, -2, 4>();
-  return kClipInt8Q6;
 }
 // Codes of a finite y on such a grid F, round to nearest even with saturation.
 template <int F>

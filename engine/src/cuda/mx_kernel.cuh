@@ -197,11 +197,7 @@ __global__ void __launch_bounds__(256)
   const int64_t total = count * L;
   unsigned clipped = 0, nonfinite = 0;
   uint8_t* scale_bytes = static_cast<uint8_t*>(o.scale);
-  // select_exponent_f32 returns the binade itself for these: the scale code is integer arithmetic.
-  constexpr scalar::Format kData = static_format(F);
-  const bool plain_binade = kData.kind != scalar::Kind::Float || kData.ebits <= 1 ||
-                            kp.scale_mode == scalar::ScaleMode::Floor;
-  const int bias = kp.scale.bias, maxcode = (1 << kp.scale.bits) - 2;
+  const bool plain_binade = binade_only(kp.data, kp.scale_mode);
   lean_rounds<U>(x, total, [&](const uint32_t(&raw)[4], int64_t c) {
     const uint32_t lane_bits = R::absmax_bits(raw);
     const uint32_t bits = tile_max_bits<L>(lane_bits);
@@ -216,10 +212,11 @@ __global__ void __launch_bounds__(256)
     if constexpr (KIND == kExponent) {
       GroupScale gs;
       if (plain_binade && bits >= 0x00800000u && !nan_tile) {
-        // choose_exp_scale_f32 where the mode keeps the binade and absmax is a normal float.
-        const int code = static_cast<int>(bits >> 23) - 127 - static_format(F).emax + bias;
-        gs.scale_code = static_cast<uint32_t>(min(max(code, 0), maxcode));
-        gs.shift = static_cast<int>(gs.scale_code) - bias;
+        // choose_exp_scale_f32 for a normal absmax, whose binade is its exponent field, without
+        // its branches (measured: mxfp4e2 from bfloat16 0.295-0.300 against 0.285 ms).
+        gs.scale_code =
+            static_cast<uint32_t>(exp_scale_code(kp, static_cast<int>(bits >> 23) - 127));
+        gs.shift = static_cast<int>(gs.scale_code) - kp.scale.bias;
       } else {
         gs = choose_exp_scale_f32(kp, am, nan_tile);
       }
@@ -300,7 +297,9 @@ __global__ void __launch_bounds__(256)
       if (lane_clips) {
         // bfloat16 under an exponent scale: |x| clips when its bits reach those of the clip point
         // times 2^shift (a bfloat16 while a normal float), two halves per word compared at once.
-        constexpr ClipAt kClip = clip_static < KIND == kExponent ? F : kE2M1FNUZ > ();
+        constexpr int kClipGrid = KIND == kExponent ? F : kE2M1FNUZ;  // unused for other kinds
+        constexpr ClipAt kClip = clip_static<kClipGrid>();
+        static_assert(2 * static_format(kClipGrid).maxr + 1 < 256, "clip point not a bfloat16");
         const uint32_t tb = __float_as_uint(kClip.at) + (static_cast<uint32_t>(shift) << 23);
         const int te = static_cast<int>(__float_as_uint(kClip.at) >> 23) + shift;
         if (KIND == kExponent && V == 8 && te >= 1 && te <= 254) {
