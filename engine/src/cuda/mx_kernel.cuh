@@ -213,7 +213,8 @@ __global__ void __launch_bounds__(256)
       GroupScale gs;
       if (plain_binade && bits >= 0x00800000u && !nan_tile) {
         // choose_exp_scale_f32 for a normal absmax, whose binade is its exponent field, without
-        // its branches (measured: mxfp4e2 from bfloat16 0.295-0.300 against 0.285 ms).
+        // its branches: calling it for every tile took mxfp4e2 from bfloat16 to 0.295-0.300 ms
+        // against 0.285.
         gs.scale_code =
             static_cast<uint32_t>(exp_scale_code(kp, static_cast<int>(bits >> 23) - 127));
         gs.shift = static_cast<int>(gs.scale_code) - kp.scale.bias;
