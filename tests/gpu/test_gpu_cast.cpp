@@ -376,6 +376,20 @@ TEST(GpuCast, Bfloat16CodesEqualSharedQuantizerExhaustively) {
   EXPECT_NE(gpu::detail::static_grid(f), 0) << "bfloat16 misses its fast path";
 }
 
+// The lean kernel codes bfloat16 input two values at a time for MXFP4, MXFP6 (e2m3) and NVFP4;
+// those codes against the shared quantizer (MX) and the float threshold codes (NVFP4) on every
+// finite bfloat16.
+TEST(GpuCast, Bfloat16PairCodesEqualFloatCodesExhaustively) {
+  CS_REQUIRE_GPU();
+  const uint64_t seed = run_seed();
+  uint64_t bad = 0, checked = 0;
+  EXPECT_EQ(gpu::detail::verify_bf16_pair_codes(seed, &bad, &checked), 0u)
+      << "first mismatch at work item " << bad << " (seed " << seed << ")";
+  // Per bfloat16 pair: the 252 shifts each of e2m1's and e2m3's lines take (2^-shift times their
+  // multipliers normal), and 126 e4m3 tile scales under 14 tensor scales.
+  EXPECT_EQ(checked, uint64_t{65536} * (252 + 252 + 126 * 14));
+}
+
 // The hot MX / NVFP4 grids reach the kernels' compile-time code functions (a mismatch in any
 // format field sends them down the runtime path, bit-exact but several times slower).
 TEST(GpuCast, HotGridsHaveCompileTimeCopies) {

@@ -10,10 +10,14 @@
 //   value's), instead of a finite test and a float maximum per element;
 // - the clipped and non-finite counts are taken only in lanes that can have any: clipping is
 //   monotone in the magnitude, so a lane clips an element exactly when its largest one clips;
-// - e4m3fn / e5m2 codes are converted two at a time (cvt ... e4m3x2.f32);
+// - e4m3fn / e5m2 codes are converted two at a time (cvt ... e4m3x2.f32), and from bfloat16 the
+//   e2m1 codes of MXFP4 and NVFP4 too, with packed bfloat16 arithmetic (bf16_pairs.cuh);
 // - four 16-byte loads are in flight per thread.
 #pragma once
 
+#include <type_traits>
+
+#include "cuda/bf16_pairs.cuh"
 #include "cuda/cast_kernels.cuh"
 
 namespace castscope::gpu::detail {
@@ -130,6 +134,16 @@ struct LaneCodes {
       w[q] = p;
     }
   }
+  // Eight one-byte codes as code_bytes gives them (values 0-3, 4-7), or their nibbles.
+  __device__ __forceinline__ void set_bytes(uint32_t b0, uint32_t b1, bool pack4) {
+    static_assert(V == 8 && CB == 1, "eight codes of one byte");
+    if (pack4) {
+      w[0] = code_nibbles(b0, b1);
+    } else {
+      w[0] = b0;
+      w[1 % NW] = b1;
+    }
+  }
   // Element e0 (a multiple of V) onward.
   __device__ __forceinline__ void store(void* codes, int64_t e0, bool pack4) const {
     uint8_t* base = static_cast<uint8_t*>(codes);
@@ -181,6 +195,12 @@ __global__ void __launch_bounds__(256)
   static_assert(L >= 1 && L <= 32 && (32 % L) == 0, "lanes per tile must divide a warp");
   static_assert(KIND != kUnscaled || L == 1, "an unscaled cast has no tiles");
   static_assert(KIND != kNvfp4 || F == kE2M1FNUZ, "NVFP4 data is e2m1");
+  // bfloat16 input coded two values at a time (bf16_pairs.cuh): MXFP4 and NVFP4, which were
+  // issue-bound. MXFP6's e2m3 has lines too, but its casts wait on memory more than on issue and
+  // ran 1% slower with them (docs/performance.md, v15).
+  constexpr bool kLines = KIND == kExponent && V == 8 && F == kE2M1FNUZ;
+  constexpr bool kThrPairs = KIND == kNvfp4 && V == 8;
+  using Lines = std::conditional_t<kLines, OcpLinesX2<kLines ? F : kE2M1FNUZ>, char>;
   // NVFP4 as fast_kernel's MODE 3 takes it: a positive float tensor scale t with RN(1 / (t *
   // data_max)) normal in float. Any other tensor scale (NaN, extreme) is left to fast_kernel,
   // which the host launches after this kernel for the same cast.
@@ -209,6 +229,8 @@ __global__ void __launch_bounds__(256)
     float f1 = 1.0f, f2 = 1.0f;
     int shift = 0;
     E2m1Thresholds thr{};
+    Lines lines{};
+    bool pairs = false;  // the two-at-a-time code path applies to this tile
     if constexpr (KIND == kExponent) {
       GroupScale gs;
       if (plain_binade && bits >= 0x00800000u && !nan_tile) {
@@ -224,6 +246,7 @@ __global__ void __launch_bounds__(256)
       // Exponent scale codes of one byte (the host checks): no sign to extend.
       if (lane % L == 0) scale_bytes[static_cast<uint64_t>(c) / L] = gs.scale_code;
       shift = gs.shift;
+      if constexpr (kLines) pairs = lines.set(shift);
       if (kOneMul) {
         f1 = pow2f(-gs.shift);
       } else {
@@ -235,8 +258,12 @@ __global__ void __launch_bounds__(256)
         return choose_float_scale_fast(kp, am, nan_tile, inv_td);
       });
       if (lane % L == 0) scale_bytes[static_cast<uint64_t>(c) / L] = gs.scale_code;
-      zero_scale = !gs.nan && gs.s == 0.0;
-      thr = e2m1_thresholds(static_cast<float>(gs.s), tf);
+      // gs.s as a float, decoded from the code (gs.s is its double): no double conversions.
+      const float sf = __half2float(__half(
+          __nv_cvt_fp8_to_halfraw(static_cast<__nv_fp8_storage_t>(gs.scale_code), __NV_E4M3)));
+      zero_scale = !gs.nan && sf == 0.0f;
+      thr = e2m1_thresholds(sf, tf);
+      pairs = kThrPairs;
     }
     // x / 2^shift for MX, exact: its code is the shared quantizer's code of the quotient.
     auto scaled = [&](float v) { return KIND == kUnscaled ? v : kOneMul ? v * f1 : v * f1 * f2; };
@@ -284,6 +311,23 @@ __global__ void __launch_bounds__(256)
 #pragma unroll
         for (int q = 0; q < V / 4; ++q)
           out.w[q] = fp8x4<kind>(y(4 * q), y(4 * q + 1), y(4 * q + 2), y(4 * q + 3));
+      } else if (pairs) {
+        if constexpr (kLines || kThrPairs) {
+          E2m1ThresholdsX2 thr2{};
+          if constexpr (kThrPairs) thr2 = bf16_pairs(thr);
+          uint32_t mag[4];
+#pragma unroll
+          for (int q = 0; q < 4; ++q) {
+            const uint32_t a2 = raw[q] & 0x7FFF7FFFu;
+            if constexpr (kLines)
+              mag[q] = lines.magnitudes(a2);
+            else
+              mag[q] = e2m1_magnitudes_thr(a2, thr2);
+          }
+          constexpr int kSignBit = static_format(F).ebits + static_format(F).mbits;
+          out.set_bytes(code_bytes<kSignBit>(mag[0], mag[1], raw[0], raw[1]),
+                        code_bytes<kSignBit>(mag[2], mag[3], raw[2], raw[3]), o.pack4);
+        }
       } else {
         uint32_t code[V];
 #pragma unroll
@@ -293,8 +337,15 @@ __global__ void __launch_bounds__(256)
         }
         out.pack(code, o.pack4);
       }
+      // Whether the lane's largest magnitude clips, as the code functions decide it.
       bool lane_clips = false;
-      code_of(__uint_as_float(lane_bits), lane_clips);
+      const float lane_max = __uint_as_float(lane_bits);
+      if constexpr (KIND == kNvfp4)
+        lane_clips = lane_max >= thr.t[7];
+      else if constexpr (F == kBF16)
+        code_of(lane_max, lane_clips);
+      else
+        lane_clips = clips(scaled(lane_max), clip_static<F>());
       if (lane_clips) {
         // bfloat16 under an exponent scale: |x| clips when its bits reach those of the clip point
         // times 2^shift (a bfloat16 while a normal float), two halves per word compared at once.

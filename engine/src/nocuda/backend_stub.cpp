@@ -134,6 +134,9 @@ int static_grid(const scalar::Format&) {
 uint64_t verify_bf16_codes(uint32_t*, uint64_t*) {
   no_cuda("GPU quantizer check");
 }
+uint64_t verify_bf16_pair_codes(uint64_t, uint64_t*, uint64_t*) {
+  no_cuda("GPU quantizer check");
+}
 uint64_t verify_tcfp_fast_paths(const scalar::Format&, uint32_t*) {
   no_cuda("GPU quantizer check");
 }
