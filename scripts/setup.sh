@@ -21,8 +21,7 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 # The interop test decodes CastScope's exports with numpy + safetensors, independently of C++.
 python3 -c "import numpy, safetensors" 2>/dev/null || python3 -m pip install -q numpy safetensors
-# The Python package: its build backend and binding library, and its tests (torch and torchao
-# are optional there: their tests run where they are installed).
+# The Python package: its build backend and binding library, and its tests.
 python3 -c "import scikit_build_core, nanobind, pytest, ml_dtypes" 2>/dev/null ||
   PIP_BREAK_SYSTEM_PACKAGES=1 python3 -m pip install -q scikit-build-core nanobind pytest ml_dtypes
 # The model-directory test builds its inputs with transformers and decodes the exports with
@@ -30,6 +29,9 @@ python3 -c "import scikit_build_core, nanobind, pytest, ml_dtypes" 2>/dev/null |
 # accelerate: transformers' MXFP4 (gpt-oss) loader needs it unless asked to dequantize.
 python3 -c "import torch, transformers, compressed_tensors, accelerate" 2>/dev/null ||
   python3 -m pip install -q torch transformers compressed-tensors accelerate
+# torchao's MX reference (to_mx / to_dtype) for the Python package's parity test: pinned, since
+# that API is a prototype and moves between releases.
+python3 -c "import torchao" 2>/dev/null || python3 -m pip install -q torchao==0.18.0
 # The GGUF tests read and write GGUF with ggml's own Python package.
 python3 -c "import gguf" 2>/dev/null || python3 -m pip install -q gguf
 # nvcc ships with the CUDA toolkit under /usr/local/cuda when it is installed.
