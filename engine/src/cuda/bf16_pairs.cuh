@@ -8,7 +8,7 @@
 // where bfloat16's spacing is 1, its bits are 0x4300 + m for m < 128, so bytes 0 and 2 of the
 // word are the two magnitudes. code_bytes adds the signs and puts codes in element order.
 // GpuCast.Bfloat16PairCodesEqualFloatCodesExhaustively checks both paths against the float code
-// functions on every bfloat16 input.
+// functions on every finite bfloat16, in either half of a word.
 #pragma once
 
 #include "cuda/fast_quant.cuh"
