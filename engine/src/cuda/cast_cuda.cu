@@ -311,7 +311,8 @@ struct CastRunner::Impl {
           auto go = [&](auto tile) {
             constexpr int TL = decltype(tile)::value;
             auto tiles = [&](auto kernel) {
-              kernel<<<lean_grid(kernel, chunks), 256, 0, st>>>(xp, ntiles, kp, sc(), o);
+              constexpr int P = lean_chunks_per_lane<T, TL, kExponent>();
+              kernel<<<lean_grid(kernel, chunks / P), 256, 0, st>>>(xp, ntiles, kp, sc(), o);
             };
             if (mode == 0)
               fast_kernel<T, TL, 0, kRuntime>
@@ -334,7 +335,9 @@ struct CastRunner::Impl {
             else if (lean_nv) {
               // lean_kernel takes the tensor scales NVFP4's float path fits, on the device (no
               // host synchronisation), and fast_kernel the others.
-              tiles(lean_kernel<T, TL, kE2M1FNUZ, kNvfp4>);
+              constexpr int P = lean_chunks_per_lane<T, TL, kNvfp4>();
+              auto nv = lean_kernel<T, TL, kE2M1FNUZ, kNvfp4>;
+              nv<<<lean_grid(nv, chunks / P), 256, 0, st>>>(xp, ntiles, kp, sc(), o);
               fast_kernel<T, TL, 3, kE2M1FNUZ>
                   <<<grid, 256, 0, st>>>(xp, ntiles, kp, sc(), o, fast_scale, true);
             } else if (mode == 3)

@@ -12,6 +12,8 @@
 //   monotone in the magnitude, so a lane clips an element exactly when its largest one clips;
 // - e4m3fn / e5m2 codes are converted two at a time (cvt ... e4m3x2.f32), and from bfloat16 the
 //   e2m1 codes of MXFP4 and NVFP4 too, with packed bfloat16 arithmetic (bf16_pairs.cuh);
+// - a lane takes a whole tile of up to four 16-byte chunks, so that the tile's scale is worked out
+//   once, not in every lane of the tile (lean_chunks_per_lane);
 // - four 16-byte loads are in flight per thread.
 #pragma once
 
@@ -66,26 +68,29 @@ __device__ __forceinline__ void load_raw(const void* p, uint32_t (&w)[4]) {
   w[0] = a.x, w[1] = a.y, w[2] = a.z, w[3] = a.w;
 }
 
-// The grid-stride loop of the lean kernels over `total` 16-byte chunks: each thread loads the U
-// chunks base + u * stride + lane of a round (four loads in flight before any is used; zeros past
-// the end), then calls body(raw, c) for each with c its chunk index. Rounds wholly past the end
-// are skipped by the whole warp; lanes past it within a round still get the call (with c >=
-// total), so that warp shuffles in the body see every lane.
-template <int U, class T, class Body>
+// The grid-stride loop of the lean kernels over `total` units of P consecutive 16-byte chunks:
+// each thread loads the units base + u * stride + lane of a round (U * P loads in flight before
+// any is used; zeros past the end), then calls body(raw, c) for each with raw its P chunks and c
+// its unit index. Rounds wholly past the end are skipped by the whole warp; lanes past it within a
+// round still get the call (with c >= total), so that warp shuffles in the body see every lane.
+template <int U, int P = 1, class T, class Body>
 __device__ __forceinline__ void lean_rounds(const T* __restrict__ x, int64_t total, Body&& body) {
   constexpr int V = 16 / sizeof(T);
   const int lane = threadIdx.x & 31;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t base = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) - lane;
        base < total; base += U * stride) {
-    uint32_t raw[U][4];
+    uint32_t raw[U][P][4];
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int64_t c = base + u * stride + lane;
-      if (c < total)
-        load_raw(x + c * V, raw[u]);
-      else
-        raw[u][0] = raw[u][1] = raw[u][2] = raw[u][3] = 0;
+#pragma unroll
+      for (int p = 0; p < P; ++p) {
+        if (c < total)
+          load_raw(x + (c * P + p) * V, raw[u][p]);
+        else
+          raw[u][p][0] = raw[u][p][1] = raw[u][p][2] = raw[u][p][3] = 0;
+      }
     }
 #pragma unroll
     for (int u = 0; u < U; ++u) {
@@ -111,8 +116,23 @@ __device__ __forceinline__ uint32_t fp8x4(float y0, float y1, float y2, float y3
          static_cast<uint32_t>(__nv_cvt_float2_to_fp8x2(b, __NV_SATFINITE, K)) << 16;
 }
 
+// N words to dst (aligned to the store's size) in stores of up to 16 bytes.
+template <int N>
+__device__ __forceinline__ void store_words(uint8_t* dst, const uint32_t (&w)[N]) {
+  static_assert(N == 1 || N == 2 || N % 4 == 0, "stores of 4, 8 or 16 bytes");
+  if constexpr (N == 1) {
+    *reinterpret_cast<uint32_t*>(dst) = w[0];
+  } else if constexpr (N == 2) {
+    *reinterpret_cast<uint2*>(dst) = make_uint2(w[0], w[1]);
+  } else {
+#pragma unroll
+    for (int i = 0; i < N; i += 4)
+      *reinterpret_cast<uint4*>(dst + 4 * i) = make_uint4(w[i], w[i + 1], w[i + 2], w[i + 3]);
+  }
+}
+
 // Codes of a lane's V elements as the little-endian bytes the output holds (codes of CB bytes,
-// or two per byte when pack4), and their store; NB = V * CB bytes at most.
+// or two per byte when pack4); NB = V * CB bytes at most.
 template <int V, int CB>
 struct LaneCodes {
   static constexpr int NW = (V * CB + 3) / 4;
@@ -144,25 +164,35 @@ struct LaneCodes {
       w[1 % NW] = b1;
     }
   }
-  // Element e0 (a multiple of V) onward.
-  __device__ __forceinline__ void store(void* codes, int64_t e0, bool pack4) const {
-    uint8_t* base = static_cast<uint8_t*>(codes);
-    if (pack4) {
-      if (V == 8)
-        *reinterpret_cast<uint32_t*>(base + e0 / 2) = w[0];
-      else
-        *reinterpret_cast<uint16_t*>(base + e0 / 2) = static_cast<uint16_t>(w[0]);
-      return;
-    }
-    uint8_t* dst = base + e0 * CB;
-    if constexpr (NW == 1)
-      *reinterpret_cast<uint32_t*>(dst) = w[0];
-    else if constexpr (NW == 2)
-      *reinterpret_cast<uint2*>(dst) = make_uint2(w[0], w[1 % NW]);
-    else
-      *reinterpret_cast<uint4*>(dst) = make_uint4(w[0], w[1 % NW], w[2 % NW], w[3 % NW]);
-  }
 };
+
+// The codes of a lane's P chunks (P * V elements from e0, a multiple of P * V) in one store.
+template <int P, int V, int CB>
+__device__ __forceinline__ void store_codes(const LaneCodes<V, CB> (&out)[P], void* codes,
+                                            int64_t e0, bool pack4) {
+  uint8_t* base = static_cast<uint8_t*>(codes);
+  constexpr int NW = LaneCodes<V, CB>::NW;
+  if (pack4) {
+    static_assert(V == 4 || V == 8, "nibbles of 16-byte chunks");
+    if constexpr (P * V == 4) {  // two bytes
+      *reinterpret_cast<uint16_t*>(base + e0 / 2) = static_cast<uint16_t>(out[0].w[0]);
+    } else {
+      constexpr int W = P * V / 8;
+      uint32_t w[W];
+#pragma unroll
+      for (int i = 0; i < W; ++i)
+        w[i] = V == 8 ? out[i].w[0] : out[2 * i].w[0] | out[(2 * i + 1) % P].w[0] << 16;
+      store_words(base + e0 / 2, w);
+    }
+    return;
+  }
+  uint32_t w[P * NW];
+#pragma unroll
+  for (int p = 0; p < P; ++p)
+#pragma unroll
+    for (int q = 0; q < NW; ++q) w[p * NW + q] = out[p].w[q];
+  store_words(base + e0 * CB, w);
+}
 
 // Codes of a finite y on grid F (kBF16: bfloat16, either overflow policy).
 template <int F>
@@ -177,6 +207,16 @@ __device__ __forceinline__ uint32_t lean_code(float y, const KernelParams& kp, b
 // tile (MX), or NVFP4's e4m3 tile scale under a float32 tensor scale (`count` = tiles).
 enum LeanScale { kUnscaled = 0, kExponent = 1, kNvfp4 = 2 };
 
+// Chunks of 16 bytes per lane in lean_kernel: a whole tile, of up to four chunks. When the lanes
+// of a tile shared it, each worked out its scale (for NVFP4 a scale and seven thresholds, about
+// 45 instructions); one lane per tile does that once. Its loads, 16 bytes apart, leave sectors
+// half used per instruction but whole across the lane's loads (docs/performance.md, v16).
+template <class T, int TILE, int KIND>
+constexpr int lean_chunks_per_lane() {
+  constexpr int V = 16 / static_cast<int>(sizeof(T));
+  return KIND == kUnscaled ? 1 : TILE / V < 4 ? TILE / V : 4;
+}
+
 // F is the data grid's compile-time copy (kE2M1FNUZ for NVFP4).
 template <class T, int TILE, int F, int KIND>
 __global__ void __launch_bounds__(256)
@@ -184,15 +224,17 @@ __global__ void __launch_bounds__(256)
   kp.data = kp.data_codes = static_format(F);
   using R = Raw<T>;
   constexpr int V = R::V;
-  constexpr int L = TILE / V;
-  constexpr int U = kLeanRounds;
+  constexpr int P = lean_chunks_per_lane<T, TILE, KIND>();
+  constexpr int L = TILE / (V * P);
+  constexpr int U = kLeanRounds / P < 1 ? 1 : kLeanRounds / P;  // same bytes in flight
   constexpr int CB = F == kBF16 ? 2 : 1;
   constexpr bool kPair = KIND != kNvfp4 && (F == kE4M3FN || F == kE5M2);
   // One multiply scales exactly when 2^-shift is a normal float. The host passes scales with a
   // bias of at most 127, so shift >= -127; the exponent chosen is at most float's top binade
   // plus one, so shift <= 128 - emax.
   constexpr bool kOneMul = static_format(F).emax >= 2;
-  static_assert(L >= 1 && L <= 32 && (32 % L) == 0, "lanes per tile must divide a warp");
+  static_assert(L >= 1 && L <= 32 && (32 % L) == 0 && L * V * P == TILE,
+                "lanes per tile must divide a warp");
   static_assert(KIND != kUnscaled || L == 1, "an unscaled cast has no tiles");
   static_assert(KIND != kNvfp4 || F == kE2M1FNUZ, "NVFP4 data is e2m1");
   // bfloat16 input coded two values at a time (bf16_pairs.cuh): MXFP4 and NVFP4, which were
@@ -218,11 +260,13 @@ __global__ void __launch_bounds__(256)
   unsigned clipped = 0, nonfinite = 0;
   uint8_t* scale_bytes = static_cast<uint8_t*>(o.scale);
   const bool plain_binade = binade_only(kp.data, kp.scale_mode);
-  lean_rounds<U>(x, total, [&](const uint32_t(&raw)[4], int64_t c) {
-    const uint32_t lane_bits = R::absmax_bits(raw);
+  lean_rounds<U, P>(x, total, [&](const uint32_t(&raw)[P][4], int64_t c) {
+    uint32_t lane_bits = R::absmax_bits(raw[0]);
+#pragma unroll
+    for (int p = 1; p < P; ++p) lane_bits = max(lane_bits, R::absmax_bits(raw[p]));
     const uint32_t bits = tile_max_bits<L>(lane_bits);
     if (c >= total) return;
-    const int64_t e0 = c * V;
+    const int64_t e0 = c * (V * P);
     const float am = __uint_as_float(bits);
     const bool nan_tile = KIND != kUnscaled && bits >= 0x7F800000u;
     bool zero_scale = false;  // NVFP4 tile below the e4m3 range: sign-only codes
@@ -274,68 +318,87 @@ __global__ void __launch_bounds__(256)
       else
         return lean_code<F>(scaled(v), kp, cl);
     };
-    LaneCodes<V, CB> out;
+    using Codes = LaneCodes<V, CB>;
+    Codes out[P];
     if (nan_tile) {  // a NaN / Inf in the tile: every code 0, the scale says NaN
 #pragma unroll
-      for (int k = 0; k < V; ++k)
-        nonfinite += (__float_as_uint(R::value(raw, k)) & 0x7FFFFFFFu) >= 0x7F800000u;
+      for (int p = 0; p < P; ++p) {
 #pragma unroll
-      for (int q = 0; q < LaneCodes<V, CB>::NW; ++q) out.w[q] = 0;
+        for (int k = 0; k < V; ++k)
+          nonfinite += (__float_as_uint(R::value(raw[p], k)) & 0x7FFFFFFFu) >= 0x7F800000u;
+#pragma unroll
+        for (int q = 0; q < Codes::NW; ++q) out[p].w[q] = 0;
+      }
     } else if (zero_scale) {
-      uint32_t code[V];
 #pragma unroll
-      for (int k = 0; k < V; ++k) code[k] = code_e2m1_zero_scale(R::value(raw, k), false);
-      out.pack(code, o.pack4);
+      for (int p = 0; p < P; ++p) {
+        uint32_t code[V];
+#pragma unroll
+        for (int k = 0; k < V; ++k) code[k] = code_e2m1_zero_scale(R::value(raw[p], k), false);
+        out[p].pack(code, o.pack4);
+      }
     } else if (KIND == kUnscaled && lane_bits >= 0x7F800000u) {  // NaN / Inf: the shared path
       const GroupScale gs{};
-      uint32_t code[V];
 #pragma unroll
-      for (int k = 0; k < V; ++k) {
-        const float xv = R::value(raw, k);
-        bool cl = false;
-        if (!(xv - xv == 0.0f)) {
-          ++nonfinite;
-          unsigned long long c2 = 0;
-          code[k] = element_out(kp, gs, xv, 0, e0 + k, o, c2);
-          clipped += static_cast<unsigned>(c2);
-          continue;
+      for (int p = 0; p < P; ++p) {
+        uint32_t code[V];
+#pragma unroll
+        for (int k = 0; k < V; ++k) {
+          const float xv = R::value(raw[p], k);
+          bool cl = false;
+          if (!(xv - xv == 0.0f)) {
+            ++nonfinite;
+            unsigned long long c2 = 0;
+            code[k] = element_out(kp, gs, xv, 0, e0 + p * V + k, o, c2);
+            clipped += static_cast<unsigned>(c2);
+            continue;
+          }
+          code[k] = code_of(xv, cl);
+          clipped += cl ? 1 : 0;
         }
-        code[k] = code_of(xv, cl);
-        clipped += cl ? 1 : 0;
+        out[p].pack(code, o.pack4);
       }
-      out.pack(code, o.pack4);
     } else {
       if constexpr (kPair) {
         constexpr __nv_fp8_interpretation_t kind = F == kE4M3FN ? __NV_E4M3 : __NV_E5M2;
-        auto y = [&](int k) { return scaled(R::value(raw, k)); };
 #pragma unroll
-        for (int q = 0; q < V / 4; ++q)
-          out.w[q] = fp8x4<kind>(y(4 * q), y(4 * q + 1), y(4 * q + 2), y(4 * q + 3));
+        for (int p = 0; p < P; ++p) {
+          auto y = [&](int k) { return scaled(R::value(raw[p], k)); };
+#pragma unroll
+          for (int q = 0; q < V / 4; ++q)
+            out[p].w[q] = fp8x4<kind>(y(4 * q), y(4 * q + 1), y(4 * q + 2), y(4 * q + 3));
+        }
       } else if (pairs) {
         if constexpr (kLines || kThrPairs) {
           E2m1ThresholdsX2 thr2{};
           if constexpr (kThrPairs) thr2 = bf16_pairs(thr);
-          uint32_t mag[4];
-#pragma unroll
-          for (int q = 0; q < 4; ++q) {
-            const uint32_t a2 = raw[q] & 0x7FFF7FFFu;
-            if constexpr (kLines)
-              mag[q] = lines.magnitudes(a2);
-            else
-              mag[q] = e2m1_magnitudes_thr(a2, thr2);
-          }
           constexpr int kSignBit = static_format(F).ebits + static_format(F).mbits;
-          out.set_bytes(code_bytes<kSignBit>(mag[0], mag[1], raw[0], raw[1]),
-                        code_bytes<kSignBit>(mag[2], mag[3], raw[2], raw[3]), o.pack4);
+#pragma unroll
+          for (int p = 0; p < P; ++p) {
+            uint32_t mag[4];
+#pragma unroll
+            for (int q = 0; q < 4; ++q) {
+              const uint32_t a2 = raw[p][q] & 0x7FFF7FFFu;
+              if constexpr (kLines)
+                mag[q] = lines.magnitudes(a2);
+              else
+                mag[q] = e2m1_magnitudes_thr(a2, thr2);
+            }
+            out[p].set_bytes(code_bytes<kSignBit>(mag[0], mag[1], raw[p][0], raw[p][1]),
+                             code_bytes<kSignBit>(mag[2], mag[3], raw[p][2], raw[p][3]), o.pack4);
+          }
         }
       } else {
-        uint32_t code[V];
 #pragma unroll
-        for (int k = 0; k < V; ++k) {
-          bool cl = false;
-          code[k] = code_of(R::value(raw, k), cl);
+        for (int p = 0; p < P; ++p) {
+          uint32_t code[V];
+#pragma unroll
+          for (int k = 0; k < V; ++k) {
+            bool cl = false;
+            code[k] = code_of(R::value(raw[p], k), cl);
+          }
+          out[p].pack(code, o.pack4);
         }
-        out.pack(code, o.pack4);
       }
       // Whether the lane's largest magnitude clips, as the code functions decide it.
       bool lane_clips = false;
@@ -354,24 +417,27 @@ __global__ void __launch_bounds__(256)
         static_assert(2 * static_format(kClipGrid).maxr + 1 < 256, "clip point not a bfloat16");
         const uint32_t tb = __float_as_uint(kClip.at) + (static_cast<uint32_t>(shift) << 23);
         const int te = static_cast<int>(__float_as_uint(kClip.at) >> 23) + shift;
-        if (KIND == kExponent && V == 8 && te >= 1 && te <= 254) {
-          const uint32_t t16 = (tb >> 16) + (kClip.strict ? 1u : 0u);
-          const uint32_t t2 = t16 | (t16 << 16);
-          uint32_t f = 0;
 #pragma unroll
-          for (int q = 0; q < 4; ++q) f |= (((raw[q] | 0x80008000u) - t2) & 0x80008000u) >> q;
-          clipped += __popc(f);
-        } else {
+        for (int p = 0; p < P; ++p) {
+          if (KIND == kExponent && V == 8 && te >= 1 && te <= 254) {
+            const uint32_t t16 = (tb >> 16) + (kClip.strict ? 1u : 0u);
+            const uint32_t t2 = t16 | (t16 << 16);
+            uint32_t f = 0;
 #pragma unroll
-          for (int k = 0; k < V; ++k) {
-            bool cl = false;
-            code_of(R::value(raw, k), cl);
-            clipped += cl ? 1 : 0;
+            for (int q = 0; q < 4; ++q) f |= (((raw[p][q] | 0x80008000u) - t2) & 0x80008000u) >> q;
+            clipped += __popc(f);
+          } else {
+#pragma unroll
+            for (int k = 0; k < V; ++k) {
+              bool cl = false;
+              code_of(R::value(raw[p], k), cl);
+              clipped += cl ? 1 : 0;
+            }
           }
         }
       }
     }
-    out.store(o.codes, e0, o.pack4);
+    store_codes(out, o.codes, e0, o.pack4);
   });
   add_counts(s, clipped, nonfinite, 0);
 }

@@ -131,7 +131,8 @@ __global__ void __launch_bounds__(256) tcfp_lean_kernel(const T* __restrict__ x,
   unsigned clipped = 0, nonfinite = 0;
   // Blocks never straddle the end (L divides 32 and the count of chunks), so the lanes past it
   // hold whole blocks of zeros: they take part in the shuffles and store nothing.
-  lean_rounds<U>(x, total, [&](const uint32_t(&raw)[4], int64_t c) {
+  lean_rounds<U>(x, total, [&](const uint32_t(&chunk)[1][4], int64_t c) {
+    const uint32_t(&raw)[4] = chunk[0];
     const bool live = c < total;
     float v[V];
 #pragma unroll
