@@ -385,9 +385,9 @@ TEST(GpuCast, Bfloat16PairCodesEqualFloatCodesExhaustively) {
   uint64_t bad = 0, checked = 0;
   EXPECT_EQ(gpu::detail::verify_bf16_pair_codes(seed, &bad, &checked), 0u)
       << "first mismatch at work item " << bad << " (seed " << seed << ")";
-  // Per bfloat16 pair: the 252 shifts each of e2m1's and e2m3's lines take (2^-shift times their
-  // multipliers normal), and 126 e4m3 tile scales under 14 tensor scales.
-  EXPECT_EQ(checked, uint64_t{65536} * (252 + 252 + 126 * 14));
+  // Per bfloat16 pair: the 252 shifts each of e2m1's, e2m3's and int8's lines take (2^-shift
+  // times their multipliers normal), and 126 e4m3 tile scales under 14 tensor scales.
+  EXPECT_EQ(checked, uint64_t{65536} * (252 + 252 + 252 + 126 * 14));
 }
 
 // The hot MX / NVFP4 grids reach the kernels' compile-time code functions (a mismatch in any

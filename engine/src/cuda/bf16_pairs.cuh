@@ -1,12 +1,14 @@
 // Codes of bfloat16 input two values at a time. A 32-bit word of the input holds two bfloat16,
 // and Hopper's packed bfloat16 instructions (fma.rn.bf16x2, min.bf16x2, set.gt.bf16x2) work on
 // both halves at once, where the float code functions unpack every value and spend a dozen
-// instructions on it. The lean kernel is issue-bound from bfloat16 for MXFP4 and NVFP4, so the
-// instructions per value are what holds those casts below the memory bound.
+// instructions on it. The lean kernel is issue-bound from bfloat16 for MXFP4, NVFP4 and int8 under
+// an exponent scale, so the instructions per value are what holds those casts below the memory
+// bound.
 //
-// Both code paths here end in a bfloat16 128 + m per half, m the code's magnitude: 128 = 2^7 is
+// Every code path here ends in a bfloat16 128 + m per half, m the code's magnitude: 128 = 2^7 is
 // where bfloat16's spacing is 1, its bits are 0x4300 + m for m < 128, so bytes 0 and 2 of the
-// word are the two magnitudes. code_bytes adds the signs and puts codes in element order.
+// word are the two magnitudes. code_bytes (sign and magnitude) or Int8LinesX2::codes (two's
+// complement) adds the signs and puts codes in element order.
 // GpuCast.Bfloat16PairCodesEqualFloatCodesExhaustively checks both paths against the float code
 // functions on every finite bfloat16, in either half of a word.
 #pragma once
@@ -90,6 +92,35 @@ struct OcpLinesX2 {
       c = min_bf16x2(c, fma_bf16x2(abs2, mul[r],
                                    both_halves(kMagic16 + (static_cast<uint32_t>(r) << kF.mbits))));
     return c;
+  }
+  __device__ __forceinline__ static uint32_t codes(uint32_t m0, uint32_t m1, uint32_t r0,
+                                                   uint32_t r1) {
+    return code_bytes<kF.ebits + kF.mbits>(m0, m1, r0, r1);
+  }
+};
+
+// MX's int8 (code_int8q6: RNE(64 x / 2^shift), saturating at +-127) for bfloat16 pairs under an
+// exponent scale: one line, |x| * 2^(6 - shift) + 128, rounded once by fma.rn.bf16x2 to 128 +
+// RNE(64 |x| / 2^shift) (128 is even, so ties go to the even magnitude), then clamped to 255.
+// set() as OcpLinesX2's: the multiplier must be a normal bfloat16.
+struct Int8LinesX2 {
+  uint32_t mul;
+  __device__ __forceinline__ bool set(int shift) {
+    const int e = 6 - shift;
+    mul = both_halves(static_cast<uint32_t>(e + 127) << 7);
+    return e <= 127 && e >= -126;
+  }
+  __device__ __forceinline__ uint32_t magnitudes(uint32_t abs2) const {
+    return min_bf16x2(fma_bf16x2(abs2, mul, both_halves(kMagic16)), both_halves(kMagic16 + 127u));
+  }
+  // Four codes, two's complement bytes in element order, from the magnitudes of two words and
+  // the two input words. 0x4400 - (0x4300 + m) = 256 - m, whose low byte is -m's (0 for m = 0).
+  __device__ __forceinline__ static uint32_t codes(uint32_t m0, uint32_t m1, uint32_t r0,
+                                                   uint32_t r1) {
+    constexpr uint32_t k256 = both_halves(kMagic16 + 0x100u);
+    const uint32_t mag = prmt(m0, m1, 0x6420u), neg = prmt(k256 - m0, k256 - m1, 0x6420u);
+    const uint32_t sign = prmt(r0, r1, 0xFDB9u);
+    return (mag & ~sign) | (neg & sign);
   }
 };
 

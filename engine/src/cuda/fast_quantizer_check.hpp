@@ -24,8 +24,8 @@ int static_grid(const scalar::Format& f);
 // checked the number of inputs compared.
 uint64_t verify_bf16_codes(uint32_t* first_bad, uint64_t* checked);
 // Checks the lean kernel's two-at-a-time bfloat16 codes (bf16_pairs.cuh) on every finite bfloat16
-// in either half of a word (the other half holds a different pattern): the e2m1 and e2m3 lines
-// against scalar::quantize for shifts -130..130 (those the lines take), and NVFP4's packed
+// in either half of a word (the other half holds a different pattern): the e2m1, e2m3 and int8
+// lines against scalar::quantize for shifts -130..130 (those the lines take), and NVFP4's packed
 // thresholds against the float threshold codes for every positive e4m3 tile scale under 14 tensor
 // scales (float's subnormal edge to 2^100, significands from seed). Returns the number of
 // mismatches; first_bad receives one's work index, checked the number of comparisons.

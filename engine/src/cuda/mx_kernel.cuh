@@ -237,12 +237,14 @@ __global__ void __launch_bounds__(256)
                 "lanes per tile must divide a warp");
   static_assert(KIND != kUnscaled || L == 1, "an unscaled cast has no tiles");
   static_assert(KIND != kNvfp4 || F == kE2M1FNUZ, "NVFP4 data is e2m1");
-  // bfloat16 input coded two values at a time (bf16_pairs.cuh): MXFP4 and NVFP4, which were
-  // issue-bound. MXFP6's e2m3 has lines too, but its casts wait on memory more than on issue and
-  // ran 1% slower with them (docs/performance.md, v15).
-  constexpr bool kLines = KIND == kExponent && V == 8 && F == kE2M1FNUZ;
+  // bfloat16 input coded two values at a time (bf16_pairs.cuh): MXFP4, MX int8 and NVFP4, which
+  // were issue-bound. MXFP6's e2m3 has lines too, but its casts wait on memory more than on issue
+  // and ran 1% slower with them (docs/performance.md, v15).
+  constexpr bool kLines = KIND == kExponent && V == 8 && (F == kE2M1FNUZ || F == kInt8Fixed);
   constexpr bool kThrPairs = KIND == kNvfp4 && V == 8;
-  using Lines = std::conditional_t<kLines, OcpLinesX2<kLines ? F : kE2M1FNUZ>, char>;
+  using Lines = std::conditional_t<
+      !kLines, char,
+      std::conditional_t<F == kInt8Fixed, Int8LinesX2, OcpLinesX2<F == kE2M1FNUZ ? F : kE2M1FNUZ>>>;
   // NVFP4 as fast_kernel's MODE 3 takes it: a positive float tensor scale t with RN(1 / (t *
   // data_max)) normal in float. Any other tensor scale (NaN, extreme) is left to fast_kernel,
   // which the host launches after this kernel for the same cast.
@@ -384,8 +386,13 @@ __global__ void __launch_bounds__(256)
               else
                 mag[q] = e2m1_magnitudes_thr(a2, thr2);
             }
-            out[p].set_bytes(code_bytes<kSignBit>(mag[0], mag[1], raw[p][0], raw[p][1]),
-                             code_bytes<kSignBit>(mag[2], mag[3], raw[p][2], raw[p][3]), o.pack4);
+            auto codes4 = [&](int q) {
+              if constexpr (kLines)
+                return Lines::codes(mag[q], mag[q + 1], raw[p][q], raw[p][q + 1]);
+              else
+                return code_bytes<kSignBit>(mag[q], mag[q + 1], raw[p][q], raw[p][q + 1]);
+            };
+            out[p].set_bytes(codes4(0), codes4(2), o.pack4);
           }
         }
       } else {

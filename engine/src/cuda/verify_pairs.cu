@@ -1,6 +1,7 @@
 // The device check of the two-at-a-time bfloat16 code paths (bf16_pairs.cuh) on every finite
-// bfloat16 input: MX lines against the shared quantizer for every exponent scale they take,
-// NVFP4's packed thresholds against the float threshold codes for every e4m3 tile scale.
+// bfloat16 input: MX lines (e2m1, e2m3, int8) against the shared quantizer for every exponent
+// scale they take, NVFP4's packed thresholds against the float threshold codes for every e4m3
+// tile scale.
 #include "cuda/bf16_pairs.cuh"
 #include "cuda/cuda_common.hpp"
 #include "cuda/cuda_internal.hpp"
@@ -21,13 +22,14 @@ __device__ __forceinline__ uint32_t pair_codes(uint32_t mag, uint32_t r) {
   constexpr int kSignBit = static_format(F).ebits + static_format(F).mbits;
   return code_bytes<kSignBit>(mag, mag, r, r) & 0xFFFFu;
 }
-// x / 2^shift's code, as the shared quantizer gives it, for each half.
-template <int F>
+// x / 2^shift's code, as the shared quantizer gives it on grid F, for each half.
+template <class Lines, int F>
 __device__ bool lines_agree(uint32_t r, int shift, unsigned long long& seen) {
-  OcpLinesX2<F> lines;
+  Lines lines;
   if (!lines.set(shift)) return true;
   ++seen;
-  const uint32_t got = pair_codes<F>(lines.magnitudes(r & 0x7FFF7FFFu), r);
+  const uint32_t mag = lines.magnitudes(r & 0x7FFF7FFFu);
+  const uint32_t got = Lines::codes(mag, mag, r, r) & 0xFFFFu;
   const scalar::Format f = static_format(F);
   const double s = scalar::pow2(-shift);
   uint32_t want = 0;
@@ -66,7 +68,9 @@ __global__ void verify_pairs_kernel(uint64_t seed, unsigned long long* bad,
     bool ok = true;
     if (i < kLinesWork) {
       const int shift = kShiftLo + static_cast<int>(i >> 16);
-      ok = lines_agree<kE2M1FNUZ>(r, shift, seen) && lines_agree<kE2M3FNUZ>(r, shift, seen);
+      ok = lines_agree<OcpLinesX2<kE2M1FNUZ>, kE2M1FNUZ>(r, shift, seen) &&
+           lines_agree<OcpLinesX2<kE2M3FNUZ>, kE2M3FNUZ>(r, shift, seen) &&
+           lines_agree<Int8LinesX2, kInt8Fixed>(r, shift, seen);
     } else {
       const uint64_t j = (i - kLinesWork) >> 16;
       const uint32_t s_code = 1 + static_cast<uint32_t>(j % 126);
