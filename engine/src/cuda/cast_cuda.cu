@@ -504,8 +504,7 @@ __device__ __forceinline__ uint32_t slow_code(double y, const scalar::Format& f,
 __device__ bool nvfp4_paths_agree(double y, const scalar::Format& f, uint64_t seed, uint64_t i) {
   const uint32_t r1 = scalar::random_bits(seed ^ 0x27d4eb2fu, i),
                  r2 = scalar::random_bits(seed ^ 0x165667b1u, i);
-  const float s = __half2float(__half(__nv_cvt_fp8_to_halfraw(
-      static_cast<__nv_fp8_storage_t>(1 + (r1 & 0x7F) % 126), __NV_E4M3)));  // 2^-9 .. 448
+  const float s = e4m3_value(1 + (r1 & 0x7F) % 126);  // 2^-9 .. 448
   uint32_t tb =
       (static_cast<uint32_t>(static_cast<int>((r2 >> 23) % 200) + 27) << 23) | (r2 & 0x7FFFFFu);
   if (r1 & 0x100) tb &= ~((1u << ((r1 >> 9) % 24)) - 1);

@@ -488,6 +488,12 @@ __device__ __forceinline__ uint32_t code_e2m1fnuz_div(float x, double d, float i
   return scalar::encode(q, f);
 }
 
+// The value of an e4m3fn code, by the hardware conversion (through half, which holds it exactly).
+__device__ __forceinline__ float e4m3_value(uint32_t code) {
+  return __half2float(
+      __half(__nv_cvt_fp8_to_halfraw(static_cast<__nv_fp8_storage_t>(code), __NV_E4M3)));
+}
+
 // choose_scale of an e4m3 scale without zero point (NVFP4's) from the float absmax: raw = absmax *
 // RN(1 / (t * data_max)) in float is within 2^-22 (relative) of the shared double expression, so
 // the hardware e4m3 conversion of it rounds alike unless raw lies within 2^-16 of a quantum from a
@@ -510,8 +516,7 @@ __device__ __forceinline__ castscope::detail::GroupScale choose_e4m3_scale_f32(
   castscope::detail::GroupScale g;
   g.t = kp.tensor_scale;
   g.scale_code = code;
-  const __half_raw hr = __nv_cvt_fp8_to_halfraw(static_cast<__nv_fp8_storage_t>(code), __NV_E4M3);
-  g.s = static_cast<double>(__half2float(__half(hr)));
+  g.s = static_cast<double>(e4m3_value(code));
   return g;
 }
 

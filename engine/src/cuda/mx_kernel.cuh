@@ -305,8 +305,7 @@ __global__ void __launch_bounds__(256)
       });
       if (lane % L == 0) scale_bytes[static_cast<uint64_t>(c) / L] = gs.scale_code;
       // gs.s as a float, decoded from the code (gs.s is its double): no double conversions.
-      const float sf = __half2float(__half(
-          __nv_cvt_fp8_to_halfraw(static_cast<__nv_fp8_storage_t>(gs.scale_code), __NV_E4M3)));
+      const float sf = e4m3_value(gs.scale_code);
       zero_scale = !gs.nan && sf == 0.0f;
       thr = e2m1_thresholds(sf, tf);
       pairs = kThrPairs;

@@ -116,10 +116,8 @@ __global__ void __launch_bounds__(kTcfpThreads)
         mc = code_e4m3fn(static_cast<float>(xs) * pow2f(h1) * pow2f(-sh - h1), cl);
         clipped += on && cl ? 1 : 0;
         if (bp.variant != tcb::Variant::T8) {
-          const __half_raw hr =
-              __nv_cvt_fp8_to_halfraw(static_cast<__nv_fp8_storage_t>(mc), __NV_E4M3);
-          const double resid = static_cast<double>(xv) -
-                               static_cast<double>(__half2float(__half(hr))) * scalar::pow2(sh);
+          const double resid =
+              static_cast<double>(xv) - static_cast<double>(e4m3_value(mc)) * scalar::pow2(sh);
           const double rmax = warp_max(on ? fabs(resid) : 0.0);
           rsc = tcb::block_scale_code(rmax, bp.residual, bp.e8m0);
           const float yr = static_cast<float>(resid * scalar::pow2(-tcb::shift_of(rsc, bp.e8m0)));

@@ -75,9 +75,7 @@ __global__ void verify_pairs_kernel(uint64_t seed, unsigned long long* bad,
       const uint64_t j = (i - kLinesWork) >> 16;
       const uint32_t s_code = 1 + static_cast<uint32_t>(j % 126);
       const float t = tensor_scale(static_cast<int>(j / 126), seed);
-      const __half_raw hr =
-          __nv_cvt_fp8_to_halfraw(static_cast<__nv_fp8_storage_t>(s_code), __NV_E4M3);
-      const E2m1Thresholds thr = e2m1_thresholds(__half2float(__half(hr)), t);
+      const E2m1Thresholds thr = e2m1_thresholds(e4m3_value(s_code), t);
       const uint32_t got =
           pair_codes<kE2M1FNUZ>(e2m1_magnitudes_thr(r & 0x7FFF7FFFu, bf16_pairs(thr)), r);
       uint32_t want = 0;
