@@ -94,9 +94,13 @@ TEST(GpuCast, LeanKernelsEqualCpuFromFloat32AndBfloat16) {
   const uint64_t seed = run_seed();
   uint64_t k = 100;
   int lean = 0;
-  for (const char* name : {"mxfp8e4", "mxfp8e5", "mxfp6e2", "mxfp6e3", "mxfp4e2", "mxint8", "bfp16",
-                           "e4m3fn_e8m0_t16", "e2m1fnuz_e8m0_t8", "nvfp4", "float8_e4m3fn",
-                           "float8_e5m2", "bfloat16", "tcfp8", "tcfp12", "tcfp16"}) {
+  // Tiles of 8, 16 and 32: one, two or four 16-byte chunks per lane from bfloat16 (two, four and
+  // four from float32, the last with two lanes a tile).
+  for (const char* name :
+       {"mxfp8e4", "mxfp8e5", "mxfp6e2", "mxfp6e3", "mxfp4e2", "mxint8", "bfp16", "e4m3fn_e8m0_t16",
+        "e2m1fnuz_e8m0_t8", "int8_e8m0_t16", "nvfp4", "e2m1fnuz_e4m3fn_float32_t8",
+        "e2m1fnuz_e4m3fn_float32_t32", "float8_e4m3fn", "float8_e5m2", "bfloat16", "tcfp8",
+        "tcfp12", "tcfp16"}) {
     const DataType d = DataType::parse(name);
     for (const Shape& shape : {Shape{37, 96}, Shape{136, 160}})
       for (ScaleMode sm : kScaleModes) {
