@@ -102,6 +102,8 @@ TEST(GpuCast, LeanKernelsEqualCpuFromFloat32AndBfloat16) {
         "e2m1fnuz_e4m3fn_float32_t32", "float8_e4m3fn", "float8_e5m2", "bfloat16", "tcfp8",
         "tcfp12", "tcfp16"}) {
     const DataType d = DataType::parse(name);
+    const std::string kernel = d.family() != Family::Standard ? "tcfp-lean" : "lean";
+    int on_lean[2] = {0, 0};  // casts of this datatype that ran it, from float32 / bfloat16
     for (const Shape& shape : {Shape{37, 96}, Shape{136, 160}})
       for (ScaleMode sm : kScaleModes) {
         if (!(d.scaled() && d.number().is_float()) && sm != ScaleMode::Floor) continue;
@@ -118,11 +120,17 @@ TEST(GpuCast, LeanKernelsEqualCpuFromFloat32AndBfloat16) {
                   << name << " input " << dtype_name(x.dtype()) << " " << shape_str(shape)
                   << " scale " << to_string(sm) << " mode " << to_string(m) << " overflow "
                   << to_string(ov) << " (seed " << seed << ", input seed " << seed + k << ")";
-              lean += gpu::detail::cast_kernel(x, d, o) == "lean";
+              const bool ran = gpu::detail::cast_kernel(x, d, o) == kernel;
+              lean += ran;
+              on_lean[x.dtype() == DType::BF16] += ran;
             }
       }
+    // Each datatype reaches its lean kernel from both inputs: one that fell off the path would
+    // still be bit-exact, so only this says the layouts above were exercised.
+    EXPECT_GT(on_lean[0], 0) << name << " from float32 never ran " << kernel;
+    EXPECT_GT(on_lean[1], 0) << name << " from bfloat16 never ran " << kernel;
   }
-  EXPECT_GE(lean, 400) << "casts that ran lean_kernel";
+  EXPECT_GE(lean, 400) << "casts that ran lean_kernel or tcfp-lean";
 }
 
 TEST(GpuCast, LeanKernelsEqualCpuOverSeveralGridStrideRounds) {
