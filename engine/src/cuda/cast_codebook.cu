@@ -386,7 +386,10 @@ __global__ void __launch_bounds__(128, 5)
               for (int m = 0; m < W; ++m) {
                 const double mag = SCALED ? static_cast<double>(__uint_as_float(w[m]))
                                           : __hiloint2double(static_cast<int>(w[m]), 0);
-                const double d = SCALED ? __dadd_rn(mag, -as) : __dadd_rn(__dmul_rn(mag, up), -a);
+                // mag * up is exact (a magnitude of at most 5 significant bits, checked with the
+                // tables, times a scale of at most 48, checked at launch), so one rounding of
+                // mag * up - a is encode_sub's rounded difference.
+                const double d = SCALED ? __dadd_rn(mag, -as) : __fma_rn(mag, up, -a);
                 sse[m] = __dadd_rn(sse[m], __dmul_rn(d, d));
               }
             }
@@ -496,7 +499,9 @@ CodebookRunner::CodebookRunner(const DeviceTensor& xin, const DataType& dtype,
     s.float_sums = s.float_sums && (m == 0 || (m >= 0x1p-100 && m <= 0x1p30));
   const int tile = s.layout.tile;
   const bool pow2_tile = tile >= 4 && tile <= 128 && (tile & (tile - 1)) == 0;
-  if (s.lut.ok && pow2_tile && p.C % tile == 0) {
+  // The tables' double sums fuse a magnitude's product with the scale, exact for scales of at
+  // most 48 bits (codebook_lut_kernel); wider ones take encode_sub itself.
+  if (s.lut.ok && pow2_tile && p.C % tile == 0 && p.scale.bits <= 48) {
     while ((1 << s.tile_shift) < tile) ++s.tile_shift;
     copy_table(s.thr, DType::F64, s.lut.thr);
     copy_table(s.bucket, DType::U8, s.lut.bucket);
