@@ -11,7 +11,8 @@
 // - the clipped and non-finite counts are taken only in lanes that can have any: clipping is
 //   monotone in the magnitude, so a lane clips an element exactly when its largest one clips;
 // - e4m3fn / e5m2 codes are converted two at a time (cvt ... e4m3x2.f32), and from bfloat16 the
-//   e2m1 codes of MXFP4 and NVFP4 too, with packed bfloat16 arithmetic (bf16_pairs.cuh);
+//   e2m1 codes of MXFP4 and NVFP4 and MX's int8 codes too, with packed bfloat16 arithmetic
+//   (bf16_pairs.cuh);
 // - a lane takes a whole tile of up to four 16-byte chunks, so that the tile's scale is worked out
 //   once, not in every lane of the tile (lean_chunks_per_lane);
 // - four 16-byte loads are in flight per thread.
