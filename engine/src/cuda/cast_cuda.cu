@@ -310,34 +310,33 @@ struct CastRunner::Impl {
           if (lean || lean_nv) path = "lean";
           auto go = [&](auto tile) {
             constexpr int TL = decltype(tile)::value;
-            auto tiles = [&](auto kernel) {
-              constexpr int P = lean_chunks_per_lane<T, TL, kExponent>();
-              kernel<<<lean_grid(kernel, chunks / P), 256, 0, st>>>(xp, ntiles, kp, sc(), o);
+            // lean_kernel's grid counts lanes, each taking per_lane of the 16-byte chunks.
+            auto tiles = [&](auto kernel, int per_lane) {
+              kernel<<<lean_grid(kernel, chunks / per_lane), 256, 0, st>>>(xp, ntiles, kp, sc(), o);
             };
+            constexpr int mx = lean_chunks_per_lane<T, TL, kExponent>();
             if (mode == 0)
               fast_kernel<T, TL, 0, kRuntime>
                   <<<grid, 256, 0, st>>>(xp, ntiles, kp, sc(), o, fast_scale);
             else if (lean && fid == kE4M3FN)
-              tiles(lean_kernel<T, TL, kE4M3FN, kExponent>);
+              tiles(lean_kernel<T, TL, kE4M3FN, kExponent>, mx);
             else if (lean && fid == kE2M3FNUZ)
-              tiles(lean_kernel<T, TL, kE2M3FNUZ, kExponent>);
+              tiles(lean_kernel<T, TL, kE2M3FNUZ, kExponent>, mx);
             else if (lean && fid == kE3M2FNUZ)
-              tiles(lean_kernel<T, TL, kE3M2FNUZ, kExponent>);
+              tiles(lean_kernel<T, TL, kE3M2FNUZ, kExponent>, mx);
             else if (lean && fid == kE5M2)
-              tiles(lean_kernel<T, TL, kE5M2, kExponent>);
+              tiles(lean_kernel<T, TL, kE5M2, kExponent>, mx);
             else if (lean && fid == kE2M1FNUZ)
-              tiles(lean_kernel<T, TL, kE2M1FNUZ, kExponent>);
+              tiles(lean_kernel<T, TL, kE2M1FNUZ, kExponent>, mx);
             else if (lean && fid == kInt8Fixed)
-              tiles(lean_kernel<T, TL, kInt8Fixed, kExponent>);
+              tiles(lean_kernel<T, TL, kInt8Fixed, kExponent>, mx);
             else if (mode == 1)
               fast_kernel<T, TL, 1, kRuntime>
                   <<<grid, 256, 0, st>>>(xp, ntiles, kp, sc(), o, fast_scale);
             else if (lean_nv) {
               // lean_kernel takes the tensor scales NVFP4's float path fits, on the device (no
               // host synchronisation), and fast_kernel the others.
-              constexpr int P = lean_chunks_per_lane<T, TL, kNvfp4>();
-              auto nv = lean_kernel<T, TL, kE2M1FNUZ, kNvfp4>;
-              nv<<<lean_grid(nv, chunks / P), 256, 0, st>>>(xp, ntiles, kp, sc(), o);
+              tiles(lean_kernel<T, TL, kE2M1FNUZ, kNvfp4>, lean_chunks_per_lane<T, TL, kNvfp4>());
               fast_kernel<T, TL, 3, kE2M1FNUZ>
                   <<<grid, 256, 0, st>>>(xp, ntiles, kp, sc(), o, fast_scale, true);
             } else if (mode == 3)

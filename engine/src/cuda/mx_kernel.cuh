@@ -227,7 +227,8 @@ __global__ void __launch_bounds__(256)
   constexpr int V = R::V;
   constexpr int P = lean_chunks_per_lane<T, TILE, KIND>();
   constexpr int L = TILE / (V * P);
-  constexpr int U = kLeanRounds / P < 1 ? 1 : kLeanRounds / P;  // same bytes in flight
+  constexpr int U = kLeanRounds / P;  // the same bytes in flight for every P
+  static_assert(kLeanRounds % P == 0, "chunks per lane divide the loads in flight");
   constexpr int CB = F == kBF16 ? 2 : 1;
   constexpr bool kPair = KIND != kNvfp4 && (F == kE4M3FN || F == kE5M2);
   // One multiply scales exactly when 2^-shift is a normal float. The host passes scales with a
