@@ -51,6 +51,14 @@ void expect_rows_match(const codebook::Layout& l, const char* name, int max_step
       ASSERT_EQ(static_cast<uint64_t>(t.hi16[k * t.row_groups * 8 + m]) << 48,
                 scalar::double_bits(mag[want]))
           << name << " mapping " << m << " a " << a;
+      // The tie masks: bit n of (k, m) exactly when mappings n and m give a the same magnitude.
+      for (int n = 0; n < p.nmaps; ++n) {
+        const double other =
+            p.mags[n * p.half + detail::cb::nearest_slot(p.mags + n * p.half, p.half, a)];
+        const bool eq = scalar::double_bits(other) == scalar::double_bits(mag[want]);
+        ASSERT_EQ(((t.same[k * t.width + m] >> n) & 1) != 0, eq)
+            << name << " mappings " << m << ", " << n << " a " << a;
+      }
     }
   }
 }

@@ -98,39 +98,50 @@ TEST(GpuCodebook, DeviceResultsCarryTheCpuValues) {
     }
 }
 
-// Elements on every midpoint of every mapping and on their float neighbours, in tiles whose first
-// element pins the scale: where one ulp decides the slot, both backends must decide alike.
+// Elements on every midpoint of every mapping times the scale and on their float neighbours, in
+// tiles whose first element pins the scale: where one ulp decides the slot, both backends must
+// decide alike. Float scales with significands other than 1 put the midpoints between the float
+// keys' buckets, where the kernel checks the bucket's ends.
 TEST(GpuCodebook, MidpointsAndTheirNeighboursChooseAlike) {
   CS_REQUIRE_GPU();
-  for (const char* name : {"icb44fi4_e32", "icb44fi4_f32s8", "icb41ie_e2m3fnuz_e8m0_t16s2"}) {
+  for (const char* name :
+       {"icb44fi4_e32", "icb44fi4_f32s8", "icb44fi3_f32s8", "icb41ie_e2m3fnuz_e8m0_t16s2"}) {
     const DataType d = DataType::parse(name);
     const codebook::Layout l = codebook::make_layout({1, 32}, d, {});
     const detail::cb::Lut lut = detail::cb::build_lut(l.params());
     ASSERT_TRUE(lut.ok) << lut.why;
     const int tile = l.tile;
-    std::vector<float> v;
-    for (double th : lut.thr)
-      for (float e : {static_cast<float>(th), std::nextafter(static_cast<float>(th), 0.0f),
-                      std::nextafter(static_cast<float>(th), 1e30f)}) {
-        if (v.size() % tile == 0) v.push_back(static_cast<float>(l.base.kp.data_max));
-        v.push_back(v.size() % 3 ? e : -e);
+    const bool expo = l.base.kp.scale_is_exponent;
+    for (double s : {1.0, 0x1.2p0, 0x1.6p-3, 0x1.ep5, 0x1.4p-9}) {
+      if (expo && s != std::ldexp(1.0, std::ilogb(s))) continue;
+      const float pin = static_cast<float>(l.base.kp.data_max * s);
+      std::vector<float> v;
+      for (double th : lut.thr) {
+        const float at = static_cast<float>(th * s);  // exact: few significant bits
+        for (float e : {at, std::nextafter(at, 0.0f), std::nextafter(at, 1e30f)}) {
+          if (v.size() % tile == 0) v.push_back(pin);
+          v.push_back(v.size() % 3 ? e : -e);
+        }
       }
-    while (v.size() % tile) v.push_back(0.5f);
-    Tensor x = Tensor::empty(DType::F32, {static_cast<int64_t>(v.size() / tile), tile});
-    std::copy(v.begin(), v.end(), x.mutable_ptr<float>());
-    for (CastMode m : {CastMode::Virtual, CastMode::Actual}) {
-      CastOptions o;
-      o.mode = m;
-      ASSERT_EQ(result_diff(cpu_cast(x, d, o), cuda::cast(x, d, o)), "") << name;
+      while (v.size() % tile) v.push_back(pin * 0.25f);
+      Tensor x = Tensor::empty(DType::F32, {static_cast<int64_t>(v.size() / tile), tile});
+      std::copy(v.begin(), v.end(), x.mutable_ptr<float>());
+      for (CastMode m : {CastMode::Virtual, CastMode::Actual}) {
+        CastOptions o;
+        o.mode = m;
+        ASSERT_EQ(result_diff(cpu_cast(x, d, o), cuda::cast(x, d, o)), "")
+            << name << " scale " << s;
+      }
+      EXPECT_EQ(gpu::detail::cast_kernel(x, d, {}), "codebook");
     }
-    EXPECT_EQ(gpu::detail::cast_kernel(x, d, {}), "codebook");
   }
 }
 
-// Tiles of the mappings' own magnitudes (the first element pins the scale), as they are or one
-// float ulp off: many mappings then have equal or nearly equal squared errors, which the float
-// sums of the exponent-scaled kernel cannot order, so the double sums must decide as the CPU does
-// (the lower mapping on an exact tie); float scales, which take the double sums throughout, too.
+// Tiles of the mappings' own magnitudes times the scale (the first element pins it), as they are
+// or one float ulp off: many mappings then have equal or nearly equal squared errors. Exact ties
+// of identical magnitude sequences go to the lower mapping; other near ties the float sums cannot
+// order, so the double sums must decide as the CPU does. Float scales get significands other than
+// 1 (1.125, 1.375, 1.875 times a power of two), exponent scales powers of two.
 TEST(GpuCodebook, MappingsThatTieOrNearlyTieChooseAsTheCpu) {
   CS_REQUIRE_GPU();
   const uint64_t seed = run_seed();
@@ -143,12 +154,15 @@ TEST(GpuCodebook, MappingsThatTieOrNearlyTieChooseAsTheCpu) {
     const int64_t rows = 4096;
     Tensor x = Tensor::empty(DType::F32, {rows, tile});
     float* p = x.mutable_ptr<float>();
+    const double sig[] = {1.0, 1.125, 1.375, 1.875};
     for (int64_t r = 0; r < rows; ++r) {
       const int m = static_cast<int>(rng() % nmaps), nudge = static_cast<int>(rng() % 3);
+      const int e = static_cast<int>(rng() % 9) - 4;
+      const double s = std::ldexp(l.base.kp.scale_is_exponent ? 1.0 : sig[rng() % 4], e);
       for (int i = 0; i < tile; ++i) {
-        float v = static_cast<float>(l.mags[m * half + rng() % half]);
+        float v = static_cast<float>(l.mags[m * half + rng() % half] * s);
         if (nudge && rng() % 4 == 0) v = std::nextafter(v, nudge == 1 ? 0.0f : 1e30f);
-        p[r * tile + i] = i == 0 ? static_cast<float>(l.base.kp.data_max) : rng() & 1 ? v : -v;
+        p[r * tile + i] = i == 0 ? static_cast<float>(l.base.kp.data_max * s) : rng() & 1 ? v : -v;
       }
     }
     for (int dt : {0, 2}) {
@@ -164,7 +178,7 @@ TEST(GpuCodebook, MappingsThatTieOrNearlyTieChooseAsTheCpu) {
 
 // The interval kernel's less common paths against the CPU: tiles so small that their scale puts
 // float subnormals inside the bucket range (those keys go through the double), float-scaled tiles
-// of the same (the double sums' path, for comparison), midpoints with more
+// of the same (their float keys' products), midpoints with more
 // fraction bits than the bucket table resolves (a comparison follows the bucket), tiles of four
 // (chunks that do not end on a 16-byte load) and a last chunk of an odd number of tiles.
 TEST(GpuCodebook, TinyTilesWideMidpointsAndShortChunksMatchTheCpu) {

@@ -132,6 +132,13 @@ Lut build_lut(const Params& p) {
       l.hi16[static_cast<size_t>(k) * l.row_groups * 8 + m] = static_cast<uint16_t>(bits >> 48);
     }
   }
+  l.same.assign(static_cast<size_t>(rows) * l.width, 0);
+  for (int k = 0; k < rows; ++k) {
+    const uint16_t* h = l.hi16.data() + static_cast<size_t>(k) * l.row_groups * 8;
+    for (int m = 0; m < p.nmaps; ++m)
+      for (int n = 0; n < p.nmaps; ++n)
+        if (h[n] == h[m]) l.same[static_cast<size_t>(k) * l.width + m] |= uint16_t(1u << n);
+  }
   if (ix.nthr) {
     ix.emin = std::ilogb(l.thr[0]);
     ix.octaves = std::ilogb(l.thr.back()) - ix.emin + 1;

@@ -45,6 +45,10 @@ struct Lut {
   // (sign, exponent and 4 fraction bits: every magnitude of a compute format with at most 4
   // mantissa bits, which build_lut checks), so that a row of 16 mappings is two 16-byte loads.
   std::vector<uint16_t> hi16;
+  // (K + 1) * width: bit m' of entry (k, m) is set when mappings m' and m have the same magnitude
+  // in interval k. Mappings that agree on every element of a subtile have equal sums however they
+  // are formed, so a float sum equal to the best one's settles such a tie (the lower index wins).
+  std::vector<uint16_t> same;
   // For a search without branches (the CPU's): thr followed by max_steps infinities.
   std::vector<double> thr_pad;
 };

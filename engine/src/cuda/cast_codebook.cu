@@ -36,6 +36,7 @@ struct LutDev {
   const uint8_t* bucket = nullptr;
   const uint8_t* slot = nullptr;
   const uint4* hi = nullptr;  // Lut::hi16 in 16-byte groups
+  const uint16_t* same = nullptr;
   cb::LutIndex ix;
   int row_groups = 0;
 };
@@ -77,7 +78,7 @@ constexpr int kCopies = 8;
 // staged input (tile + 1 elements, so that threads reading their own rows use distinct banks),
 // code words and values.
 struct Smem {
-  int hi = 0, thr = 0, bucket = 0, slot = 0, stage = 0, cstage = 0, vstage = 0, total = 0;
+  int hi = 0, thr = 0, bucket = 0, slot = 0, same = 0, stage = 0, cstage = 0, vstage = 0, total = 0;
   __host__ __device__ static int take(int& at, int bytes) {
     const int here = at;
     at += (bytes + 15) & ~15;
@@ -90,6 +91,7 @@ struct Smem {
     thr = take(at, l.ix.nthr * 8);
     bucket = take(at, l.ix.buckets());
     slot = take(at, (l.ix.nthr + 1) * width);
+    same = take(at, (l.ix.nthr + 1) * width * 2);
     stage = take(at, threads * (tile + 1) * in_size);
     cstage = take(at, threads * (tile / 4 + 1) * 4);
     vstage = take(at, values ? threads * (tile + 1) * 4 : 0);
@@ -137,7 +139,7 @@ template <class T>
 __device__ __forceinline__ void stage_chunk(const T* __restrict__ x, int64_t e0, int ne,
                                             Staged<T>* stage, int ts, int tile_shift, int tid,
                                             int nthreads) {
-  constexpr int V = 16 / sizeof(T), U = 4;
+  constexpr int V = 16 / sizeof(T), U = 4, V_SHIFT = V == 8 ? 3 : V == 4 ? 2 : 1;
   const int tmask = (1 << tile_shift) - 1;
   int done = 0;
   if ((reinterpret_cast<uintptr_t>(x + e0) & 15) == 0) {
@@ -153,12 +155,20 @@ __device__ __forceinline__ void stage_chunk(const T* __restrict__ x, int64_t e0,
 #pragma unroll
       for (int u = 0; u < U; ++u) {
         const int v = v0 + u * nthreads + tid;
-        if (v < nv)
+        if (v >= nv) continue;
+        const int i0 = v * V;
+        if (tile_shift >= V_SHIFT) {
+          // The vector lies inside one tile: one row offset for its V elements.
+          Staged<T>* row = stage + (i0 >> tile_shift) * ts + (i0 & tmask);
+#pragma unroll
+          for (int j = 0; j < V; ++j) row[j] = staged_lane<T>(buf[u], j);
+        } else {
 #pragma unroll
           for (int j = 0; j < V; ++j) {
-            const int i = v * V + j;
+            const int i = i0 + j;
             stage[(i >> tile_shift) * ts + (i & tmask)] = staged_lane<T>(buf[u], j);
           }
+        }
       }
     }
     done = nv * V;
@@ -201,6 +211,18 @@ __device__ __forceinline__ void load_row(const uint4* hi, int k, int lane8, uint
   }
 }
 
+// Mapping m's entry of row k, from the lane's copy: the top 16 bits of its magnitude.
+__device__ __forceinline__ uint32_t row_entry(const uint4* hi, int k, int m, int row_groups,
+                                              int lane8) {
+  return reinterpret_cast<const uint16_t*>(hi + ((k * row_groups + m / 8) << 3) + lane8)[m % 8];
+}
+
+// The same entry of the float rows (the scaled kernel's) as a double.
+__device__ __forceinline__ double row_float(const uint4* hi, int k, int m, int row_groups,
+                                            int lane8) {
+  return static_cast<double>(__uint_as_float(row_entry(hi, k, m, row_groups, lane8) << 16));
+}
+
 // Two magnitudes in the rows' form (the top 16 bits of a double) as the top 16 bits of a float,
 // for the float sums: exact for magnitudes of at most 5 significant bits between 2^-126 and 2^127
 // (the host checks), zero staying zero.
@@ -230,13 +252,16 @@ __device__ __forceinline__ int first_least(const F (&sum)[W], int n, F& least) {
   return best;
 }
 
-// W: mapping columns of the tables. SCALED: exponent scales and an input narrower than double,
-// where the sums run in the scale's units: d' = mag - a * 2^-shift is encode_sub's d times the
-// power of two 2^-shift, exactly, as no step leaves the normal double range (|a| >= 2^-149 when
-// nonzero and |shift| <= 255), so d'^2 and the running sums are its values scaled alike. There
-// the subtile's mapping comes from float sums (two FP32 operations per element and mapping
-// against three FP64 ones) wherever their error bound sets the best mapping apart from every
-// other; the double sums run only for the rest (docs/gpu-notes.md, exactness).
+// W: mapping columns of the tables. SCALED: an input narrower than double and a scale
+// s = sm * 2^shift that is a power of two (exponent scales, sm = 1) or a float of a short
+// significand sm (sums_in_scale_units). The sums then run in the scale's units:
+// d' = mag * sm - a * 2^-shift is encode_sub's d times the power of two 2^-shift, exactly, as no
+// step leaves the normal double range (|a| >= 2^-149 when nonzero and |shift| <= 255), so d'^2 and
+// the running sums are its values scaled alike. There the subtile's mapping comes from float sums
+// (two FP32 operations per element and mapping against three FP64 ones) wherever their error
+// bound sets the best mapping apart from every other but those whose magnitudes equal its own on
+// every element (the tie masks); the double sums run only for the mappings still near it, and for
+// all of them where the bound does not hold (docs/gpu-notes.md, exactness).
 // Five blocks of 128 threads per multiprocessor (registers capped at 102): the kernel is latency
 // bound, and a version with four was slower (docs/performance.md v11).
 template <class T, int W, bool SCALED>
@@ -251,6 +276,7 @@ __global__ void __launch_bounds__(128, 5)
   double* thr = reinterpret_cast<double*>(sm + s.thr);
   uint8_t* bucket = sm + s.bucket;
   uint8_t* slot = sm + s.slot;
+  uint16_t* same = reinterpret_cast<uint16_t*>(sm + s.same);
   S* stage = reinterpret_cast<S*>(sm + s.stage);
   uint32_t* cst = reinterpret_cast<uint32_t*>(sm + s.cstage);
   float* vst = reinterpret_cast<float*>(sm + s.vstage);
@@ -263,7 +289,10 @@ __global__ void __launch_bounds__(128, 5)
   }
   for (int i = tid; i < l.ix.nthr; i += nthreads) thr[i] = l.thr[i];
   for (int i = tid; i < l.ix.buckets(); i += nthreads) bucket[i] = l.bucket[i];
-  for (int i = tid; i < (l.ix.nthr + 1) * W; i += nthreads) slot[i] = l.slot[i];
+  for (int i = tid; i < (l.ix.nthr + 1) * W; i += nthreads) {
+    slot[i] = l.slot[i];
+    same[i] = l.same[i];
+  }
   __syncthreads();
 
   const bool expo = p.kp.scale_is_exponent;
@@ -283,55 +312,99 @@ __global__ void __launch_bounds__(128, 5)
       float* v_row = vst + tid * ts;
       S amax = 0;
       int nf = 0;
-      for (int i = 0; i < tile; ++i) {
-        const S a = fabs(xs[i]);
-        if (!(a - a == 0))
-          ++nf;
-        else if (a > amax)
-          amax = a;
+      if constexpr (std::is_same<S, float>::value) {
+        // Non-negative floats order as their bits; Inf and NaN lie above every finite one.
+        uint32_t mx = 0;
+#pragma unroll 8
+        for (int i = 0; i < tile; ++i) mx = max(mx, __float_as_uint(xs[i]) & 0x7FFFFFFFu);
+        if (mx < 0x7F800000u)
+          amax = __uint_as_float(mx);
+        else
+          for (int i = 0; i < tile; ++i)
+            nf += (__float_as_uint(xs[i]) & 0x7FFFFFFFu) >= 0x7F800000u;
+      } else {
+        for (int i = 0; i < tile; ++i) {
+          const S a = fabs(xs[i]);
+          if (!(a - a == 0))
+            ++nf;
+          else if (a > amax)
+            amax = a;
+        }
       }
       const castscope::detail::GroupScale gs =
           castscope::detail::choose_scale(p.kp, static_cast<double>(amax), 0, 0, nf > 0);
       if (o.scale) store_code(o.scale, o.scale_size, t, gs.scale_code, p.kp.scale);
       nonfinite += nf;
-      const int64_t row = t / g.gc, c0 = (t - row * g.gc) * tile;
-      uint8_t* meta = o.meta ? o.meta + row * g.subs_per_row + c0 / p.sub : nullptr;
+      // Rows hold whole tiles here (C % tile == 0), so tile t's subtiles are meta entries
+      // t * (tile / sub) onwards.
+      const int subs = tile / p.sub;
+      uint8_t* meta = o.meta ? o.meta + t * subs : nullptr;
       if (!cb::scale_usable(p, gs)) {
         // Every value takes slot 0 (or NaN): encode_sub itself.
-        cb::encode_subtiles(p, gs, xs, tile, g.subs_per_row, row, c0, o.codes ? kb : nullptr,
+        cb::encode_subtiles(p, gs, xs, tile, subs, t, 0, o.codes ? kb : nullptr,
                             o.values ? v_row : nullptr, o.meta);
       } else {
-        const double down = expo ? scalar::pow2(-gs.shift) : 0.0;
+        // The scale is sm * 2^shift: exponent scales have sm = 1; in the scaled kernel a float
+        // scale has a short significand sm (the host checks) and shift its binade.
+        int shift = gs.shift;
+        float sm = 1.0f;
+        if (SCALED && !expo) {
+          shift = static_cast<int>((scalar::double_bits(gs.s) >> 52) & 0x7FF) - 1023;
+          sm = static_cast<float>(gs.s * scalar::pow2(-shift));
+        }
+        const double down = SCALED || expo ? scalar::pow2(-shift) : 0.0;
         const double up = expo ? scalar::pow2(gs.shift) : gs.s;
         auto scaled = [&](double a) { return expo ? a * down : __ddiv_rn(a, gs.s); };
         // Intervals first, in a loop of independent iterations whose shared-memory loads overlap;
         // the sums then read them back (and the codes overwrite them).
         if constexpr (SCALED) {
-          // |x| * 2^-shift > data_max exactly when |x| exceeds the float below data_max * 2^shift
-          // (exact in double): no float lies between the two. Both are non-negative, so their
-          // bits compare as they do.
+          // |x| / s > data_max exactly when |x| exceeds the float below data_max * s (exact in
+          // double): no float lies between the two. Both are non-negative, so their bits compare
+          // as they do.
           const uint32_t clip = __float_as_uint(__double2float_rd(p.kp.data_max * up));
-          // The bucket key of |x| * 2^-shift is that of |x| with the exponent moved by -shift:
-          // key0 is the key of 2^(emin - 1) * 2^shift as a float's. Where it is not negative, a
-          // zero or subnormal |x| (exponent field 0) lies below 2^emin * 2^shift and its key
-          // below the first bucket, as it should; elsewhere those take the double.
-          const int sb = l.ix.sub_bits, lead = 126 + gs.shift + l.ix.emin, key0 = lead * (1 << sb);
+          const int sb = l.ix.sub_bits;
           unsigned over = 0;
-          if (lead >= 0) {
+          if (!expo) {
+            // Float scales: the bucket of q = |x| * RN(1 / s), within a bucket of |x| / s's (the
+            // error is below 2^-22, a bucket at least 2^-21 wide), then checked against the
+            // bucket's ends times s, exact products of few bits (docs/gpu-notes.md, exactness).
+            const float s_f = static_cast<float>(gs.s), r_f = __frcp_rn(s_f);
+            const int key0 = (126 + l.ix.emin) << sb, top = l.ix.buckets() - 1, fb = 23 - sb;
 #pragma unroll 4
             for (int i = 0; i < tile; ++i) {
               const uint32_t b = __float_as_uint(xs[i]) & 0x7FFFFFFFu;
               over += b > clip;
-              int k = bucket[cb::bucket_index(static_cast<int>(b >> (23 - sb)), key0, l.ix)];
-              if (l.ix.max_steps) k = steps(thr, l.ix, k, __uint_as_float(b), down);
-              kb[i] = static_cast<uint8_t>(k);
+              const float q = __fmul_rn(__uint_as_float(b), r_f);
+              int j = cb::bucket_index(static_cast<int>(__float_as_uint(q) >> fb), key0, l.ix);
+              const uint32_t lo = __float_as_uint(
+                  __fmul_rn(s_f, __uint_as_float(static_cast<uint32_t>(key0 + j) << fb)));
+              const uint32_t hi_end = __float_as_uint(
+                  __fmul_rn(s_f, __uint_as_float(static_cast<uint32_t>(key0 + j + 1) << fb)));
+              j += static_cast<int>(b >= hi_end) - static_cast<int>(b < lo);
+              kb[i] = bucket[min(max(j, 0), top)];
             }
           } else {
-            for (int i = 0; i < tile; ++i) {
-              const uint32_t b = __float_as_uint(xs[i]) & 0x7FFFFFFFu;
-              over += b > clip;
-              const double as = static_cast<double>(__uint_as_float(b)) * down;
-              kb[i] = static_cast<uint8_t>(cb::interval_of(thr, bucket, l.ix, as));
+            // The bucket key of |x| * 2^-shift is that of |x| with the exponent moved by -shift:
+            // key0 is the key of 2^(emin - 1) * 2^shift as a float's. Where it is not negative, a
+            // zero or subnormal |x| (exponent field 0) lies below 2^emin * 2^shift and its key
+            // below the first bucket, as it should; elsewhere those take the double.
+            const int lead = 126 + shift + l.ix.emin, key0 = lead * (1 << sb);
+            if (lead >= 0) {
+#pragma unroll 4
+              for (int i = 0; i < tile; ++i) {
+                const uint32_t b = __float_as_uint(xs[i]) & 0x7FFFFFFFu;
+                over += b > clip;
+                int k = bucket[cb::bucket_index(static_cast<int>(b >> (23 - sb)), key0, l.ix)];
+                if (l.ix.max_steps) k = steps(thr, l.ix, k, __uint_as_float(b), down);
+                kb[i] = static_cast<uint8_t>(k);
+              }
+            } else {
+              for (int i = 0; i < tile; ++i) {
+                const uint32_t b = __float_as_uint(xs[i]) & 0x7FFFFFFFu;
+                over += b > clip;
+                const double as = static_cast<double>(__uint_as_float(b)) * down;
+                kb[i] = static_cast<uint8_t>(cb::interval_of(thr, bucket, l.ix, as));
+              }
             }
           }
           clipped += over;
@@ -343,7 +416,7 @@ __global__ void __launch_bounds__(128, 5)
             kb[i] = static_cast<uint8_t>(cb::interval_of(thr, bucket, l.ix, as));
           }
         }
-        for (int s0 = 0; s0 < tile; s0 += p.sub) {
+        for (int s0 = 0, si = 0; s0 < tile; s0 += p.sub, ++si) {
           int best = 0;
           bool open = true;
           if constexpr (SCALED) {
@@ -355,22 +428,53 @@ __global__ void __launch_bounds__(128, 5)
             float as_max = 0.0f;
 #pragma unroll 2
             for (int i = s0; i < s0 + p.sub; ++i) {
-              const float as = scaled_float(xs[i], gs.shift, down);
+              const float as = scaled_float(xs[i], shift, down);
               as_max = fmaxf(as_max, as);
               uint32_t w[W];
               load_row<W>(hi, kb[i], lane8, w);
 #pragma unroll
               for (int m = 0; m < W; ++m) {
-                const float d = __uint_as_float(w[m]) - as;
+                // mag * sm is exact (at most 5 and 19 significant bits): one rounding.
+                const float d = __fmaf_rn(__uint_as_float(w[m]), sm, -as);
                 fs[m] = fmaf(d, d, fs[m]);
               }
             }
             float least = 0.0f;
             best = first_least<W>(fs, p.nmaps, least);
             const float lim = __fadd_ru(__fmul_ru(least, 1.0f + 0x1p-13f), 0x1p-96f);
-            open = !(as_max <= 0x1p40f);
+            const bool big = !(as_max <= 0x1p40f);
+            unsigned near = 0;
 #pragma unroll
-            for (int m = 0; m < W; ++m) open = open || (m < p.nmaps && m != best && fs[m] <= lim);
+            for (int m = 0; m < W; ++m)
+              near |= (m < p.nmaps && m != best && fs[m] <= lim ? 1u : 0u) << m;
+            if (near && !big) {
+              // Mappings whose magnitudes equal the best one's on every element have its sums,
+              // float and double alike, and a higher index: they cannot take the choice.
+              unsigned agree = 0xFFFFu;
+              for (int i = s0; i < s0 + p.sub; ++i) agree &= same[kb[i] * W + best];
+              near &= ~agree;
+              // The choice lies among the best and the mappings still near it (every other one's
+              // double sum exceeds the best's): their double sums alone, in index order.
+              if (near) {
+                unsigned cand = near | 1u << best;
+                double least = 0.0;
+                for (int first = 1; cand; cand &= cand - 1, first = 0) {
+                  const int m = __ffs(cand) - 1;
+                  double sse = 0.0;
+                  for (int i = s0; i < s0 + p.sub; ++i) {
+                    const double as = fabs(static_cast<double>(xs[i])) * down;
+                    const double mag = row_float(hi, kb[i], m, l.row_groups, lane8);
+                    const double d = __fma_rn(mag, static_cast<double>(sm), -as);
+                    sse = __dadd_rn(sse, __dmul_rn(d, d));
+                  }
+                  if (first || sse < least) {
+                    best = m;
+                    least = sse;
+                  }
+                }
+              }
+            }
+            open = big;
           }
           if (open) {
             double sse[W];
@@ -386,25 +490,26 @@ __global__ void __launch_bounds__(128, 5)
               for (int m = 0; m < W; ++m) {
                 const double mag = SCALED ? static_cast<double>(__uint_as_float(w[m]))
                                           : __hiloint2double(static_cast<int>(w[m]), 0);
-                // mag * up is exact (a magnitude of at most 5 significant bits, checked with the
-                // tables, times a scale of at most 48, checked at launch), so one rounding of
-                // mag * up - a is encode_sub's rounded difference.
-                const double d = SCALED ? __dadd_rn(mag, -as) : __fma_rn(mag, up, -a);
+                // mag * sm and mag * up are exact (a magnitude of at most 5 significant bits,
+                // checked with the tables, times a scale of at most 48, checked at launch), so one
+                // rounding of mag * up - a is encode_sub's rounded difference, and of
+                // mag * sm - as the same times 2^-shift.
+                const double d =
+                    SCALED ? __fma_rn(mag, static_cast<double>(sm), -as) : __fma_rn(mag, up, -a);
                 sse[m] = __dadd_rn(sse[m], __dmul_rn(d, d));
               }
             }
             double least = 0.0;
             best = first_least<W>(sse, p.nmaps, least);
           }
-          if (meta) meta[s0 / p.sub] = static_cast<uint8_t>(best);
+          if (meta) meta[si] = static_cast<uint8_t>(best);
           for (int i = s0; i < s0 + p.sub; ++i) {
             const S v = xs[i];
             const int k = kb[i];
             const bool neg = signbit(v);
             if (o.codes) kb[i] = static_cast<uint8_t>(cb::code_of(p.half, slot[k * W + best], neg));
             if (o.values) {
-              const uint32_t h = reinterpret_cast<const uint16_t*>(
-                  hi + ((k * l.row_groups + best / 8) << 3) + lane8)[best % 8];
+              const uint32_t h = row_entry(hi, k, best, l.row_groups, lane8);
               const double mag = SCALED ? static_cast<double>(__uint_as_float(h << 16))
                                         : __hiloint2double(static_cast<int>(h << 16), 0);
               const double u = mag * up;
@@ -430,6 +535,19 @@ __global__ void __launch_bounds__(128, 5)
   if (nonfinite) atomicAdd(o.counts + 1, nonfinite);
 }
 
+// Whether the scaled kernel (codebook_lut_kernel's SCALED) takes this cast: sums in the scale's
+// units need |shift| < 256, and float scales their significand short enough that a magnitude
+// times it is exact in float, every scale and bucket end within float's normal range (the float
+// keys' products), and the bucket alone giving the interval (docs/gpu-notes.md, exactness).
+bool sums_in_scale_units(const castscope::detail::KernelParams& kp, const cb::LutIndex& ix) {
+  const scalar::Format& sf = kp.scale;
+  if (kp.scale_is_exponent)
+    return sf.bits <= 16 && sf.bias <= 255 && (1 << sf.bits) - 1 - sf.bias <= 255;
+  return sf.kind == scalar::Kind::Float && kp.zero_kind == 0 && !kp.multiscale && sf.mbits <= 18 &&
+         sf.qmin >= -60 && sf.maxbinade <= 60 && ix.max_steps == 0 && ix.emin >= -60 &&
+         ix.emin + ix.octaves <= 60;
+}
+
 template <class B>
 void copy_table(DeviceTensor& dst, DType dt, const std::vector<B>& src) {
   dst = DeviceTensor::empty(dt, {static_cast<int64_t>(std::max<size_t>(src.size(), 1))});
@@ -449,7 +567,7 @@ struct CodebookRunner::Impl {
   bool use_lut = false;
   bool float_sums = true;  // every magnitude 0 or in [2^-100, 2^30]: float_rows is exact
   int tile_shift = 0;
-  DeviceTensor mags, thr, bucket, slot, hi, counts;
+  DeviceTensor mags, thr, bucket, slot, hi, same, counts;
   DeviceTensor values, codes, scale, meta;
 
   LutDev lut_dev() const {
@@ -458,6 +576,7 @@ struct CodebookRunner::Impl {
     d.bucket = static_cast<const uint8_t*>(bucket.data());
     d.slot = static_cast<const uint8_t*>(slot.data());
     d.hi = static_cast<const uint4*>(hi.data());
+    d.same = static_cast<const uint16_t*>(same.data());
     d.ix = lut.ix;
     d.row_groups = lut.row_groups;
     return d;
@@ -507,6 +626,7 @@ CodebookRunner::CodebookRunner(const DeviceTensor& xin, const DataType& dtype,
     copy_table(s.bucket, DType::U8, s.lut.bucket);
     copy_table(s.slot, DType::U8, s.lut.slot);
     copy_table(s.hi, DType::U16, s.lut.hi16);
+    copy_table(s.same, DType::U16, s.lut.same);
     int dev = 0, optin = 0;
     CS_CUDA(cudaGetDevice(&dev));
     CS_CUDA(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
@@ -549,15 +669,12 @@ void CodebookRunner::run() {
       const unsigned grid = grid_for(chunks, 1, std::max(per_sm, 1) * int64_t{sm_count()});
       kernel<<<grid, threads, smem, st>>>(xp, g, cp, l, o, s.tile_shift);
     };
-    // The sums in the scale's units need |shift| < 256 (docs/gpu-notes.md, exactness).
-    const scalar::Format& sf = cp.kp.scale;
-    const bool narrow_shift =
-        sf.bits <= 16 && sf.bias <= 255 && (1 << sf.bits) - 1 - sf.bias <= 255;
+    const bool units = s.float_sums && sums_in_scale_units(cp.kp, l.ix);
     auto go = [&](auto width) {
       constexpr int W = decltype(width)::value;
       if constexpr (std::is_same<T, double>::value)
         launch(codebook_lut_kernel<T, W, false>);
-      else if (cp.kp.scale_is_exponent && narrow_shift && s.float_sums)
+      else if (units)
         launch(codebook_lut_kernel<T, W, true>);
       else
         launch(codebook_lut_kernel<T, W, false>);
