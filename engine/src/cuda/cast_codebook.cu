@@ -365,23 +365,22 @@ __global__ void __launch_bounds__(128, 5)
           const int sb = l.ix.sub_bits;
           unsigned over = 0;
           if (!expo) {
-            // Float scales: the bucket of q = |x| * RN(1 / s), within a bucket of |x| / s's (the
-            // error is below 2^-22, a bucket at least 2^-21 wide), then checked against the
-            // bucket's ends times s, exact products of few bits (docs/gpu-notes.md, exactness).
-            const float s_f = static_cast<float>(gs.s), r_f = __frcp_rn(s_f);
-            const int key0 = (126 + l.ix.emin) << sb, top = l.ix.buckets() - 1, fb = 23 - sb;
+            // Float scales: q = |x| * RU(1 / s) rounded up is at least |x| / s and within two of
+            // its ulps, so its bucket is |x| / s's or the next (buckets split binades and are
+            // 2^(23 - sub_bits) ulps wide); the bucket's lower end times s, an exact product of
+            // few bits, decides (docs/gpu-notes.md, exactness).
+            const float s_f = static_cast<float>(gs.s), r_u = __frcp_ru(s_f);
+            const int key0 = (126 + l.ix.emin) << sb, key1 = key0 + l.ix.buckets() - 1;
+            const int fb = 23 - sb;
 #pragma unroll 4
             for (int i = 0; i < tile; ++i) {
               const uint32_t b = __float_as_uint(xs[i]) & 0x7FFFFFFFu;
               over += b > clip;
-              const float q = __fmul_rn(__uint_as_float(b), r_f);
-              int j = cb::bucket_index(static_cast<int>(__float_as_uint(q) >> fb), key0, l.ix);
+              const uint32_t qb = __float_as_uint(__fmul_ru(__uint_as_float(b), r_u));
+              const int key = min(max(static_cast<int>(qb >> fb), key0), key1);
               const uint32_t lo = __float_as_uint(
-                  __fmul_rn(s_f, __uint_as_float(static_cast<uint32_t>(key0 + j) << fb)));
-              const uint32_t hi_end = __float_as_uint(
-                  __fmul_rn(s_f, __uint_as_float(static_cast<uint32_t>(key0 + j + 1) << fb)));
-              j += static_cast<int>(b >= hi_end) - static_cast<int>(b < lo);
-              kb[i] = bucket[min(max(j, 0), top)];
+                  __fmul_rn(s_f, __uint_as_float(static_cast<uint32_t>(key) << fb)));
+              kb[i] = bucket[max(key - key0 - static_cast<int>(b < lo), 0)];
             }
           } else {
             // The bucket key of |x| * 2^-shift is that of |x| with the exponent moved by -shift:
@@ -422,9 +421,11 @@ __global__ void __launch_bounds__(128, 5)
           if constexpr (SCALED) {
             // Float sums first; the double sums only where they cannot settle the choice
             // (docs/gpu-notes.md, exactness: codebook float sums).
+            // Columns past the mappings (magnitude 0 in the tables) start at infinity: never the
+            // least, never near it.
             float fs[W];
 #pragma unroll
-            for (int m = 0; m < W; ++m) fs[m] = 0.0f;
+            for (int m = 0; m < W; ++m) fs[m] = m < p.nmaps ? 0.0f : __int_as_float(0x7F800000);
             float as_max = 0.0f;
 #pragma unroll 2
             for (int i = s0; i < s0 + p.sub; ++i) {
@@ -439,14 +440,28 @@ __global__ void __launch_bounds__(128, 5)
                 fs[m] = fmaf(d, d, fs[m]);
               }
             }
-            float least = 0.0f;
-            best = first_least<W>(fs, p.nmaps, least);
-            const float lim = __fadd_ru(__fmul_ru(least, 1.0f + 0x1p-13f), 0x1p-96f);
+            // The least sum with its last four bits replaced by the mapping's index: non-negative
+            // floats order as their bits, so the least key's mapping has a sum within 15 units in
+            // the last place of the least one, and the lowest index among equal sums. Its key with
+            // those bits set bounds its sum from above, and so the limit.
+            constexpr int C = W < 4 ? W : 4;  // independent chains
+            uint32_t key[C];
+#pragma unroll
+            for (int c = 0; c < C; ++c) key[c] = ~0u;
+#pragma unroll
+            for (int m = 0; m < W; ++m)
+              key[m % C] = min(key[m % C], (__float_as_uint(fs[m]) & ~15u) | m);
+#pragma unroll
+            for (int c = 1; c < C; ++c) key[0] = min(key[0], key[c]);
+            best = static_cast<int>(key[0] & 15u);
+            const float least = __uint_as_float(key[0] | 15u);
+            const uint32_t lim =
+                __float_as_uint(__fadd_ru(__fmul_ru(least, 1.0f + 0x1p-13f), 0x1p-96f));
             const bool big = !(as_max <= 0x1p40f);
             unsigned near = 0;
 #pragma unroll
-            for (int m = 0; m < W; ++m)
-              near |= (m < p.nmaps && m != best && fs[m] <= lim ? 1u : 0u) << m;
+            for (int m = 0; m < W; ++m) near |= (__float_as_uint(fs[m]) <= lim ? 1u : 0u) << m;
+            near &= ~(1u << best);
             if (near && !big) {
               // Mappings whose magnitudes equal the best one's on every element have its sums,
               // float and double alike, and a higher index: they cannot take the choice.
@@ -491,9 +506,9 @@ __global__ void __launch_bounds__(128, 5)
                 const double mag = SCALED ? static_cast<double>(__uint_as_float(w[m]))
                                           : __hiloint2double(static_cast<int>(w[m]), 0);
                 // mag * sm and mag * up are exact (a magnitude of at most 5 significant bits,
-                // checked with the tables, times a scale of at most 48, checked at launch), so one
-                // rounding of mag * up - a is encode_sub's rounded difference, and of
-                // mag * sm - as the same times 2^-shift.
+                // checked with the tables, times a scale of at most 48, checked at launch), so
+                // one rounding of mag * up - a is encode_sub's rounded difference, and of mag *
+                // sm - as the same times 2^-shift.
                 const double d =
                     SCALED ? __fma_rn(mag, static_cast<double>(sm), -as) : __fma_rn(mag, up, -a);
                 sse[m] = __dadd_rn(sse[m], __dmul_rn(d, d));
