@@ -12,6 +12,7 @@
 #include "codebook/cb_lut.hpp"
 #include "cuda/cuda_common.hpp"
 #include "cuda/cuda_internal.hpp"
+#include "cuda/fast_quant.cuh"
 
 namespace castscope::gpu::detail {
 namespace {
@@ -296,6 +297,7 @@ __global__ void __launch_bounds__(128, 5)
   __syncthreads();
 
   const bool expo = p.kp.scale_is_exponent;
+  const double inv_dmax = 1.0 / p.kp.data_max;
   unsigned long long clipped = 0, nonfinite = 0;
   const int64_t nchunks = (g.groups + nthreads - 1) / nthreads;
   for (int64_t chunk = blockIdx.x; chunk < nchunks; chunk += gridDim.x) {
@@ -331,13 +333,16 @@ __global__ void __launch_bounds__(128, 5)
             amax = a;
         }
       }
+      // The scaled kernel's float scales pass fast_quant_ok (sums_in_scale_units).
       const castscope::detail::GroupScale gs =
-          castscope::detail::choose_scale(p.kp, static_cast<double>(amax), 0, 0, nf > 0);
+          SCALED && !expo
+              ? choose_float_scale_fast(p.kp, static_cast<double>(amax), nf > 0, inv_dmax)
+              : castscope::detail::choose_scale(p.kp, static_cast<double>(amax), 0, 0, nf > 0);
       if (o.scale) store_code(o.scale, o.scale_size, t, gs.scale_code, p.kp.scale);
       nonfinite += nf;
       // Rows hold whole tiles here (C % tile == 0), so tile t's subtiles are meta entries
       // t * (tile / sub) onwards.
-      const int subs = tile / p.sub;
+      const int subs = tile >> (__ffs(p.sub) - 1);  // sub divides tile, a power of two
       uint8_t* meta = o.meta ? o.meta + t * subs : nullptr;
       if (!cb::scale_usable(p, gs)) {
         // Every value takes slot 0 (or NaN): encode_sub itself.
@@ -421,11 +426,9 @@ __global__ void __launch_bounds__(128, 5)
           if constexpr (SCALED) {
             // Float sums first; the double sums only where they cannot settle the choice
             // (docs/gpu-notes.md, exactness: codebook float sums).
-            // Columns past the mappings (magnitude 0 in the tables) start at infinity: never the
-            // least, never near it.
             float fs[W];
 #pragma unroll
-            for (int m = 0; m < W; ++m) fs[m] = m < p.nmaps ? 0.0f : __int_as_float(0x7F800000);
+            for (int m = 0; m < W; ++m) fs[m] = 0.0f;
             float as_max = 0.0f;
 #pragma unroll 2
             for (int i = s0; i < s0 + p.sub; ++i) {
@@ -444,6 +447,12 @@ __global__ void __launch_bounds__(128, 5)
             // floats order as their bits, so the least key's mapping has a sum within 15 units in
             // the last place of the least one, and the lowest index among equal sums. Its key with
             // those bits set bounds its sum from above, and so the limit.
+            // Columns past the mappings (magnitude 0 in the tables) become infinite: never the
+            // least, never near it.
+            if (p.nmaps < W)
+#pragma unroll
+              for (int m = 0; m < W; ++m)
+                if (m >= p.nmaps) fs[m] = __int_as_float(0x7F800000);
             constexpr int C = W < 4 ? W : 4;  // independent chains
             uint32_t key[C];
 #pragma unroll
@@ -551,16 +560,17 @@ __global__ void __launch_bounds__(128, 5)
 }
 
 // Whether the scaled kernel (codebook_lut_kernel's SCALED) takes this cast: sums in the scale's
-// units need |shift| < 256, and float scales their significand short enough that a magnitude
+// units need |shift| < 256, and float scales the fast scale choice (fast_quant_ok), their
+// significand short enough that a magnitude
 // times it is exact in float, every scale and bucket end within float's normal range (the float
 // keys' products), and the bucket alone giving the interval (docs/gpu-notes.md, exactness).
 bool sums_in_scale_units(const castscope::detail::KernelParams& kp, const cb::LutIndex& ix) {
   const scalar::Format& sf = kp.scale;
   if (kp.scale_is_exponent)
     return sf.bits <= 16 && sf.bias <= 255 && (1 << sf.bits) - 1 - sf.bias <= 255;
-  return sf.kind == scalar::Kind::Float && kp.zero_kind == 0 && !kp.multiscale && sf.mbits <= 18 &&
-         sf.qmin >= -60 && sf.maxbinade <= 60 && ix.max_steps == 0 && ix.emin >= -60 &&
-         ix.emin + ix.octaves <= 60;
+  return sf.kind == scalar::Kind::Float && kp.zero_kind == 0 && !kp.multiscale &&
+         fast_quant_ok(sf) && sf.mbits <= 18 && sf.qmin >= -60 && sf.maxbinade <= 60 &&
+         ix.max_steps == 0 && ix.emin >= -60 && ix.emin + ix.octaves <= 60;
 }
 
 template <class B>

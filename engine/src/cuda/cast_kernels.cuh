@@ -278,27 +278,6 @@ __device__ __forceinline__ scalar::Quantized fast_scaled(const KernelParams& kp,
                                       kp.data_codes);
 }
 
-// choose_scale for a float (not exponent) scale without zero point, rounding the raw scale with the
-// fast quantizer. raw = absmax * RN(1 / (t * data_max)) is within a few ulps of the shared
-// RN(RN(absmax / t) / data_max); both round alike unless a midpoint of the scale grid lies
-// between them, so inputs within 2^-40 of one take the shared expression.
-__device__ __forceinline__ GroupScale choose_float_scale_fast(const KernelParams& kp, double absmax,
-                                                              bool nonfinite, double inv_td) {
-  GroupScale g;
-  g.t = kp.multiscale ? kp.tensor_scale : 1.0;
-  if (nonfinite || (kp.multiscale && !(g.t == g.t))) {
-    g.nan = true;
-    g.scale_code = scalar::nan_code(kp.scale);
-    return g;
-  }
-  double raw = absmax * inv_td;
-  if (near_midpoint(raw, kp.scale, 0x1p-40))
-    raw = (kp.multiscale ? absmax / g.t : absmax) / kp.data_max;
-  g.scale_code = scalar::encode(quantize_rne_f64(raw, kp.scale), kp.scale);
-  g.s = scalar::value_of(scalar::decode(g.scale_code, kp.scale), 0);
-  return g;
-}
-
 // The divisor of scaled_input for a scaled group without zero point.
 __device__ __forceinline__ double scale_divisor(const KernelParams& kp, const GroupScale& gs) {
   if (kp.scale_is_exponent) return scalar::pow2(gs.shift) * (kp.multiscale ? gs.t : 1.0);

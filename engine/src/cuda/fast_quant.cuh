@@ -533,4 +533,25 @@ inline int static_format_id(const scalar::Format& f) {
   return kRuntime;
 }
 
+// choose_scale for a float (not exponent) scale without zero point, rounding the raw scale with the
+// fast quantizer. raw = absmax * RN(1 / (t * data_max)) is within a few ulps of the shared
+// RN(RN(absmax / t) / data_max); both round alike unless a midpoint of the scale grid lies
+// between them, so inputs within 2^-40 of one take the shared expression.
+__device__ __forceinline__ castscope::detail::GroupScale choose_float_scale_fast(
+    const castscope::detail::KernelParams& kp, double absmax, bool nonfinite, double inv_td) {
+  castscope::detail::GroupScale g;
+  g.t = kp.multiscale ? kp.tensor_scale : 1.0;
+  if (nonfinite || (kp.multiscale && !(g.t == g.t))) {
+    g.nan = true;
+    g.scale_code = scalar::nan_code(kp.scale);
+    return g;
+  }
+  double raw = absmax * inv_td;
+  if (near_midpoint(raw, kp.scale, 0x1p-40))
+    raw = (kp.multiscale ? absmax / g.t : absmax) / kp.data_max;
+  g.scale_code = scalar::encode(quantize_rne_f64(raw, kp.scale), kp.scale);
+  g.s = scalar::value_of(scalar::decode(g.scale_code, kp.scale), 0);
+  return g;
+}
+
 }  // namespace castscope::gpu::detail
