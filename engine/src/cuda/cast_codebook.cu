@@ -75,17 +75,22 @@ __global__ void codebook_tile_kernel(const T* __restrict__ x, CbGeo g, cb::Param
 // conflict, whatever intervals their elements fall in.
 constexpr int kCopies = 8;
 
+// A tile's first mapping choice when encode_subtiles wrote its codes and choices (choices are
+// below 16).
+constexpr uint8_t kDone = 0xFF;
+
 // Byte offsets of the interval kernel's shared memory: the tables, then one row per thread of
 // staged input (tile + 1 elements, so that threads reading their own rows use distinct banks),
 // code words and values.
 struct Smem {
-  int hi = 0, thr = 0, bucket = 0, slot = 0, same = 0, stage = 0, cstage = 0, vstage = 0, total = 0;
+  int hi = 0, thr = 0, bucket = 0, slot = 0, same = 0, stage = 0, cstage = 0, vstage = 0, bests = 0;
+  int total = 0;
   __host__ __device__ static int take(int& at, int bytes) {
     const int here = at;
     at += (bytes + 15) & ~15;
     return here;
   }
-  __host__ __device__ Smem(const LutDev& l, int width, int tile, int threads, int in_size,
+  __host__ __device__ Smem(const LutDev& l, int width, int tile, int subs, int threads, int in_size,
                            bool values) {
     int at = 0;
     hi = take(at, (l.ix.nthr + 1) * l.row_groups * kCopies * 16);
@@ -96,6 +101,7 @@ struct Smem {
     stage = take(at, threads * (tile + 1) * in_size);
     cstage = take(at, threads * (tile / 4 + 1) * 4);
     vstage = take(at, values ? threads * (tile + 1) * 4 : 0);
+    bests = take(at, threads * subs);
     total = at;
   }
 };
@@ -272,7 +278,8 @@ __global__ void __launch_bounds__(128, 5)
   using S = Staged<T>;
   extern __shared__ __align__(16) unsigned char sm[];
   const int tile = p.tile, ts = tile + 1, cw = tile / 4 + 1, nthreads = blockDim.x;
-  const Smem s(l, W, tile, nthreads, sizeof(S), o.values != nullptr);
+  const int sub_shift = __ffs(p.sub) - 1, subs = tile >> sub_shift;  // sub: a power of two
+  const Smem s(l, W, tile, subs, nthreads, sizeof(S), o.values != nullptr);
   uint4* hi = reinterpret_cast<uint4*>(sm + s.hi);
   double* thr = reinterpret_cast<double*>(sm + s.thr);
   uint8_t* bucket = sm + s.bucket;
@@ -281,6 +288,8 @@ __global__ void __launch_bounds__(128, 5)
   S* stage = reinterpret_cast<S*>(sm + s.stage);
   uint32_t* cst = reinterpret_cast<uint32_t*>(sm + s.cstage);
   float* vst = reinterpret_cast<float*>(sm + s.vstage);
+  // Each tile's mapping choices, or kDone where the tile's codes and choices are written already.
+  uint8_t* bst = sm + s.bests;
   const int tid = threadIdx.x, lane8 = tid & 7;
   for (int i = tid; i < (l.ix.nthr + 1) * l.row_groups * kCopies; i += nthreads) {
     uint4 v = l.hi[i / kCopies];
@@ -340,14 +349,13 @@ __global__ void __launch_bounds__(128, 5)
               : castscope::detail::choose_scale(p.kp, static_cast<double>(amax), 0, 0, nf > 0);
       if (o.scale) store_code(o.scale, o.scale_size, t, gs.scale_code, p.kp.scale);
       nonfinite += nf;
-      // Rows hold whole tiles here (C % tile == 0), so tile t's subtiles are meta entries
-      // t * (tile / sub) onwards.
-      const int subs = tile >> (__ffs(p.sub) - 1);  // sub divides tile, a power of two
-      uint8_t* meta = o.meta ? o.meta + t * subs : nullptr;
+      uint8_t* bests = bst + tid * subs;
       if (!cb::scale_usable(p, gs)) {
-        // Every value takes slot 0 (or NaN): encode_sub itself.
+        // Every value takes slot 0 (or NaN): encode_sub itself. Rows hold whole tiles here
+        // (C % tile == 0), so tile t's subtiles are meta entries t * subs onwards.
         cb::encode_subtiles(p, gs, xs, tile, subs, t, 0, o.codes ? kb : nullptr,
                             o.values ? v_row : nullptr, o.meta);
+        bests[0] = kDone;
       } else {
         // The scale is sm * 2^shift: exponent scales have sm = 1; in the scaled kernel a float
         // scale has a short significand sm (the host checks) and shift its binade.
@@ -526,30 +534,46 @@ __global__ void __launch_bounds__(128, 5)
             double least = 0.0;
             best = first_least<W>(sse, p.nmaps, least);
           }
-          if (meta) meta[si] = static_cast<uint8_t>(best);
-          for (int i = s0; i < s0 + p.sub; ++i) {
-            const S v = xs[i];
-            const int k = kb[i];
-            const bool neg = signbit(v);
-            if (o.codes) kb[i] = static_cast<uint8_t>(cb::code_of(p.half, slot[k * W + best], neg));
-            if (o.values) {
-              const uint32_t h = row_entry(hi, k, best, l.row_groups, lane8);
+          bests[si] = static_cast<uint8_t>(best);
+          if (o.values)
+            for (int i = s0; i < s0 + p.sub; ++i) {
+              const S v = xs[i];
+              const uint32_t h = row_entry(hi, kb[i], best, l.row_groups, lane8);
               const double mag = SCALED ? static_cast<double>(__uint_as_float(h << 16))
                                         : __hiloint2double(static_cast<int>(h << 16), 0);
               const double u = mag * up;
-              v_row[i] = scalar::to_f32(neg ? -u : u);
+              v_row[i] = scalar::to_f32(signbit(v) ? -u : u);
             }
-          }
         }
       }
     }
     __syncthreads();
+    // Codes four at a time from the intervals, the signs and the choices, and the choices
+    // themselves, in the order they are stored: consecutive threads take consecutive words.
     if (o.codes) {
       const int words = ne / 4, per = tile / 4;
       uint32_t* out = reinterpret_cast<uint32_t*>(o.codes + e0);
-      for (int i = tid; i < words; i += nthreads)
-        out[i] = cst[(i >> (tile_shift - 2)) * cw + (i & (per - 1))];
+      for (int i = tid; i < words; i += nthreads) {
+        const int tt = i >> (tile_shift - 2), w = i & (per - 1);
+        const uint32_t ks = cst[tt * cw + w];
+        const uint8_t* bt = bst + tt * subs;
+        if (bt[0] == kDone) {
+          out[i] = ks;
+          continue;
+        }
+        const S* xr = stage + tt * ts + 4 * w;
+        uint32_t r = 0;
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const int k = (ks >> (8 * j)) & 0xFF, best = bt[(4 * w + j) >> sub_shift];
+          r |= cb::code_of(p.half, slot[k * W + best], signbit(xr[j])) << (8 * j);
+        }
+        out[i] = r;
+      }
     }
+    if (o.meta)
+      for (int i = tid; i < nt * subs; i += nthreads)
+        if (bst[(i >> (tile_shift - sub_shift)) * subs] != kDone) o.meta[g0 * subs + i] = bst[i];
     if (o.values)
       for (int i = tid; i < ne; i += nthreads)
         o.values[e0 + i] = vst[(i >> tile_shift) * ts + (i & (tile - 1))];
@@ -609,7 +633,8 @@ struct CodebookRunner::Impl {
   int threads() const { return std::clamp(4096 / layout.tile, 32, 128); }
   int smem_bytes() const {
     const int in_size = xin.dtype() == DType::F64 ? 8 : 4;
-    return Smem(lut_dev(), lut.width, layout.tile, threads(), in_size, static_cast<bool>(values))
+    return Smem(lut_dev(), lut.width, layout.tile, layout.tile / layout.sub, threads(), in_size,
+                static_cast<bool>(values))
         .total;
   }
 };
