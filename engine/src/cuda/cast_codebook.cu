@@ -274,12 +274,11 @@ __device__ __forceinline__ int first_least(const F (&sum)[W], int n, F& least) {
 template <class T, int W, bool SCALED>
 __global__ void __launch_bounds__(128, 5)
     codebook_lut_kernel(const T* __restrict__ x, CbGeo g, cb::Params p, LutDev l, CbOuts o,
-                        int tile_shift) {
+                        int tile_shift, Smem s) {
   using S = Staged<T>;
   extern __shared__ __align__(16) unsigned char sm[];
   const int tile = p.tile, ts = tile + 1, cw = tile / 4 + 1, nthreads = blockDim.x;
   const int sub_shift = __ffs(p.sub) - 1, subs = tile >> sub_shift;  // sub: a power of two
-  const Smem s(l, W, tile, subs, nthreads, sizeof(S), o.values != nullptr);
   uint4* hi = reinterpret_cast<uint4*>(sm + s.hi);
   double* thr = reinterpret_cast<double*>(sm + s.thr);
   uint8_t* bucket = sm + s.bucket;
@@ -563,10 +562,17 @@ __global__ void __launch_bounds__(128, 5)
         }
         const S* xr = stage + tt * ts + 4 * w;
         uint32_t r = 0;
+        if (sub_shift >= 2) {
+          const uint8_t* sl = slot + bt[w >> (sub_shift - 2)];
 #pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          const int k = (ks >> (8 * j)) & 0xFF, best = bt[(4 * w + j) >> sub_shift];
-          r |= cb::code_of(p.half, slot[k * W + best], signbit(xr[j])) << (8 * j);
+          for (int j = 0; j < 4; ++j)
+            r |= cb::code_of(p.half, sl[((ks >> (8 * j)) & 0xFF) * W], signbit(xr[j])) << (8 * j);
+        } else {
+#pragma unroll
+          for (int j = 0; j < 4; ++j) {
+            const int k = (ks >> (8 * j)) & 0xFF, best = bt[(4 * w + j) >> sub_shift];
+            r |= cb::code_of(p.half, slot[k * W + best], signbit(xr[j])) << (8 * j);
+          }
         }
         out[i] = r;
       }
@@ -631,12 +637,14 @@ struct CodebookRunner::Impl {
     return d;
   }
   int threads() const { return std::clamp(4096 / layout.tile, 32, 128); }
-  int smem_bytes() const {
+  // The shared memory layout, passed to the kernel (offsets in its parameters, not recomputed
+  // where registers are short).
+  Smem smem_layout() const {
     const int in_size = xin.dtype() == DType::F64 ? 8 : 4;
     return Smem(lut_dev(), lut.width, layout.tile, layout.tile / layout.sub, threads(), in_size,
-                static_cast<bool>(values))
-        .total;
+                static_cast<bool>(values));
   }
+  int smem_bytes() const { return smem_layout().total; }
 };
 
 CodebookRunner::CodebookRunner(const DeviceTensor& xin, const DataType& dtype,
@@ -710,6 +718,7 @@ void CodebookRunner::run() {
       return;
     }
     const int threads = s.threads(), smem = s.smem_bytes();
+    const Smem layout = s.smem_layout();
     const LutDev l = s.lut_dev();
     auto launch = [&](auto kernel) {
       CS_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
@@ -717,7 +726,7 @@ void CodebookRunner::run() {
       CS_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem));
       const int64_t chunks = (g.groups + threads - 1) / threads;
       const unsigned grid = grid_for(chunks, 1, std::max(per_sm, 1) * int64_t{sm_count()});
-      kernel<<<grid, threads, smem, st>>>(xp, g, cp, l, o, s.tile_shift);
+      kernel<<<grid, threads, smem, st>>>(xp, g, cp, l, o, s.tile_shift, layout);
     };
     const bool units = s.float_sums && sums_in_scale_units(cp.kp, l.ix);
     auto go = [&](auto width) {
