@@ -184,17 +184,6 @@ __device__ __forceinline__ void stage_chunk(const T* __restrict__ x, int64_t e0,
     stage[(i >> tile_shift) * ts + (i & tmask)] = staged(x[e0 + i]);
 }
 
-// |v| * 2^-shift as a float, rounded once from the exact product (what the float of the double
-// product is): by exponent arithmetic where |v| and the product are normal floats, through the
-// double product otherwise.
-__device__ __forceinline__ float scaled_float(float v, int shift, double down) {
-  const uint32_t b = __float_as_uint(v) & 0x7FFFFFFFu;
-  const int e = static_cast<int>(b >> 23) - shift;
-  if (b >= 0x00800000u && e >= 1 && e <= 254)
-    return __uint_as_float(b - (static_cast<uint32_t>(shift) << 23));
-  return static_cast<float>(static_cast<double>(__uint_as_float(b)) * down);
-}
-
 // The comparisons after a bucket that holds midpoints (LutIndex::max_steps), with the magnitude
 // |v| * 2^-shift formed exactly in double.
 __device__ __forceinline__ int steps(const double* thr, const cb::LutIndex& ix, int k, float v,
@@ -317,16 +306,23 @@ __global__ void __launch_bounds__(128, 5)
     __syncthreads();
     if (tid < nt) {
       const int64_t t = g0 + tid;
-      const S* xs = stage + tid * ts;
+      S* xs = stage + tid * ts;
       uint8_t* kb = reinterpret_cast<uint8_t*>(cst + tid * cw);  // intervals, then codes
       float* v_row = vst + tid * ts;
       S amax = 0;
       int nf = 0;
+      uint32_t least_nz = 0;
       if constexpr (std::is_same<S, float>::value) {
         // Non-negative floats order as their bits; Inf and NaN lie above every finite one.
-        uint32_t mx = 0;
+        // mn + 1: the least nonzero magnitude's bits (0 when every element is zero).
+        uint32_t mx = 0, mn = ~0u;
 #pragma unroll 8
-        for (int i = 0; i < tile; ++i) mx = max(mx, __float_as_uint(xs[i]) & 0x7FFFFFFFu);
+        for (int i = 0; i < tile; ++i) {
+          const uint32_t b = __float_as_uint(xs[i]) & 0x7FFFFFFFu;
+          mx = max(mx, b);
+          mn = min(mn, b - 1u);
+        }
+        least_nz = mn + 1u;
         if (mx < 0x7F800000u)
           amax = __uint_as_float(mx);
         else
@@ -349,21 +345,32 @@ __global__ void __launch_bounds__(128, 5)
       if (o.scale) store_code(o.scale, o.scale_size, t, gs.scale_code, p.kp.scale);
       nonfinite += nf;
       uint8_t* bests = bst + tid * subs;
-      if (!cb::scale_usable(p, gs)) {
-        // Every value takes slot 0 (or NaN): encode_sub itself. Rows hold whole tiles here
-        // (C % tile == 0), so tile t's subtiles are meta entries t * subs onwards.
+      const bool usable = cb::scale_usable(p, gs);
+      // The scale is sm * 2^shift: exponent scales have sm = 1; in the scaled kernel a float
+      // scale has a short significand sm (the host checks) and shift its binade.
+      int shift = gs.shift;
+      float sm = 1.0f;
+      if (SCALED && usable && !expo) {
+        shift = static_cast<int>((scalar::double_bits(gs.s) >> 52) & 0x7FF) - 1023;
+        sm = static_cast<float>(gs.s * scalar::pow2(-shift));
+      }
+      // The scaled kernel keeps x * 2^-shift in the stage: exact floats where every nonzero |x|
+      // and |x| * 2^-shift are normal (exponent fields from max(1, shift + 1) to 254 + shift).
+      // Other tiles, with subnormals or elements 2^126 below the scale, take encode_tile.
+      const bool exact =
+          !SCALED || !usable || least_nz == 0 ||
+          (least_nz >= (static_cast<uint32_t>(max(1, shift + 1)) << 23) &&
+           static_cast<int>(__float_as_uint(static_cast<float>(amax)) >> 23) - shift <= 254);
+      if (!exact || !usable) {
+        // encode_sub itself: every value takes slot 0 (or NaN) where the scale is not usable.
+        // Rows hold whole tiles here (C % tile == 0), so tile t's subtiles are meta entries
+        // t * subs onwards.
+        if (usable)
+          for (int i = 0; i < tile; ++i) clipped += cb::scaled_abs(p, gs, xs[i]) > p.kp.data_max;
         cb::encode_subtiles(p, gs, xs, tile, subs, t, 0, o.codes ? kb : nullptr,
                             o.values ? v_row : nullptr, o.meta);
         bests[0] = kDone;
       } else {
-        // The scale is sm * 2^shift: exponent scales have sm = 1; in the scaled kernel a float
-        // scale has a short significand sm (the host checks) and shift its binade.
-        int shift = gs.shift;
-        float sm = 1.0f;
-        if (SCALED && !expo) {
-          shift = static_cast<int>((scalar::double_bits(gs.s) >> 52) & 0x7FF) - 1023;
-          sm = static_cast<float>(gs.s * scalar::pow2(-shift));
-        }
         const double down = SCALED || expo ? scalar::pow2(-shift) : 0.0;
         const double up = expo ? scalar::pow2(gs.shift) : gs.s;
         auto scaled = [&](double a) { return expo ? a * down : __ddiv_rn(a, gs.s); };
@@ -375,6 +382,7 @@ __global__ void __launch_bounds__(128, 5)
           // as they do.
           const uint32_t clip = __float_as_uint(__double2float_rd(p.kp.data_max * up));
           const int sb = l.ix.sub_bits;
+          const float p2 = static_cast<float>(down);  // 2^-shift: exact, subnormal at 2^-127
           unsigned over = 0;
           if (!expo) {
             // Float scales: q = |x| * RU(1 / s) rounded up is at least |x| / s and within two of
@@ -393,6 +401,7 @@ __global__ void __launch_bounds__(128, 5)
               const uint32_t lo = __float_as_uint(
                   __fmul_rn(s_f, __uint_as_float(static_cast<uint32_t>(key) << fb)));
               kb[i] = bucket[max(key - key0 - static_cast<int>(b < lo), 0)];
+              xs[i] *= p2;
             }
           } else {
             // The bucket key of |x| * 2^-shift is that of |x| with the exponent moved by -shift:
@@ -408,6 +417,7 @@ __global__ void __launch_bounds__(128, 5)
                 int k = bucket[cb::bucket_index(static_cast<int>(b >> (23 - sb)), key0, l.ix)];
                 if (l.ix.max_steps) k = steps(thr, l.ix, k, __uint_as_float(b), down);
                 kb[i] = static_cast<uint8_t>(k);
+                xs[i] *= p2;
               }
             } else {
               for (int i = 0; i < tile; ++i) {
@@ -415,6 +425,7 @@ __global__ void __launch_bounds__(128, 5)
                 over += b > clip;
                 const double as = static_cast<double>(__uint_as_float(b)) * down;
                 kb[i] = static_cast<uint8_t>(cb::interval_of(thr, bucket, l.ix, as));
+                xs[i] *= p2;
               }
             }
           }
@@ -436,11 +447,10 @@ __global__ void __launch_bounds__(128, 5)
             float fs[W];
 #pragma unroll
             for (int m = 0; m < W; ++m) fs[m] = 0.0f;
-            float as_max = 0.0f;
+            const float as_max = static_cast<float>(amax) * static_cast<float>(down);
 #pragma unroll 2
             for (int i = s0; i < s0 + p.sub; ++i) {
-              const float as = scaled_float(xs[i], shift, down);
-              as_max = fmaxf(as_max, as);
+              const float as = fabsf(xs[i]);
               uint32_t w[W];
               load_row<W>(hi, kb[i], lane8, w);
 #pragma unroll
@@ -493,7 +503,7 @@ __global__ void __launch_bounds__(128, 5)
                   const int m = __ffs(cand) - 1;
                   double sse = 0.0;
                   for (int i = s0; i < s0 + p.sub; ++i) {
-                    const double as = fabs(static_cast<double>(xs[i])) * down;
+                    const double as = fabs(static_cast<double>(xs[i]));
                     const double mag = row_float(hi, kb[i], m, l.row_groups, lane8);
                     const double d = __fma_rn(mag, static_cast<double>(sm), -as);
                     sse = __dadd_rn(sse, __dmul_rn(d, d));
@@ -513,8 +523,7 @@ __global__ void __launch_bounds__(128, 5)
             for (int m = 0; m < W; ++m) sse[m] = 0;
 #pragma unroll 2
             for (int i = s0; i < s0 + p.sub; ++i) {
-              const double a = fabs(static_cast<double>(xs[i]));
-              const double as = SCALED ? a * down : a;
+              const double a = fabs(static_cast<double>(xs[i])), as = a;
               uint32_t w[W];
               load_row<W>(hi, kb[i], lane8, w);
 #pragma unroll
