@@ -394,14 +394,16 @@ __global__ void __launch_bounds__(128, 5)
             const int fb = 23 - sb;
 #pragma unroll 4
             for (int i = 0; i < tile; ++i) {
-              const uint32_t b = __float_as_uint(xs[i]) & 0x7FFFFFFFu;
+              const float v = xs[i];
+              xs[i] = v * p2;  // before the byte store, which may alias it
+              const uint32_t b = __float_as_uint(v) & 0x7FFFFFFFu;
               over += b > clip;
               const uint32_t qb = __float_as_uint(__fmul_ru(__uint_as_float(b), r_u));
-              const int key = min(max(static_cast<int>(qb >> fb), key0), key1);
+              // Clamped at the second entry: the first and everything below it hold 0.
+              const int key = min(max(static_cast<int>(qb >> fb), key0 + 1), key1);
               const uint32_t lo = __float_as_uint(
                   __fmul_rn(s_f, __uint_as_float(static_cast<uint32_t>(key) << fb)));
-              kb[i] = bucket[max(key - key0 - static_cast<int>(b < lo), 0)];
-              xs[i] *= p2;
+              kb[i] = bucket[key - key0 - static_cast<int>(b < lo)];
             }
           } else {
             // The bucket key of |x| * 2^-shift is that of |x| with the exponent moved by -shift:
@@ -412,20 +414,22 @@ __global__ void __launch_bounds__(128, 5)
             if (lead >= 0) {
 #pragma unroll 4
               for (int i = 0; i < tile; ++i) {
-                const uint32_t b = __float_as_uint(xs[i]) & 0x7FFFFFFFu;
+                const float v = xs[i];
+                xs[i] = v * p2;  // before the byte store, which may alias it
+                const uint32_t b = __float_as_uint(v) & 0x7FFFFFFFu;
                 over += b > clip;
                 int k = bucket[cb::bucket_index(static_cast<int>(b >> (23 - sb)), key0, l.ix)];
                 if (l.ix.max_steps) k = steps(thr, l.ix, k, __uint_as_float(b), down);
                 kb[i] = static_cast<uint8_t>(k);
-                xs[i] *= p2;
               }
             } else {
               for (int i = 0; i < tile; ++i) {
-                const uint32_t b = __float_as_uint(xs[i]) & 0x7FFFFFFFu;
+                const float v = xs[i];
+                xs[i] = v * p2;  // before the byte store, which may alias it
+                const uint32_t b = __float_as_uint(v) & 0x7FFFFFFFu;
                 over += b > clip;
                 const double as = static_cast<double>(__uint_as_float(b)) * down;
                 kb[i] = static_cast<uint8_t>(cb::interval_of(thr, bucket, l.ix, as));
-                xs[i] *= p2;
               }
             }
           }
