@@ -549,8 +549,9 @@ __device__ __forceinline__ castscope::detail::GroupScale choose_float_scale_fast
   double raw = absmax * inv_td;
   if (near_midpoint(raw, kp.scale, 0x1p-40))
     raw = (kp.multiscale ? absmax / g.t : absmax) / kp.data_max;
-  g.scale_code = scalar::encode(quantize_rne_f64(raw, kp.scale), kp.scale);
-  g.s = scalar::value_of(scalar::decode(g.scale_code, kp.scale), 0);
+  const scalar::Quantized q = quantize_rne_f64(raw, kp.scale);
+  g.scale_code = scalar::encode(q, kp.scale);
+  g.s = scalar::ldexp_int(q.r, q.qe);  // the code's value: a non-negative r * 2^qe
   return g;
 }
 
