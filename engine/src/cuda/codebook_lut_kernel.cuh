@@ -153,6 +153,17 @@ __device__ __forceinline__ void stage_chunk(const T* __restrict__ x, int64_t e0,
     stage[(i >> tile_shift) * ts + (i & tmask)] = staged(x[e0 + i]);
 }
 
+// |x|'s bits, with x * p2 left in its place and a clip counted (|x| above the clip point's
+// bits). The store comes before the caller's interval byte, whose store may alias it.
+__device__ __forceinline__ uint32_t scale_in_place(float& x, float p2, uint32_t clip,
+                                                   unsigned& over) {
+  const float v = x;
+  x = v * p2;
+  const uint32_t b = __float_as_uint(v) & 0x7FFFFFFFu;
+  over += b > clip;
+  return b;
+}
+
 // The comparisons after a bucket that holds midpoints (LutIndex::max_steps), with the magnitude
 // |v| * 2^-shift formed exactly in double.
 __device__ __forceinline__ int steps(const double* thr, const cb::LutIndex& ix, int k, float v,
@@ -363,10 +374,7 @@ __global__ void __launch_bounds__(128, 5)
             const int fb = 23 - sb;
 #pragma unroll 4
             for (int i = 0; i < tile; ++i) {
-              const float v = xs[i];
-              xs[i] = v * p2;  // before the byte store, which may alias it
-              const uint32_t b = __float_as_uint(v) & 0x7FFFFFFFu;
-              over += b > clip;
+              const uint32_t b = scale_in_place(xs[i], p2, clip, over);
               const uint32_t qb = __float_as_uint(__fmul_ru(__uint_as_float(b), r_u));
               // Clamped at the second entry: the first and everything below it hold 0.
               const int key = min(max(static_cast<int>(qb >> fb), key0 + 1), key1);
@@ -383,20 +391,14 @@ __global__ void __launch_bounds__(128, 5)
             if (lead >= 0) {
 #pragma unroll 4
               for (int i = 0; i < tile; ++i) {
-                const float v = xs[i];
-                xs[i] = v * p2;  // before the byte store, which may alias it
-                const uint32_t b = __float_as_uint(v) & 0x7FFFFFFFu;
-                over += b > clip;
+                const uint32_t b = scale_in_place(xs[i], p2, clip, over);
                 int k = bucket[cb::bucket_index(static_cast<int>(b >> (23 - sb)), key0, l.ix)];
                 if (l.ix.max_steps) k = steps(thr, l.ix, k, __uint_as_float(b), down);
                 kb[i] = static_cast<uint8_t>(k);
               }
             } else {
               for (int i = 0; i < tile; ++i) {
-                const float v = xs[i];
-                xs[i] = v * p2;  // before the byte store, which may alias it
-                const uint32_t b = __float_as_uint(v) & 0x7FFFFFFFu;
-                over += b > clip;
+                const uint32_t b = scale_in_place(xs[i], p2, clip, over);
                 const double as = static_cast<double>(__uint_as_float(b)) * down;
                 kb[i] = static_cast<uint8_t>(cb::interval_of(thr, bucket, l.ix, as));
               }
