@@ -2,14 +2,18 @@
 // a cheaper mapping choice needs (float sums with an error bound, the exact double sums only where
 // the bound cannot separate the best mapping from the others; docs/gpu-notes.md, codebooks).
 // Sums are encode_sub's (cb_block.hpp), in double, element order, no fused multiply-adds.
-// Run: ./build/bench/codebook_ties [dtype tiles seed]
+// Run: ./build/bench/codebook_ties [dtype tiles seed input], input float32 (default) or bfloat16:
+// bfloat16 values land on midpoints between magnitudes far more often, so ties between different
+// magnitude sequences appear.
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "castscope/datatype.hpp"
+#include "castscope/tensor.hpp"
 #include "codebook/cb_cast.hpp"
 
 using namespace castscope;
@@ -19,6 +23,13 @@ int main(int argc, char** argv) {
   const char* name = argc > 1 ? argv[1] : "icb44fi4_e32";
   const long tiles = argc > 2 ? std::atol(argv[2]) : 200000;
   const uint64_t seed = argc > 3 ? std::strtoull(argv[3], nullptr, 10) : 1;
+  const std::string input = argc > 4 ? argv[4] : "float32";
+  if (input != "float32" && input != "bfloat16") {
+    std::fprintf(stderr, "codebook_ties: input must be float32 or bfloat16, not %s\n",
+                 input.c_str());
+    return 1;
+  }
+  const bool bf16 = input == "bfloat16";
   try {
     const DataType d = DataType::parse(name);
     const codebook::Layout l = codebook::make_layout({1, 4096}, d, {});
@@ -27,11 +38,14 @@ int main(int argc, char** argv) {
     std::normal_distribution<double> nd(0, 1);
     std::vector<double> x(p.tile), sse(p.nmaps);
     std::vector<std::vector<double>> mags(p.nmaps);
-    long subs = 0, ties = 0, ties_same = 0, near16 = 0, near6 = 0;
+    long subs = 0, ties = 0, ties_same = 0, ties_other = 0, near16 = 0, near6 = 0;
     for (long t = 0; t < tiles; ++t) {
-      // float32 values over 20 binades of scale.
+      // float32 (or bfloat16) values over 20 binades of scale.
       const double s = std::ldexp(1.0, static_cast<int>(rng() % 20) - 10);
-      for (double& v : x) v = static_cast<float>(nd(rng) * s);
+      for (double& v : x) {
+        const float f = static_cast<float>(nd(rng) * s);
+        v = bf16 ? bf16_to_float(float_to_bf16(f)) : f;
+      }
       int nonfinite = 0;
       const auto g = cb::tile_scale(p, x.data(), p.tile, nonfinite);
       if (!cb::scale_usable(p, g)) continue;
@@ -51,12 +65,13 @@ int main(int argc, char** argv) {
         int best = 0;
         for (int m = 1; m < p.nmaps; ++m)
           if (sse[m] < sse[best]) best = m;
-        bool tie = false, same = false, n16 = false, n6 = false;
+        bool tie = false, same = false, other = false, n16 = false, n6 = false;
         for (int m = 0; m < p.nmaps; ++m) {
           if (m == best) continue;
           if (sse[m] == sse[best]) {
             tie = true;
             same = same || mags[m] == mags[best];
+            other = other || mags[m] != mags[best];
           } else {
             n16 = n16 || sse[m] - sse[best] <= std::ldexp(sse[best], -16);
             n6 = n6 || sse[m] - sse[best] <= std::ldexp(sse[best], -6);
@@ -65,19 +80,21 @@ int main(int argc, char** argv) {
         ++subs;
         ties += tie;
         ties_same += same;
+        ties_other += other;
         near16 += n16;
         near6 += n6;
       }
     }
     const double pc = subs ? 100.0 / static_cast<double>(subs) : 0.0;
     std::printf(
-        "%s (%d mappings, subtiles of %d, %ld subtiles, seed %llu)\n"
+        "%s from %s (%d mappings, subtiles of %d, %ld subtiles, seed %llu)\n"
         "  best sum shared exactly with another mapping:      %8.4f%%\n"
         "    of which the two mappings' magnitudes agree:      %8.4f%%\n"
+        "    of which they differ somewhere:                   %8.4f%%\n"
         "  runner-up above the best by at most 2^-16 (rel.):   %8.4f%%\n"
         "  runner-up above the best by at most 2^-6 (rel.):    %8.4f%%\n",
-        name, p.nmaps, p.sub, subs, static_cast<unsigned long long>(seed), ties * pc,
-        ties_same * pc, near16 * pc, near6 * pc);
+        name, input.c_str(), p.nmaps, p.sub, subs, static_cast<unsigned long long>(seed), ties * pc,
+        ties_same * pc, ties_other * pc, near16 * pc, near6 * pc);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "codebook_ties: %s\n", e.what());
     return 1;
