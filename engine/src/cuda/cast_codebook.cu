@@ -177,8 +177,8 @@ void CodebookRunner::run() {
       CS_CUDA_LAUNCH("codebook_tile_kernel");
       return;
     }
-    const int threads = s.threads(), smem = s.smem_bytes();
     const Smem layout = s.smem_layout();
+    const int threads = s.threads(), smem = layout.total;
     const LutDev l = s.lut_dev();
     auto launch = [&](auto kernel) {
       CS_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));

@@ -44,9 +44,8 @@ struct LutDev {
 // conflict, whatever intervals their elements fall in.
 constexpr int kCopies = 8;
 
-// A tile's first mapping choice when encode_subtiles wrote its codes and choices (choices are
-// below 16).
-constexpr uint8_t kDone = 0xFF;
+// Set in a tile's first mapping choice (choices are below 16) when encode_subtiles wrote its codes.
+constexpr uint8_t kDone = 0x80;
 
 // Byte offsets of the interval kernel's shared memory: the tables, then one row per thread of
 // staged input (tile + 1 elements, so that threads reading their own rows use distinct banks),
@@ -256,7 +255,7 @@ __global__ void __launch_bounds__(128, 5)
   S* stage = reinterpret_cast<S*>(sm + s.stage);
   uint32_t* cst = reinterpret_cast<uint32_t*>(sm + s.cstage);
   float* vst = reinterpret_cast<float*>(sm + s.vstage);
-  // Each tile's mapping choices, or kDone where the tile's codes and choices are written already.
+  // Each tile's mapping choices, the first with kDone where the tile's codes are written already.
   uint8_t* bst = sm + s.bests;
   const int tid = threadIdx.x, lane8 = tid & 7;
   for (int i = tid; i < (l.ix.nthr + 1) * l.row_groups * kCopies; i += nthreads) {
@@ -336,20 +335,19 @@ __global__ void __launch_bounds__(128, 5)
       }
       // The scaled kernel keeps x * 2^-shift in the stage: exact floats where every nonzero |x|
       // and |x| * 2^-shift are normal (exponent fields from max(1, shift + 1) to 254 + shift).
-      // Other tiles, with subnormals or elements 2^126 below the scale, take encode_tile.
+      // Other tiles, with subnormals or elements 2^126 below the scale, take encode_sub.
       const bool exact =
           !SCALED || !usable || least_nz == 0 ||
           (least_nz >= (static_cast<uint32_t>(max(1, shift + 1)) << 23) &&
            static_cast<int>(__float_as_uint(static_cast<float>(amax)) >> 23) - shift <= 254);
       if (!exact || !usable) {
-        // encode_sub itself: every value takes slot 0 (or NaN) where the scale is not usable.
-        // Rows hold whole tiles here (C % tile == 0), so tile t's subtiles are meta entries
-        // t * subs onwards.
+        // encode_sub itself: every value takes slot 0 (or NaN) where the scale is not usable. It
+        // writes the codes and values; its choices go out with everyone else's.
         if (usable)
           for (int i = 0; i < tile; ++i) clipped += cb::scaled_abs(p, gs, xs[i]) > p.kp.data_max;
-        cb::encode_subtiles(p, gs, xs, tile, subs, t, 0, o.codes ? kb : nullptr,
-                            o.values ? v_row : nullptr, o.meta);
-        bests[0] = kDone;
+        cb::encode_subtiles(p, gs, xs, tile, subs, 0, 0, o.codes ? kb : nullptr,
+                            o.values ? v_row : nullptr, bests);
+        bests[0] |= kDone;
       } else {
         const double down = SCALED || expo ? scalar::pow2(-shift) : 0.0;
         const double up = expo ? scalar::pow2(gs.shift) : gs.s;
@@ -435,16 +433,16 @@ __global__ void __launch_bounds__(128, 5)
                 fs[m] = fmaf(d, d, fs[m]);
               }
             }
-            // The least sum with its last four bits replaced by the mapping's index: non-negative
-            // floats order as their bits, so the least key's mapping has a sum within 15 units in
-            // the last place of the least one, and the lowest index among equal sums. Its key with
-            // those bits set bounds its sum from above, and so the limit.
             // Columns past the mappings (magnitude 0 in the tables) become infinite: never the
             // least, never near it.
             if (p.nmaps < W)
 #pragma unroll
               for (int m = 0; m < W; ++m)
                 if (m >= p.nmaps) fs[m] = __int_as_float(0x7F800000);
+            // The least sum with its last four bits replaced by the mapping's index: non-negative
+            // floats order as their bits, so the least key's mapping has a sum within 15 units in
+            // the last place of the least one, and the lowest index among equal sums. Its key with
+            // those bits set bounds its sum from above, and so the limit.
             constexpr int C = W < 4 ? W : 4;  // independent chains
             uint32_t key[C];
 #pragma unroll
@@ -473,7 +471,7 @@ __global__ void __launch_bounds__(128, 5)
               // double sum exceeds the best's): their double sums alone, in index order.
               if (near) {
                 unsigned cand = near | 1u << best;
-                double least = 0.0;
+                double least_sse = 0.0;
                 for (int first = 1; cand; cand &= cand - 1, first = 0) {
                   const int m = __ffs(cand) - 1;
                   double sse = 0.0;
@@ -483,9 +481,9 @@ __global__ void __launch_bounds__(128, 5)
                     const double d = __fma_rn(mag, static_cast<double>(sm), -as);
                     sse = __dadd_rn(sse, __dmul_rn(d, d));
                   }
-                  if (first || sse < least) {
+                  if (first || sse < least_sse) {
                     best = m;
-                    least = sse;
+                    least_sse = sse;
                   }
                 }
               }
@@ -498,7 +496,7 @@ __global__ void __launch_bounds__(128, 5)
             for (int m = 0; m < W; ++m) sse[m] = 0;
 #pragma unroll 2
             for (int i = s0; i < s0 + p.sub; ++i) {
-              const double a = fabs(static_cast<double>(xs[i])), as = a;
+              const double a = fabs(static_cast<double>(xs[i]));  // the scaled kernel's: scaled
               uint32_t w[W];
               load_row<W>(hi, kb[i], lane8, w);
 #pragma unroll
@@ -508,9 +506,8 @@ __global__ void __launch_bounds__(128, 5)
                 // mag * sm and mag * up are exact (a magnitude of at most 5 significant bits,
                 // checked with the tables, times a scale of at most 48, checked at launch), so
                 // one rounding of mag * up - a is encode_sub's rounded difference, and of mag *
-                // sm - as the same times 2^-shift.
-                const double d =
-                    SCALED ? __fma_rn(mag, static_cast<double>(sm), -as) : __fma_rn(mag, up, -a);
+                // sm - a (scaled) the same times 2^-shift.
+                const double d = __fma_rn(mag, SCALED ? static_cast<double>(sm) : up, -a);
                 sse[m] = __dadd_rn(sse[m], __dmul_rn(d, d));
               }
             }
@@ -540,7 +537,7 @@ __global__ void __launch_bounds__(128, 5)
         const int tt = i >> (tile_shift - 2), w = i & (per - 1);
         const uint32_t ks = cst[tt * cw + w];
         const uint8_t* bt = bst + tt * subs;
-        if (bt[0] == kDone) {
+        if (bt[0] & kDone) {
           out[i] = ks;
           continue;
         }
@@ -561,9 +558,11 @@ __global__ void __launch_bounds__(128, 5)
         out[i] = r;
       }
     }
+    // Rows hold whole tiles here (C % tile == 0), so tile t's subtiles are meta entries t * subs
+    // onwards.
     if (o.meta)
       for (int i = tid; i < nt * subs; i += nthreads)
-        if (bst[(i >> (tile_shift - sub_shift)) * subs] != kDone) o.meta[g0 * subs + i] = bst[i];
+        o.meta[g0 * subs + i] = static_cast<uint8_t>(bst[i] & ~kDone);
     if (o.values)
       for (int i = tid; i < ne; i += nthreads)
         o.values[e0 + i] = vst[(i >> tile_shift) * ts + (i & (tile - 1))];
