@@ -5,6 +5,12 @@
 // Run: ./build/bench/codebook_ties [dtype tiles seed input], input float32 (default) or bfloat16:
 // bfloat16 values land on midpoints between magnitudes far more often, so ties between different
 // magnitude sequences appear.
+// Also: for relative windows 2^-6 to 2^-10, the subtiles with a mapping of other magnitudes within
+// the window of the best, and what a pre-filter of that precision would leave a warp to resolve:
+// the GPU kernel gives each thread one tile, so a warp holds 32 tiles' subtile si at once and runs
+// as many exact passes as its busiest lane has candidates (the best and its near mappings; a lane
+// with none needs no pass). The mean is over warps and subtile positions.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -39,6 +45,11 @@ int main(int argc, char** argv) {
     std::vector<double> x(p.tile), sse(p.nmaps);
     std::vector<std::vector<double>> mags(p.nmaps);
     long subs = 0, ties = 0, ties_same = 0, ties_other = 0, near16 = 0, near6 = 0;
+    constexpr int kWindows = 5, kFirst = 6, kLanes = 32;
+    const int nsub = p.tile / p.sub;
+    long within[kWindows] = {}, warps = 0, lane = 0;
+    double passes[kWindows] = {};
+    std::vector<int> lane_passes(static_cast<size_t>(kWindows) * kLanes * nsub);
     for (long t = 0; t < tiles; ++t) {
       // float32 (or bfloat16) values over 20 binades of scale.
       const double s = std::ldexp(1.0, static_cast<int>(rng() % 20) - 10);
@@ -49,7 +60,7 @@ int main(int argc, char** argv) {
       int nonfinite = 0;
       const auto g = cb::tile_scale(p, x.data(), p.tile, nonfinite);
       if (!cb::scale_usable(p, g)) continue;
-      for (int s0 = 0; s0 < p.tile; s0 += p.sub) {
+      for (int s0 = 0, si = 0; s0 < p.tile; s0 += p.sub, ++si) {
         for (int m = 0; m < p.nmaps; ++m) {
           const double* mag = p.mags + m * p.half;
           mags[m].clear();
@@ -77,12 +88,32 @@ int main(int argc, char** argv) {
             n6 = n6 || sse[m] - sse[best] <= std::ldexp(sse[best], -6);
           }
         }
+        for (int w = 0; w < kWindows; ++w) {
+          int c = 0;
+          for (int m = 0; m < p.nmaps; ++m)
+            c += m != best && mags[m] != mags[best] &&
+                 sse[m] - sse[best] <= std::ldexp(sse[best], -(kFirst + w));
+          within[w] += c > 0;
+          lane_passes[(static_cast<size_t>(w) * kLanes + lane) * nsub + si] = c ? c + 1 : 0;
+        }
         ++subs;
         ties += tie;
         ties_same += same;
         ties_other += other;
         near16 += n16;
         near6 += n6;
+      }
+      if (++lane == kLanes) {
+        lane = 0;
+        ++warps;
+        for (int w = 0; w < kWindows; ++w)
+          for (int si = 0; si < nsub; ++si) {
+            int most = 0;
+            for (int l2 = 0; l2 < kLanes; ++l2)
+              most =
+                  std::max(most, lane_passes[(static_cast<size_t>(w) * kLanes + l2) * nsub + si]);
+            passes[w] += most;
+          }
       }
     }
     const double pc = subs ? 100.0 / static_cast<double>(subs) : 0.0;
@@ -95,6 +126,11 @@ int main(int argc, char** argv) {
         "  runner-up above the best by at most 2^-6 (rel.):    %8.4f%%\n",
         name, input.c_str(), p.nmaps, p.sub, subs, static_cast<unsigned long long>(seed), ties * pc,
         ties_same * pc, ties_other * pc, near16 * pc, near6 * pc);
+    std::printf(
+        "  window   subtiles with a mapping of other magnitudes within it   passes per warp\n");
+    for (int w = 0; w < kWindows; ++w)
+      std::printf("  2^-%-2d    %8.4f%%%45.3f\n", kFirst + w, within[w] * pc,
+                  warps ? passes[w] / static_cast<double>(warps * nsub) : 0.0);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "codebook_ties: %s\n", e.what());
     return 1;
