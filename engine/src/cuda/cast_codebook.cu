@@ -98,11 +98,11 @@ struct CodebookRunner::Impl {
   }
   int threads() const { return std::clamp(4096 / layout.tile, 32, 128); }
   // The shared memory layout, passed to the kernel (offsets in its parameters, not recomputed
-  // where registers are short).
-  Smem smem_layout() const {
+  // where registers are short). float_rows: the scaled kernel's, never larger.
+  Smem smem_layout(bool float_rows = false) const {
     const int in_size = xin.dtype() == DType::F64 ? 8 : 4;
     return Smem(lut_dev(), lut.width, layout.tile, layout.tile / layout.sub, threads(), in_size,
-                static_cast<bool>(values));
+                static_cast<bool>(values), float_rows);
   }
   int smem_bytes() const { return smem_layout().total; }
 };
@@ -177,9 +177,11 @@ void CodebookRunner::run() {
       CS_CUDA_LAUNCH("codebook_tile_kernel");
       return;
     }
-    const Smem layout = s.smem_layout();
-    const int threads = s.threads(), smem = layout.total;
     const LutDev l = s.lut_dev();
+    const bool units =
+        !std::is_same<T, double>::value && s.float_sums && sums_in_scale_units(cp.kp, l.ix);
+    const Smem layout = s.smem_layout(units);
+    const int threads = s.threads(), smem = layout.total;
     auto launch = [&](auto kernel) {
       CS_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
       int per_sm = 0;
@@ -188,7 +190,6 @@ void CodebookRunner::run() {
       const unsigned grid = grid_for(chunks, 1, std::max(per_sm, 1) * int64_t{sm_count()});
       kernel<<<grid, threads, smem, st>>>(xp, g, cp, l, o, s.tile_shift, layout);
     };
-    const bool units = s.float_sums && sums_in_scale_units(cp.kp, l.ix);
     auto go = [&](auto width) {
       constexpr int W = decltype(width)::value;
       if constexpr (std::is_same<T, double>::value)

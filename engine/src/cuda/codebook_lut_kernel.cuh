@@ -44,6 +44,21 @@ struct LutDev {
 // conflict, whatever intervals their elements fall in.
 constexpr int kCopies = 8;
 
+// The scaled kernel's rows hold each magnitude as a whole float (no unpacking in the sums) in
+// Q = max(W / 4, 1) 16-byte chunks, and each row 8 / Q times: a thread reads copy (tid / Q) % (8 /
+// Q) and takes its chunks in the order rot, rot + 1, ... (rot = tid % Q), so that the eight threads
+// of a quarter warp meet eight distinct bank groups (copy * Q + chunk) at every load. Its sums
+// then sit in slots: slot 4t + j holds mapping 4 * ((rot + t) % Q) + j (slot_mapping). Row k
+// starts at chunk 8k: 128 bytes per row, half the 16-bit rows' 256 for 16 mappings.
+template <int W>
+struct FloatRows {
+  static constexpr int Q = W > 4 ? W / 4 : 1, copies = 8 / Q, bytes_per_row = 128;
+};
+
+__device__ __forceinline__ int slot_mapping(int s, int rot, int q) {
+  return 4 * ((rot + (s >> 2)) & (q - 1)) + (s & 3);
+}
+
 // Set in a tile's first mapping choice (choices are below 16) when encode_subtiles wrote its codes.
 constexpr uint8_t kDone = 0x80;
 
@@ -58,10 +73,12 @@ struct Smem {
     at += (bytes + 15) & ~15;
     return here;
   }
+  // float_rows: the scaled kernel's layout (FloatRows), never larger than the 16-bit rows'.
   __host__ __device__ Smem(const LutDev& l, int width, int tile, int subs, int threads, int in_size,
-                           bool values) {
+                           bool values, bool float_rows) {
     int at = 0;
-    hi = take(at, (l.ix.nthr + 1) * l.row_groups * kCopies * 16);
+    hi = take(at, (l.ix.nthr + 1) *
+                      (float_rows ? FloatRows<16>::bytes_per_row : l.row_groups * kCopies * 16));
     thr = take(at, l.ix.nthr * 8);
     bucket = take(at, l.ix.buckets());
     slot = take(at, (l.ix.nthr + 1) * width);
@@ -192,10 +209,31 @@ __device__ __forceinline__ uint32_t row_entry(const uint4* hi, int k, int m, int
   return reinterpret_cast<const uint16_t*>(hi + ((k * row_groups + m / 8) << 3) + lane8)[m % 8];
 }
 
-// The same entry of the float rows (the scaled kernel's) as a double.
-__device__ __forceinline__ double row_float(const uint4* hi, int k, int m, int row_groups,
-                                            int lane8) {
-  return static_cast<double>(__uint_as_float(row_entry(hi, k, m, row_groups, lane8) << 16));
+__device__ __forceinline__ uint4 lds128(uint32_t address) {
+  uint4 v;
+  asm("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
+      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+      : "r"(address));
+  return v;
+}
+
+// Mapping m's magnitude in row k of the float rows, from the thread's copy fr.
+__device__ __forceinline__ float frow_entry(const uint4* fr, int k, int m) {
+  return reinterpret_cast<const float*>(fr + (k << 3) + (m >> 2))[m & 3];
+}
+
+// The W magnitudes of row k of the float rows in mapping order, from the thread's copy fr (the
+// double sums' path: chunks in order, where threads sharing a copy may conflict).
+template <int W>
+__device__ __forceinline__ void load_frow(const uint4* fr, int k, uint32_t (&w)[W]) {
+  constexpr int Q = FloatRows<W>::Q, J = W < 4 ? W : 4;
+#pragma unroll
+  for (int q = 0; q < Q; ++q) {
+    const uint4 v = fr[(k << 3) + q];
+    const uint32_t h[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int j = 0; j < J; ++j) w[4 * q + j] = h[j];
+  }
 }
 
 // Two magnitudes in the rows' form (the top 16 bits of a double) as the top 16 bits of a float,
@@ -258,11 +296,28 @@ __global__ void __launch_bounds__(128, 5)
   // Each tile's mapping choices, the first with kDone where the tile's codes are written already.
   uint8_t* bst = sm + s.bests;
   const int tid = threadIdx.x, lane8 = tid & 7;
-  for (int i = tid; i < (l.ix.nthr + 1) * l.row_groups * kCopies; i += nthreads) {
-    uint4 v = l.hi[i / kCopies];
-    if constexpr (SCALED)
-      v = make_uint4(float_rows(v.x), float_rows(v.y), float_rows(v.z), float_rows(v.w));
-    hi[i] = v;
+  // The float rows' copy and chunk rotation of this thread (FloatRows).
+  constexpr int FQ = FloatRows<W>::Q;
+  const uint4* fr = hi + ((tid / FQ) % FloatRows<W>::copies) * FQ;
+  const int rot = tid & (FQ - 1);
+  // The shared-memory addresses of the thread's t-th chunk of row 0 (row k's: + 128k), so that a
+  // chunk's address costs one operation.
+  uint32_t fchunk[FQ];
+#pragma unroll
+  for (int t = 0; t < FQ; ++t)
+    fchunk[t] = static_cast<uint32_t>(__cvta_generic_to_shared(fr + ((rot + t) & (FQ - 1))));
+  if constexpr (SCALED) {
+    // Chunk i = (k * copies + copy) * Q + q holds mappings 4q..4q+3 of row k: half of the 16-bit
+    // rows' group q / 2.
+    for (int i = tid; i < (l.ix.nthr + 1) * 8; i += nthreads) {
+      const int q = i & (FQ - 1);
+      const uint4 v = l.hi[(i >> 3) * l.row_groups + q / 2];
+      const uint32_t a = float_rows(q & 1 ? v.z : v.x), b = float_rows(q & 1 ? v.w : v.y);
+      hi[i] = make_uint4(a << 16, a & 0xFFFF0000u, b << 16, b & 0xFFFF0000u);
+    }
+  } else {
+    for (int i = tid; i < (l.ix.nthr + 1) * l.row_groups * kCopies; i += nthreads)
+      hi[i] = l.hi[i / kCopies];
   }
   for (int i = tid; i < l.ix.nthr; i += nthreads) thr[i] = l.thr[i];
   for (int i = tid; i < l.ix.buckets(); i += nthreads) bucket[i] = l.bucket[i];
@@ -421,28 +476,43 @@ __global__ void __launch_bounds__(128, 5)
 #pragma unroll
             for (int m = 0; m < W; ++m) fs[m] = 0.0f;
             const float as_max = static_cast<float>(amax) * static_cast<float>(down);
-#pragma unroll 2
+            // The next element's interval is read ahead (kb holds at least three bytes past the
+            // tile).
+            int k_next = kb[s0];
+#pragma unroll 1
             for (int i = s0; i < s0 + p.sub; ++i) {
+              const int k = k_next;
+              k_next = kb[i + 1];
               const float as = fabsf(xs[i]);
-              uint32_t w[W];
-              load_row<W>(hi, kb[i], lane8, w);
+              uint32_t w[4 * FQ];
+#pragma unroll
+              for (int t = 0; t < FQ; ++t) {
+                const uint4 v = lds128(fchunk[t] + (k << 7));
+                w[4 * t] = v.x;
+                w[4 * t + 1] = v.y;
+                w[4 * t + 2] = v.z;
+                w[4 * t + 3] = v.w;
+              }
 #pragma unroll
               for (int m = 0; m < W; ++m) {
-                // mag * sm is exact (at most 5 and 19 significant bits): one rounding.
+                // Slot m (FloatRows). mag * sm is exact (at most 5 and 19 significant bits): one
+                // rounding.
                 const float d = __fmaf_rn(__uint_as_float(w[m]), sm, -as);
                 fs[m] = fmaf(d, d, fs[m]);
               }
             }
             // Columns past the mappings (magnitude 0 in the tables) become infinite: never the
             // least, never near it.
+
             if (p.nmaps < W)
 #pragma unroll
               for (int m = 0; m < W; ++m)
-                if (m >= p.nmaps) fs[m] = __int_as_float(0x7F800000);
-            // The least sum with its last four bits replaced by the mapping's index: non-negative
-            // floats order as their bits, so the least key's mapping has a sum within 15 units in
-            // the last place of the least one, and the lowest index among equal sums. Its key with
-            // those bits set bounds its sum from above, and so the limit.
+                if (slot_mapping(m, rot, FQ) >= p.nmaps) fs[m] = __int_as_float(0x7F800000);
+
+            // The least sum with its last four bits replaced by its slot: non-negative floats order
+            // as their bits, so the least key's mapping has a sum within 15 units in the last place
+            // of the least one. Its key with those bits set bounds its sum from above, and so the
+            // limit.
             constexpr int C = W < 4 ? W : 4;  // independent chains
             uint32_t key[C];
 #pragma unroll
@@ -452,20 +522,25 @@ __global__ void __launch_bounds__(128, 5)
               key[m % C] = min(key[m % C], (__float_as_uint(fs[m]) & ~15u) | m);
 #pragma unroll
             for (int c = 1; c < C; ++c) key[0] = min(key[0], key[c]);
-            best = static_cast<int>(key[0] & 15u);
+
+            best = slot_mapping(static_cast<int>(key[0] & 15u), rot, FQ);
             const float least = __uint_as_float(key[0] | 15u);
             const uint32_t lim =
                 __float_as_uint(__fadd_ru(__fmul_ru(least, 1.0f + 0x1p-13f), 0x1p-96f));
             const bool big = !(as_max <= 0x1p40f);
             unsigned near = 0;
 #pragma unroll
+
             for (int m = 0; m < W; ++m) near |= (__float_as_uint(fs[m]) <= lim ? 1u : 0u) << m;
+            // Slots to mappings: slot chunk t is mapping chunk rot + t, a rotation by 4 * rot bits.
+            if (FQ > 1) near = ((near << (4 * rot)) | (near >> (W - 4 * rot))) & ((1u << W) - 1);
             near &= ~(1u << best);
             if (near && !big) {
               // Mappings whose magnitudes equal the best one's on every element have its sums,
-              // float and double alike, and a higher index: they cannot take the choice.
+              // float and double alike: the lowest index among them stands for them all.
               unsigned agree = 0xFFFFu;
               for (int i = s0; i < s0 + p.sub; ++i) agree &= same[kb[i] * W + best];
+              best = __ffs(agree) - 1;
               near &= ~agree;
               // The choice lies among the best and the mappings still near it (every other one's
               // double sum exceeds the best's): their double sums alone, in index order.
@@ -477,7 +552,7 @@ __global__ void __launch_bounds__(128, 5)
                   double sse = 0.0;
                   for (int i = s0; i < s0 + p.sub; ++i) {
                     const double as = fabs(static_cast<double>(xs[i]));
-                    const double mag = row_float(hi, kb[i], m, l.row_groups, lane8);
+                    const double mag = static_cast<double>(frow_entry(fr, kb[i], m));
                     const double d = __fma_rn(mag, static_cast<double>(sm), -as);
                     sse = __dadd_rn(sse, __dmul_rn(d, d));
                   }
@@ -497,8 +572,12 @@ __global__ void __launch_bounds__(128, 5)
 #pragma unroll 2
             for (int i = s0; i < s0 + p.sub; ++i) {
               const double a = fabs(static_cast<double>(xs[i]));  // the scaled kernel's: scaled
+
               uint32_t w[W];
-              load_row<W>(hi, kb[i], lane8, w);
+              if constexpr (SCALED)
+                load_frow<W>(fr, kb[i], w);
+              else
+                load_row<W>(hi, kb[i], lane8, w);
 #pragma unroll
               for (int m = 0; m < W; ++m) {
                 const double mag = SCALED ? static_cast<double>(__uint_as_float(w[m]))
@@ -518,9 +597,13 @@ __global__ void __launch_bounds__(128, 5)
           if (o.values)
             for (int i = s0; i < s0 + p.sub; ++i) {
               const S v = xs[i];
-              const uint32_t h = row_entry(hi, kb[i], best, l.row_groups, lane8);
-              const double mag = SCALED ? static_cast<double>(__uint_as_float(h << 16))
-                                        : __hiloint2double(static_cast<int>(h << 16), 0);
+
+              const double mag =
+                  SCALED
+                      ? static_cast<double>(frow_entry(fr, kb[i], best))
+                      : __hiloint2double(
+                            static_cast<int>(row_entry(hi, kb[i], best, l.row_groups, lane8) << 16),
+                            0);
               const double u = mag * up;
               v_row[i] = scalar::to_f32(signbit(v) ? -u : u);
             }
