@@ -47,6 +47,7 @@ TEST(GpuCodebook, MatchesTheCpuBitForBit) {
                           "icb42p1s2_e4m3fn_e8m0_t64s16",
                           "icb41ie_e2m3fnuz_e8m0_t16s2",
                           "icb44fi_e5m2_float16_t32s8",
+                          "icb43fi_e4m3fn_e8m0_t32s8",
                           "cb22_e2m3fnuz_gputest_e8m0_t32s4"};
   uint64_t k = 0;
   int casts = 0;
@@ -75,7 +76,7 @@ TEST(GpuCodebook, MatchesTheCpuBitForBit) {
           ++casts;
         }
   }
-  EXPECT_EQ(casts, 7 * 3 * 2 * 3);
+  EXPECT_EQ(casts, 8 * 3 * 2 * 3);
 }
 
 // Device-resident casts with values next to the codes (what the app's views read), over several
@@ -104,8 +105,8 @@ TEST(GpuCodebook, DeviceResultsCarryTheCpuValues) {
 // keys' buckets, where the kernel checks the bucket's ends.
 TEST(GpuCodebook, MidpointsAndTheirNeighboursChooseAlike) {
   CS_REQUIRE_GPU();
-  for (const char* name :
-       {"icb44fi4_e32", "icb44fi4_f32s8", "icb44fi3_f32s8", "icb41ie_e2m3fnuz_e8m0_t16s2"}) {
+  for (const char* name : {"icb44fi4_e32", "icb44fi4_f32s8", "icb44fi3_f32s8",
+                           "icb43fi_e3m2fnuz_e5m3_t32s8", "icb41ie_e2m3fnuz_e8m0_t16s2"}) {
     const DataType d = DataType::parse(name);
     const codebook::Layout l = codebook::make_layout({1, 32}, d, {});
     const detail::cb::Lut lut = detail::cb::build_lut(l.params());
@@ -147,7 +148,7 @@ TEST(GpuCodebook, MappingsThatTieOrNearlyTieChooseAsTheCpu) {
   const uint64_t seed = run_seed();
   std::mt19937_64 rng(seed);
   for (const char* name : {"icb44fi4_e32", "icb44fi4_e32s8", "icb41ie_e2m3fnuz_e8m0_t16s2",
-                           "icb44fi3_f32s8", "icb44fi4_f32"}) {
+                           "icb44fi3_f32s8", "icb44fi4_f32", "icb43fi_e3m2fnuz_e5m3_t32s8"}) {
     const DataType d = DataType::parse(name);
     const codebook::Layout l = codebook::make_layout({1, 32}, d, {});
     const int tile = l.tile, half = l.base.half, nmaps = l.base.nmaps;

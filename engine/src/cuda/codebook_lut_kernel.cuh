@@ -176,7 +176,7 @@ __device__ __forceinline__ uint32_t scale_in_place(float& x, float p2, uint32_t 
   const float v = x;
   x = v * p2;
   const uint32_t b = __float_as_uint(v) & 0x7FFFFFFFu;
-  over += b > clip;
+  over += (clip - b) >> 31;  // b > clip: both below 2^31 (one shift-add, not a compare and select)
   return b;
 }
 
