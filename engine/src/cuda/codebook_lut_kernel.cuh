@@ -503,12 +503,10 @@ __global__ void __launch_bounds__(128, 5)
             }
             // Columns past the mappings (magnitude 0 in the tables) become infinite: never the
             // least, never near it.
-
             if (p.nmaps < W)
 #pragma unroll
               for (int m = 0; m < W; ++m)
                 if (slot_mapping(m, rot, FQ) >= p.nmaps) fs[m] = __int_as_float(0x7F800000);
-
             // The least sum with its last four bits replaced by its slot: non-negative floats order
             // as their bits, so the least key's mapping has a sum within 15 units in the last place
             // of the least one. Its key with those bits set bounds its sum from above, and so the
@@ -522,7 +520,6 @@ __global__ void __launch_bounds__(128, 5)
               key[m % C] = min(key[m % C], (__float_as_uint(fs[m]) & ~15u) | m);
 #pragma unroll
             for (int c = 1; c < C; ++c) key[0] = min(key[0], key[c]);
-
             best = slot_mapping(static_cast<int>(key[0] & 15u), rot, FQ);
             const float least = __uint_as_float(key[0] | 15u);
             const uint32_t lim =
@@ -530,7 +527,6 @@ __global__ void __launch_bounds__(128, 5)
             const bool big = !(as_max <= 0x1p40f);
             unsigned near = 0;
 #pragma unroll
-
             for (int m = 0; m < W; ++m) near |= (__float_as_uint(fs[m]) <= lim ? 1u : 0u) << m;
             // Slots to mappings: slot chunk t is mapping chunk rot + t, a rotation by 4 * rot bits.
             if (FQ > 1) near = ((near << (4 * rot)) | (near >> (W - 4 * rot))) & ((1u << W) - 1);
@@ -572,7 +568,6 @@ __global__ void __launch_bounds__(128, 5)
 #pragma unroll 2
             for (int i = s0; i < s0 + p.sub; ++i) {
               const double a = fabs(static_cast<double>(xs[i]));  // the scaled kernel's: scaled
-
               uint32_t w[W];
               if constexpr (SCALED)
                 load_frow<W>(fr, kb[i], w);
@@ -597,7 +592,6 @@ __global__ void __launch_bounds__(128, 5)
           if (o.values)
             for (int i = s0; i < s0 + p.sub; ++i) {
               const S v = xs[i];
-
               const double mag =
                   SCALED
                       ? static_cast<double>(frow_entry(fr, kb[i], best))
