@@ -50,9 +50,10 @@ constexpr int kCopies = 8;
 // of a quarter warp meet eight distinct bank groups (copy * Q + chunk) at every load. Its sums
 // then sit in slots: slot 4t + j holds mapping 4 * ((rot + t) % Q) + j (slot_mapping). Row k
 // starts at chunk 8k: 128 bytes per row, half the 16-bit rows' 256 for 16 mappings.
+constexpr int kFloatRowBytes = 128;  // eight 16-byte chunks per row, whatever W
 template <int W>
 struct FloatRows {
-  static constexpr int Q = W > 4 ? W / 4 : 1, copies = 8 / Q, bytes_per_row = 128;
+  static constexpr int Q = W > 4 ? W / 4 : 1, copies = 8 / Q;
 };
 
 __device__ __forceinline__ int slot_mapping(int s, int rot, int q) {
@@ -77,8 +78,7 @@ struct Smem {
   __host__ __device__ Smem(const LutDev& l, int width, int tile, int subs, int threads, int in_size,
                            bool values, bool float_rows) {
     int at = 0;
-    hi = take(at, (l.ix.nthr + 1) *
-                      (float_rows ? FloatRows<16>::bytes_per_row : l.row_groups * kCopies * 16));
+    hi = take(at, (l.ix.nthr + 1) * (float_rows ? kFloatRowBytes : l.row_groups * kCopies * 16));
     thr = take(at, l.ix.nthr * 8);
     bucket = take(at, l.ix.buckets());
     slot = take(at, (l.ix.nthr + 1) * width);
