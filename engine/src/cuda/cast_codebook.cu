@@ -99,11 +99,18 @@ struct CodebookRunner::Impl {
   int threads() const { return std::clamp(4096 / layout.tile, 32, 128); }
   // The shared memory layout, passed to the kernel (offsets in its parameters, not recomputed
   // where registers are short). float_rows: the scaled kernel's, never larger.
-  Smem smem_layout(bool float_rows = false) const {
+  Smem smem_layout(bool float_rows = false, bool code_table = false) const {
     const int in_size = xin.dtype() == DType::F64 ? 8 : 4;
     return Smem(lut_dev(), lut.width, layout.tile, layout.tile / layout.sub, threads(), in_size,
-                static_cast<bool>(values), float_rows);
+                static_cast<bool>(values), float_rows, code_table);
   }
+  // The scaled kernel's code table (CodeTable) needs seven-bit interval indices, subtiles of
+  // whole code words, and room.
+  bool code_table(bool units) const {
+    return units && codes && lut.ix.nthr < 128 && layout.sub >= 4 &&
+           smem_layout(true, true).total <= smem_optin;
+  }
+  int smem_optin = 0;
   int smem_bytes() const { return smem_layout().total; }
 };
 
@@ -148,6 +155,7 @@ CodebookRunner::CodebookRunner(const DeviceTensor& xin, const DataType& dtype,
     int dev = 0, optin = 0;
     CS_CUDA(cudaGetDevice(&dev));
     CS_CUDA(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+    s.smem_optin = optin;
     s.use_lut = s.smem_bytes() <= optin;
   }
 }
@@ -180,7 +188,7 @@ void CodebookRunner::run() {
     const LutDev l = s.lut_dev();
     const bool units =
         !std::is_same<T, double>::value && s.float_sums && sums_in_scale_units(cp.kp, l.ix);
-    const Smem layout = s.smem_layout(units);
+    const Smem layout = s.smem_layout(units, s.code_table(units));
     const int threads = s.threads(), smem = layout.total;
     auto launch = [&](auto kernel) {
       CS_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));

@@ -60,6 +60,13 @@ __device__ __forceinline__ int slot_mapping(int s, int rot, int q) {
   return 4 * ((rot + (s >> 2)) & (q - 1)) + (s & 3);
 }
 
+// The scaled kernel's code table, where every interval index fits in seven bits and subtiles hold
+// whole 4-byte words of codes: the interval bytes carry the element's sign in bit 7, and entry
+// 256 * m + byte is mapping m's code for that byte. Its rows start at a multiple of 256 (one row
+// of slack), so that a byte's address is one byte permute of the interval word and the row's
+// address / 256.
+constexpr int kCodeTableBytes = 256;
+
 // Set in a tile's first mapping choice (choices are below 16) when encode_subtiles wrote its codes.
 constexpr uint8_t kDone = 0x80;
 
@@ -68,6 +75,7 @@ constexpr uint8_t kDone = 0x80;
 // code words and values.
 struct Smem {
   int hi = 0, thr = 0, bucket = 0, slot = 0, same = 0, stage = 0, cstage = 0, vstage = 0, bests = 0;
+  int codes = -1;  // the code table (CodeTable), or -1 where the kernel goes without it
   int total = 0;
   __host__ __device__ static int take(int& at, int bytes) {
     const int here = at;
@@ -76,8 +84,9 @@ struct Smem {
   }
   // float_rows: the scaled kernel's layout (FloatRows), never larger than the 16-bit rows'.
   __host__ __device__ Smem(const LutDev& l, int width, int tile, int subs, int threads, int in_size,
-                           bool values, bool float_rows) {
+                           bool values, bool float_rows, bool code_table = false) {
     int at = 0;
+    if (code_table) codes = take(at, kCodeTableBytes * width + kCodeTableBytes);
     hi = take(at, (l.ix.nthr + 1) * (float_rows ? kFloatRowBytes : l.row_groups * kCopies * 16));
     thr = take(at, l.ix.nthr * 8);
     bucket = take(at, l.ix.buckets());
@@ -170,14 +179,27 @@ __device__ __forceinline__ void stage_chunk(const T* __restrict__ x, int64_t e0,
 }
 
 // |x|'s bits, with x * p2 left in its place and a clip counted (|x| above the clip point's
-// bits). The store comes before the caller's interval byte, whose store may alias it.
+// bits). sign: bit 7 where x is negative and smask has it (signed interval bytes), else 0.
 __device__ __forceinline__ uint32_t scale_in_place(float& x, float p2, uint32_t clip,
-                                                   unsigned& over) {
+                                                   unsigned& over, uint32_t smask, uint32_t& sign) {
   const float v = x;
   x = v * p2;
   const uint32_t b = __float_as_uint(v) & 0x7FFFFFFFu;
   over += (clip - b) >> 31;  // b > clip: both below 2^31 (one shift-add, not a compare and select)
+  sign = (__float_as_uint(v) >> 24) & smask;
   return b;
+}
+
+// The bytes f(i) of i = 0 .. n - 1 (n a multiple of four) into words, four to a store.
+template <class F>
+__device__ __forceinline__ void by_words(uint32_t* out, int n, F f) {
+#pragma unroll 1
+  for (int i = 0; i < n; i += 4) {
+    uint32_t word = 0;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) word |= f(i + j) << (8 * j);
+    out[i >> 2] = word;
+  }
 }
 
 // The comparisons after a bucket that holds midpoints (LutIndex::max_steps), with the magnitude
@@ -214,6 +236,12 @@ __device__ __forceinline__ uint4 lds128(uint32_t address) {
   asm("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
       : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
       : "r"(address));
+  return v;
+}
+
+__device__ __forceinline__ uint32_t lds8(uint32_t address) {
+  uint32_t v;
+  asm volatile("ld.shared.u8 %0, [%1];" : "=r"(v) : "r"(address));
   return v;
 }
 
@@ -325,6 +353,24 @@ __global__ void __launch_bounds__(128, 5)
     slot[i] = l.slot[i];
     same[i] = l.same[i];
   }
+  // Signed interval bytes (bit 7 the sign) where the code table is there; kmask takes the index.
+  const bool signed_k = SCALED && s.codes >= 0;
+  const uint32_t kmask = signed_k ? 0x7Fu : 0xFFu, smask = signed_k ? 0x80u : 0u;
+  // The code table's rows / 256, in the low bytes of ctab_row (CodeTable).
+  uint32_t ctab_row = 0;
+  if (signed_k) {
+    const uint32_t base =
+        (static_cast<uint32_t>(__cvta_generic_to_shared(sm + s.codes)) + kCodeTableBytes - 1) &
+        ~static_cast<uint32_t>(kCodeTableBytes - 1);
+    ctab_row = base / kCodeTableBytes;
+    uint8_t* ctab = sm + (base - static_cast<uint32_t>(__cvta_generic_to_shared(sm)));
+    for (int i = tid; i < W * kCodeTableBytes; i += nthreads) {
+      const int m = i / kCodeTableBytes, k = i & 0x7F;
+      ctab[i] = k > l.ix.nthr ? 0
+                              : static_cast<uint8_t>(cb::code_of(p.half, l.slot[k * W + m],
+                                                                 (i & (kCodeTableBytes - 1)) >> 7));
+    }
+  }
   __syncthreads();
 
   const bool expo = p.kp.scale_is_exponent;
@@ -341,7 +387,8 @@ __global__ void __launch_bounds__(128, 5)
     if (tid < nt) {
       const int64_t t = g0 + tid;
       S* xs = stage + tid * ts;
-      uint8_t* kb = reinterpret_cast<uint8_t*>(cst + tid * cw);  // intervals, then codes
+      uint32_t* kw = cst + tid * cw;  // intervals, then codes: bytes in words
+      uint8_t* kb = reinterpret_cast<uint8_t*>(kw);
       float* v_row = vst + tid * ts;
       S amax = 0;
       int nf = 0;
@@ -425,16 +472,16 @@ __global__ void __launch_bounds__(128, 5)
             const float s_f = static_cast<float>(gs.s), r_u = __frcp_ru(s_f);
             const int key0 = (126 + l.ix.emin) << sb, key1 = key0 + l.ix.buckets() - 1;
             const int fb = 23 - sb;
-#pragma unroll 4
-            for (int i = 0; i < tile; ++i) {
-              const uint32_t b = scale_in_place(xs[i], p2, clip, over);
+            by_words(kw, tile, [&](int i) {
+              uint32_t sign;
+              const uint32_t b = scale_in_place(xs[i], p2, clip, over, smask, sign);
               const uint32_t qb = __float_as_uint(__fmul_ru(__uint_as_float(b), r_u));
               // Clamped at the second entry: the first and everything below it hold 0.
               const int key = min(max(static_cast<int>(qb >> fb), key0 + 1), key1);
               const uint32_t lo = __float_as_uint(
                   __fmul_rn(s_f, __uint_as_float(static_cast<uint32_t>(key) << fb)));
-              kb[i] = bucket[key - key0 - static_cast<int>(b < lo)];
-            }
+              return bucket[key - key0 - static_cast<int>(b < lo)] | sign;
+            });
           } else {
             // The bucket key of |x| * 2^-shift is that of |x| with the exponent moved by -shift:
             // key0 is the key of 2^(emin - 1) * 2^shift as a float's. Where it is not negative, a
@@ -442,18 +489,19 @@ __global__ void __launch_bounds__(128, 5)
             // below the first bucket, as it should; elsewhere those take the double.
             const int lead = 126 + shift + l.ix.emin, key0 = lead * (1 << sb);
             if (lead >= 0) {
-#pragma unroll 4
-              for (int i = 0; i < tile; ++i) {
-                const uint32_t b = scale_in_place(xs[i], p2, clip, over);
+              by_words(kw, tile, [&](int i) {
+                uint32_t sign;
+                const uint32_t b = scale_in_place(xs[i], p2, clip, over, smask, sign);
                 int k = bucket[cb::bucket_index(static_cast<int>(b >> (23 - sb)), key0, l.ix)];
                 if (l.ix.max_steps) k = steps(thr, l.ix, k, __uint_as_float(b), down);
-                kb[i] = static_cast<uint8_t>(k);
-              }
+                return static_cast<uint32_t>(k) | sign;
+              });
             } else {
               for (int i = 0; i < tile; ++i) {
-                const uint32_t b = scale_in_place(xs[i], p2, clip, over);
+                uint32_t sign;
+                const uint32_t b = scale_in_place(xs[i], p2, clip, over, smask, sign);
                 const double as = static_cast<double>(__uint_as_float(b)) * down;
-                kb[i] = static_cast<uint8_t>(cb::interval_of(thr, bucket, l.ix, as));
+                kb[i] = static_cast<uint8_t>(cb::interval_of(thr, bucket, l.ix, as) | sign);
               }
             }
           }
@@ -476,14 +524,7 @@ __global__ void __launch_bounds__(128, 5)
 #pragma unroll
             for (int m = 0; m < W; ++m) fs[m] = 0.0f;
             const float as_max = static_cast<float>(amax) * static_cast<float>(down);
-            // The next element's interval is read ahead (kb holds at least three bytes past the
-            // tile).
-            int k_next = kb[s0];
-#pragma unroll 1
-            for (int i = s0; i < s0 + p.sub; ++i) {
-              const int k = k_next;
-              k_next = kb[i + 1];
-              const float as = fabsf(xs[i]);
+            auto add = [&](uint32_t k, float as) {
               uint32_t w[4 * FQ];
 #pragma unroll
               for (int t = 0; t < FQ; ++t) {
@@ -499,6 +540,25 @@ __global__ void __launch_bounds__(128, 5)
                 // rounding.
                 const float d = __fmaf_rn(__uint_as_float(w[m]), sm, -as);
                 fs[m] = fmaf(d, d, fs[m]);
+              }
+            };
+            if (p.sub >= 4) {
+              // Subtiles of whole interval words: one load per four elements.
+#pragma unroll 1
+              for (int i = s0; i < s0 + p.sub; i += 4) {
+                const uint32_t ks = kw[i >> 2];
+#pragma unroll
+                for (int j = 0; j < 4; ++j) add((ks >> (8 * j)) & kmask, fabsf(xs[i + j]));
+              }
+            } else {
+              // The next element's interval is read ahead (kb holds at least three bytes past
+              // the tile).
+              uint32_t k_next = kb[s0] & kmask;
+#pragma unroll 1
+              for (int i = s0; i < s0 + p.sub; ++i) {
+                const uint32_t k = k_next;
+                k_next = kb[i + 1] & kmask;
+                add(k, fabsf(xs[i]));
               }
             }
             // Columns past the mappings (magnitude 0 in the tables) become infinite: never the
@@ -535,7 +595,7 @@ __global__ void __launch_bounds__(128, 5)
               // Mappings whose magnitudes equal the best one's on every element have its sums,
               // float and double alike: the lowest index among them stands for them all.
               unsigned agree = 0xFFFFu;
-              for (int i = s0; i < s0 + p.sub; ++i) agree &= same[kb[i] * W + best];
+              for (int i = s0; i < s0 + p.sub; ++i) agree &= same[(kb[i] & kmask) * W + best];
               best = __ffs(agree) - 1;
               near &= ~agree;
               // The choice lies among the best and the mappings still near it (every other one's
@@ -548,7 +608,7 @@ __global__ void __launch_bounds__(128, 5)
                   double sse = 0.0;
                   for (int i = s0; i < s0 + p.sub; ++i) {
                     const double as = fabs(static_cast<double>(xs[i]));
-                    const double mag = static_cast<double>(frow_entry(fr, kb[i], m));
+                    const double mag = static_cast<double>(frow_entry(fr, kb[i] & kmask, m));
                     const double d = __fma_rn(mag, static_cast<double>(sm), -as);
                     sse = __dadd_rn(sse, __dmul_rn(d, d));
                   }
@@ -570,9 +630,9 @@ __global__ void __launch_bounds__(128, 5)
               const double a = fabs(static_cast<double>(xs[i]));  // the scaled kernel's: scaled
               uint32_t w[W];
               if constexpr (SCALED)
-                load_frow<W>(fr, kb[i], w);
+                load_frow<W>(fr, kb[i] & kmask, w);
               else
-                load_row<W>(hi, kb[i], lane8, w);
+                load_row<W>(hi, kb[i] & kmask, lane8, w);
 #pragma unroll
               for (int m = 0; m < W; ++m) {
                 const double mag = SCALED ? static_cast<double>(__uint_as_float(w[m]))
@@ -593,11 +653,11 @@ __global__ void __launch_bounds__(128, 5)
             for (int i = s0; i < s0 + p.sub; ++i) {
               const S v = xs[i];
               const double mag =
-                  SCALED
-                      ? static_cast<double>(frow_entry(fr, kb[i], best))
-                      : __hiloint2double(
-                            static_cast<int>(row_entry(hi, kb[i], best, l.row_groups, lane8) << 16),
-                            0);
+                  SCALED ? static_cast<double>(frow_entry(fr, kb[i] & kmask, best))
+                         : __hiloint2double(
+                               static_cast<int>(
+                                   row_entry(hi, kb[i] & kmask, best, l.row_groups, lane8) << 16),
+                               0);
               const double u = mag * up;
               v_row[i] = scalar::to_f32(signbit(v) ? -u : u);
             }
@@ -616,6 +676,16 @@ __global__ void __launch_bounds__(128, 5)
         const uint8_t* bt = bst + tt * subs;
         if (bt[0] & kDone) {
           out[i] = ks;
+          continue;
+        }
+        if (signed_k) {
+          // Byte j's address: byte j of ks under the row's address / 256 (CodeTable).
+          const uint32_t row = ctab_row + bt[w >> (sub_shift - 2)];
+          const uint32_t c0 = lds8(__byte_perm(ks, row, 0x6540)),
+                         c1 = lds8(__byte_perm(ks, row, 0x6541)),
+                         c2 = lds8(__byte_perm(ks, row, 0x6542)),
+                         c3 = lds8(__byte_perm(ks, row, 0x6543));
+          out[i] = __byte_perm(__byte_perm(c0, c1, 0x0040), __byte_perm(c2, c3, 0x0040), 0x5410);
           continue;
         }
         const S* xr = stage + tt * ts + 4 * w;
