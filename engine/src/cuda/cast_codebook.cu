@@ -104,7 +104,7 @@ struct CodebookRunner::Impl {
     return Smem(lut_dev(), lut.width, layout.tile, layout.tile / layout.sub, threads(), in_size,
                 static_cast<bool>(values), float_rows, code_table);
   }
-  // The scaled kernel's code table (CodeTable) needs seven-bit interval indices, subtiles of
+  // The scaled kernel's code table (kCodeTableBytes) needs seven-bit interval indices, subtiles of
   // whole code words, and room.
   bool code_table(bool units) const {
     return units && codes && lut.ix.nthr < 128 && layout.sub >= 4 &&

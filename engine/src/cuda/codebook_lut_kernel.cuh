@@ -75,7 +75,7 @@ constexpr uint8_t kDone = 0x80;
 // code words and values.
 struct Smem {
   int hi = 0, thr = 0, bucket = 0, slot = 0, same = 0, stage = 0, cstage = 0, vstage = 0, bests = 0;
-  int codes = -1;  // the code table (CodeTable), or -1 where the kernel goes without it
+  int codes = -1;  // the code table (kCodeTableBytes), or -1 where the kernel goes without it
   int total = 0;
   __host__ __device__ static int take(int& at, int bytes) {
     const int here = at;
@@ -356,7 +356,7 @@ __global__ void __launch_bounds__(128, 5)
   // Signed interval bytes (bit 7 the sign) where the code table is there; kmask takes the index.
   const bool signed_k = SCALED && s.codes >= 0;
   const uint32_t kmask = signed_k ? 0x7Fu : 0xFFu, smask = signed_k ? 0x80u : 0u;
-  // The code table's rows / 256, in the low bytes of ctab_row (CodeTable).
+  // The code table's rows / 256, in the low bytes of ctab_row (kCodeTableBytes).
   uint32_t ctab_row = 0;
   if (signed_k) {
     const uint32_t base =
@@ -389,6 +389,7 @@ __global__ void __launch_bounds__(128, 5)
       S* xs = stage + tid * ts;
       uint32_t* kw = cst + tid * cw;  // intervals, then codes: bytes in words
       uint8_t* kb = reinterpret_cast<uint8_t*>(kw);
+      auto interval = [&](int i) { return kb[i] & kmask; };  // element i's, without its sign
       float* v_row = vst + tid * ts;
       S amax = 0;
       int nf = 0;
@@ -497,12 +498,12 @@ __global__ void __launch_bounds__(128, 5)
                 return static_cast<uint32_t>(k) | sign;
               });
             } else {
-              for (int i = 0; i < tile; ++i) {
+              by_words(kw, tile, [&](int i) {
                 uint32_t sign;
                 const uint32_t b = scale_in_place(xs[i], p2, clip, over, smask, sign);
                 const double as = static_cast<double>(__uint_as_float(b)) * down;
-                kb[i] = static_cast<uint8_t>(cb::interval_of(thr, bucket, l.ix, as) | sign);
-              }
+                return static_cast<uint32_t>(cb::interval_of(thr, bucket, l.ix, as)) | sign;
+              });
             }
           }
           clipped += over;
@@ -553,11 +554,11 @@ __global__ void __launch_bounds__(128, 5)
             } else {
               // The next element's interval is read ahead (kb holds at least three bytes past
               // the tile).
-              uint32_t k_next = kb[s0] & kmask;
+              uint32_t k_next = interval(s0);
 #pragma unroll 1
               for (int i = s0; i < s0 + p.sub; ++i) {
                 const uint32_t k = k_next;
-                k_next = kb[i + 1] & kmask;
+                k_next = interval(i + 1);
                 add(k, fabsf(xs[i]));
               }
             }
@@ -595,7 +596,7 @@ __global__ void __launch_bounds__(128, 5)
               // Mappings whose magnitudes equal the best one's on every element have its sums,
               // float and double alike: the lowest index among them stands for them all.
               unsigned agree = 0xFFFFu;
-              for (int i = s0; i < s0 + p.sub; ++i) agree &= same[(kb[i] & kmask) * W + best];
+              for (int i = s0; i < s0 + p.sub; ++i) agree &= same[interval(i) * W + best];
               best = __ffs(agree) - 1;
               near &= ~agree;
               // The choice lies among the best and the mappings still near it (every other one's
@@ -608,7 +609,7 @@ __global__ void __launch_bounds__(128, 5)
                   double sse = 0.0;
                   for (int i = s0; i < s0 + p.sub; ++i) {
                     const double as = fabs(static_cast<double>(xs[i]));
-                    const double mag = static_cast<double>(frow_entry(fr, kb[i] & kmask, m));
+                    const double mag = static_cast<double>(frow_entry(fr, interval(i), m));
                     const double d = __fma_rn(mag, static_cast<double>(sm), -as);
                     sse = __dadd_rn(sse, __dmul_rn(d, d));
                   }
@@ -630,9 +631,9 @@ __global__ void __launch_bounds__(128, 5)
               const double a = fabs(static_cast<double>(xs[i]));  // the scaled kernel's: scaled
               uint32_t w[W];
               if constexpr (SCALED)
-                load_frow<W>(fr, kb[i] & kmask, w);
+                load_frow<W>(fr, interval(i), w);
               else
-                load_row<W>(hi, kb[i] & kmask, lane8, w);
+                load_row<W>(hi, interval(i), lane8, w);
 #pragma unroll
               for (int m = 0; m < W; ++m) {
                 const double mag = SCALED ? static_cast<double>(__uint_as_float(w[m]))
@@ -653,10 +654,10 @@ __global__ void __launch_bounds__(128, 5)
             for (int i = s0; i < s0 + p.sub; ++i) {
               const S v = xs[i];
               const double mag =
-                  SCALED ? static_cast<double>(frow_entry(fr, kb[i] & kmask, best))
+                  SCALED ? static_cast<double>(frow_entry(fr, interval(i), best))
                          : __hiloint2double(
                                static_cast<int>(
-                                   row_entry(hi, kb[i] & kmask, best, l.row_groups, lane8) << 16),
+                                   row_entry(hi, interval(i), best, l.row_groups, lane8) << 16),
                                0);
               const double u = mag * up;
               v_row[i] = scalar::to_f32(signbit(v) ? -u : u);
@@ -679,7 +680,7 @@ __global__ void __launch_bounds__(128, 5)
           continue;
         }
         if (signed_k) {
-          // Byte j's address: byte j of ks under the row's address / 256 (CodeTable).
+          // Byte j's address: byte j of ks under the row's address / 256 (kCodeTableBytes).
           const uint32_t row = ctab_row + bt[w >> (sub_shift - 2)];
           const uint32_t c0 = lds8(__byte_perm(ks, row, 0x6540)),
                          c1 = lds8(__byte_perm(ks, row, 0x6541)),
