@@ -10,6 +10,10 @@
 // the GPU kernel gives each thread one tile, so a warp holds 32 tiles' subtile si at once and runs
 // as many exact passes as its busiest lane has candidates (the best and its near mappings; a lane
 // with none needs no pass). The mean is over warps and subtile positions.
+// Last, what pruning could skip of the float sums even knowing the best sum in advance: a
+// mapping's running sum only grows, so once it passes the best's total the rest of its
+// subtile could be skipped. Per lane, and per warp for chunks of four mappings (the float rows'
+// 16-byte loads), which only skip where all 32 lanes have passed.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -50,6 +54,11 @@ int main(int argc, char** argv) {
     long within[kWindows] = {}, warps = 0, lane = 0;
     double passes[kWindows] = {};
     std::vector<int> lane_passes(static_cast<size_t>(kWindows) * kLanes * nsub);
+    const int nchunks = (p.nmaps + 3) / 4;
+    std::vector<std::vector<double>> running(p.nmaps, std::vector<double>(p.sub));
+    std::vector<int> chunk_from(static_cast<size_t>(kLanes) * nsub * nchunks);
+    double lane_skip = 0, warp_skip = 0;
+    std::vector<long> best_of(p.nmaps);
     for (long t = 0; t < tiles; ++t) {
       // float32 (or bfloat16) values over 20 binades of scale.
       const double s = std::ldexp(1.0, static_cast<int>(rng() % 20) - 10);
@@ -70,12 +79,25 @@ int main(int argc, char** argv) {
             mags[m].push_back(mag[j]);
             const double e = cb::add_rn(cb::unscale(p, g, mag[j]), -std::fabs(x[i]));
             acc = cb::add_rn(acc, cb::mul_rn(e, e));
+            running[m][i - s0] = acc;
           }
           sse[m] = acc;
         }
         int best = 0;
         for (int m = 1; m < p.nmaps; ++m)
           if (sse[m] < sse[best]) best = m;
+        ++best_of[best];
+        for (int c = 0; c < nchunks; ++c) {
+          int from = 0;  // the chunk's sums can be skipped from element `from` of the subtile on
+          for (int m = 4 * c; m < std::min(4 * c + 4, p.nmaps); ++m) {
+            int i = 0;
+            while (m != best && i < p.sub && running[m][i] <= sse[best]) ++i;
+            const int f = m == best ? p.sub : std::min(i + 1, p.sub);
+            lane_skip += p.sub - f;
+            from = std::max(from, f);
+          }
+          chunk_from[(static_cast<size_t>(lane) * nsub + si) * nchunks + c] = from;
+        }
         bool tie = false, same = false, other = false, n16 = false, n6 = false;
         for (int m = 0; m < p.nmaps; ++m) {
           if (m == best) continue;
@@ -114,6 +136,15 @@ int main(int argc, char** argv) {
                   std::max(most, lane_passes[(static_cast<size_t>(w) * kLanes + l2) * nsub + si]);
             passes[w] += most;
           }
+        for (int si = 0; si < nsub; ++si)
+          for (int c = 0; c < nchunks; ++c) {
+            int from = 0;
+            for (int l2 = 0; l2 < kLanes; ++l2)
+              from =
+                  std::max(from, chunk_from[(static_cast<size_t>(l2) * nsub + si) * nchunks + c]);
+            warp_skip += static_cast<double>(kLanes) * (p.sub - from) *
+                         (std::min(4 * c + 4, p.nmaps) - 4 * c);
+          }
       }
     }
     const double pc = subs ? 100.0 / static_cast<double>(subs) : 0.0;
@@ -131,6 +162,15 @@ int main(int argc, char** argv) {
     for (int w = 0; w < kWindows; ++w)
       std::printf("  2^-%-2d    %8.4f%%%45.3f\n", kFirst + w, within[w] * pc,
                   warps ? passes[w] / static_cast<double>(warps * nsub) : 0.0);
+    const double sums = static_cast<double>(subs) * p.sub * p.nmaps;
+    const double warp_sums = static_cast<double>(warps) * kLanes * nsub * p.sub * p.nmaps;
+    std::printf(
+        "  float sums skippable knowing the best sum in advance: per lane %.1f%%, per warp in\n"
+        "  chunks of four mappings %.2f%%\n",
+        sums ? 100.0 * lane_skip / sums : 0.0, warp_sums ? 100.0 * warp_skip / warp_sums : 0.0);
+    const auto [fewest, most] = std::minmax_element(best_of.begin(), best_of.end());
+    std::printf("  subtiles whose best is a given mapping: %.1f%% to %.1f%%\n", *fewest * pc,
+                *most * pc);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "codebook_ties: %s\n", e.what());
     return 1;
