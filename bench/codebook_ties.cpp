@@ -128,20 +128,21 @@ int main(int argc, char** argv) {
       if (++lane == kLanes) {
         lane = 0;
         ++warps;
+        // A warp waits for its busiest lane: the most of lane-indexed counts at(l).
+        auto busiest = [&](auto at) {
+          int most = 0;
+          for (int l2 = 0; l2 < kLanes; ++l2) most = std::max(most, at(static_cast<size_t>(l2)));
+          return most;
+        };
         for (int w = 0; w < kWindows; ++w)
-          for (int si = 0; si < nsub; ++si) {
-            int most = 0;
-            for (int l2 = 0; l2 < kLanes; ++l2)
-              most =
-                  std::max(most, lane_passes[(static_cast<size_t>(w) * kLanes + l2) * nsub + si]);
-            passes[w] += most;
-          }
+          for (int si = 0; si < nsub; ++si)
+            passes[w] += busiest([&](size_t l2) {
+              return lane_passes[(static_cast<size_t>(w) * kLanes + l2) * nsub + si];
+            });
         for (int si = 0; si < nsub; ++si)
           for (int c = 0; c < nchunks; ++c) {
-            int from = 0;
-            for (int l2 = 0; l2 < kLanes; ++l2)
-              from =
-                  std::max(from, chunk_from[(static_cast<size_t>(l2) * nsub + si) * nchunks + c]);
+            const int from =
+                busiest([&](size_t l2) { return chunk_from[(l2 * nsub + si) * nchunks + c]; });
             warp_skip += static_cast<double>(kLanes) * (p.sub - from) *
                          (std::min(4 * c + 4, p.nmaps) - 4 * c);
           }
