@@ -55,6 +55,7 @@ int main(int argc, char** argv) {
     double passes[kWindows] = {};
     std::vector<int> lane_passes(static_cast<size_t>(kWindows) * kLanes * nsub);
     const int nchunks = (p.nmaps + 3) / 4;
+    auto chunk_maps = [&](int c) { return std::min(4, p.nmaps - 4 * c); };
     std::vector<std::vector<double>> running(p.nmaps, std::vector<double>(p.sub));
     std::vector<int> chunk_from(static_cast<size_t>(kLanes) * nsub * nchunks);
     double lane_skip = 0, warp_skip = 0;
@@ -89,12 +90,14 @@ int main(int argc, char** argv) {
         ++best_of[best];
         for (int c = 0; c < nchunks; ++c) {
           int from = 0;  // the chunk's sums can be skipped from element `from` of the subtile on
-          for (int m = 4 * c; m < std::min(4 * c + 4, p.nmaps); ++m) {
-            int i = 0;
-            while (m != best && i < p.sub && running[m][i] <= sse[best]) ++i;
-            const int f = m == best ? p.sub : std::min(i + 1, p.sub);
-            lane_skip += p.sub - f;
-            from = std::max(from, f);
+          for (int m = 4 * c; m < 4 * c + chunk_maps(c); ++m) {
+            // Elements whose sums m needs: all for the best, else up to the first whose running
+            // sum passes the best's total.
+            int needed = 0;
+            while (needed < p.sub && (m == best || running[m][needed] <= sse[best])) ++needed;
+            needed = std::min(needed + 1, p.sub);
+            lane_skip += p.sub - needed;
+            from = std::max(from, needed);
           }
           chunk_from[(static_cast<size_t>(lane) * nsub + si) * nchunks + c] = from;
         }
@@ -143,8 +146,7 @@ int main(int argc, char** argv) {
           for (int c = 0; c < nchunks; ++c) {
             const int from =
                 busiest([&](size_t l2) { return chunk_from[(l2 * nsub + si) * nchunks + c]; });
-            warp_skip += static_cast<double>(kLanes) * (p.sub - from) *
-                         (std::min(4 * c + 4, p.nmaps) - 4 * c);
+            warp_skip += static_cast<double>(kLanes) * (p.sub - from) * chunk_maps(c);
           }
       }
     }
