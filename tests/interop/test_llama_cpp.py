@@ -4,7 +4,7 @@
 A tiny random Llama is made with transformers (seeded) and written as an F16 GGUF with ggml's own
 Python package (gguf-py), following llama.cpp's converter (tensor names, Q/K row order, an SPM
 vocabulary with byte tokens). It is then quantized to the same per-tensor types (Q4_0, Q8_0,
-Q4_K, Q6_K, IQ4_NL, MXFP4) twice:
+Q4_K, Q6_K, IQ4_NL, MXFP4, and Q5_K, IQ4_XS) twice:
   * by CastScope: `castscope-cli export --layout gguf` with a plan of ggml's datatypes, and once
     more with CastScope's own OCP MXFP4 (`mxfp4e2`) and grammar Q8_0 (`int8_f32`) in their place;
   * by llama.cpp's model quantizer, `llama_model_quantize`, with per-tensor type overrides.
@@ -58,8 +58,8 @@ ROLES = {
     "ffn_gate": (T.Q4_K, "q4_k", None),
     "ffn_up": (T.MXFP4, "mxfp4_ggml", "mxfp4e2"),
     "ffn_down": (T.IQ4_NL, "iq4_nl", None),
-    "token_embd": (T.Q4_K, "q4_k", None),
-    "output": (T.Q6_K, "q6_k", None),
+    "token_embd": (T.Q5_K, "q5_k", None),
+    "output": (T.IQ4_XS, "iq4_xs", None),
 }
 HF_NAMES = {"attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj", "attn_v": "self_attn.v_proj",
             "attn_output": "self_attn.o_proj", "ffn_gate": "mlp.gate_proj", "ffn_up": "mlp.up_proj",
