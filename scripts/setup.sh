@@ -34,6 +34,9 @@ python3 -c "import torch, transformers, compressed_tensors, accelerate" 2>/dev/n
 python3 -c "import torchao" 2>/dev/null || python3 -m pip install -q torchao==0.18.0
 # The GGUF tests read and write GGUF with ggml's own Python package.
 python3 -c "import gguf" 2>/dev/null || python3 -m pip install -q gguf
+# llama.cpp itself, through its Python binding, for tests/interop/test_llama_cpp.py: compiled once
+# from PyPI's source into ~/.cache/castscope/wheels, installed from there afterwards.
+bash "$(dirname "$0")/setup-llama-cpp.sh"
 # nvcc ships with the CUDA toolkit under /usr/local/cuda when it is installed.
 if [ -x /usr/local/cuda/bin/nvcc ] && ! command -v nvcc >/dev/null; then
   echo "note: add /usr/local/cuda/bin to PATH to build the CUDA backend"

@@ -16,8 +16,11 @@ that put products on rounding ties, blocks whose largest magnitudes tie with opp
 and `quant.<TYPE>` gguf-py's `gguf.quants.quantize` of it (`src_c`, the same rows without a
 block of subnormals, for the types quantized by ggml's C code, which asserts on it). gguf-py has no quantizer for the
 K-quants and IQ4_NL / IQ4_XS, so `quant.Q2_K` ... `quant.Q6_K`, `quant.IQ4_NL` and
-`quant.IQ4_XS` come from ggml's C reference (quantize_row_*_ref, called once per row): the script compiles ggml's src/ggml-quants.c from a checkout of
-https://github.com/ggml-org/ggml (gcc, -O2 -ffp-contract=off) with a small driver and runs it.
+`quant.IQ4_XS` come from ggml's C code as llama.cpp's model quantizer runs it without an importance
+matrix (quantize_row_*_ref; for IQ4_NL quantize_iq4_nl, which differs from its _ref; called once
+per row), and `quant.MXFP4` from ggml's quantize_row_mxfp4_ref of `src`: the script compiles
+ggml's src/ggml-quants.c from a checkout of https://github.com/ggml-org/ggml (or llama.cpp's ggml/
+folder; gcc, -O2 -ffp-contract=off) with a small driver and runs it.
 
     python3 tools/make_gguf_testdata.py --ggml-src PATH/TO/ggml [--seed N]
 """
@@ -69,7 +72,8 @@ def blocks_for(rng, qtype, rows, per_row):
     return b.reshape(rows, per_row * size)
 
 
-# Driver for ggml's reference K-quant quantizers: float32 on stdin, blocks on stdout.
+# Driver for ggml's quantizers as llama.cpp's model quantizer calls them without an importance
+# matrix: float32 on stdin, blocks on stdout.
 DRIVER = r"""
 #define GGML_COMMON_DECL_C
 #include "ggml-common.h"
@@ -88,7 +92,10 @@ int main(int argc, char** argv) {
   if (type == 12) { quantize_row_q4_K_ref(x, (block_q4_K*)out, n); bytes = n / 256 * sizeof(block_q4_K); }
   if (type == 13) { quantize_row_q5_K_ref(x, (block_q5_K*)out, n); bytes = n / 256 * sizeof(block_q5_K); }
   if (type == 14) { quantize_row_q6_K_ref(x, (block_q6_K*)out, n); bytes = n / 256 * sizeof(block_q6_K); }
-  if (type == 20) { quantize_row_iq4_nl_ref(x, (block_iq4_nl*)out, n); bytes = n / 32 * sizeof(block_iq4_nl); }
+  /* IQ4_NL: the model quantizer's function (llama_model_quantize -> ggml_quantize_chunk), which
+     searches more scales than quantize_row_iq4_nl_ref; for the others the two are the same. */
+  if (type == 20) { quantize_iq4_nl(x, out, 1, n, NULL); bytes = n / 32 * sizeof(block_iq4_nl); }
+  if (type == 39) { quantize_row_mxfp4_ref(x, (block_mxfp4*)out, n); bytes = n / 32 * sizeof(block_mxfp4); }
   if (type == 23) { quantize_row_iq4_xs_ref(x, (block_iq4_xs*)out, n); bytes = n / 256 * sizeof(block_iq4_xs); }
   fwrite(out, 1, bytes, stdout);
   return bytes ? 0 : 1;
@@ -179,9 +186,11 @@ def main():
     with tempfile.TemporaryDirectory() as work:
         ref = ggml_reference(args.ggml_src, work)
         for qtype in (T.Q2_K, T.Q3_K, T.Q4_K, T.Q5_K, T.Q6_K, T.IQ4_NL, T.IQ4_XS):
-            # One row per call, as CastScope quantizes rows (IQ4_NL carries codes across blocks).
             blocks = np.concatenate([ref(src_c[r:r + 1], qtype) for r in range(src.shape[0])])
             w.add_tensor("quant." + qtype.name, blocks, raw_dtype=qtype)
+        # ggml's MXFP4 (not gguf-py's, whose exponent comes from numpy's log2), of `src` with
+        # its subnormal block.
+        w.add_tensor("quant.MXFP4", ref(src, T.MXFP4), raw_dtype=T.MXFP4)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()

@@ -26,3 +26,9 @@ set_tests_properties(castscope_interop_gguf PROPERTIES SKIP_RETURN_CODE 77 TIMEO
 add_test(NAME castscope_gptoss_python
   COMMAND ${_castscope_python} ${PROJECT_SOURCE_DIR}/tests/interop/test_gptoss.py $<TARGET_FILE:castscope-cli>)
 set_tests_properties(castscope_gptoss_python PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600 LABELS "export;interop")
+# CastScope's GGUF exports in llama.cpp itself (tests/interop/test_llama_cpp.py): a tiny
+# transformers Llama as F16 GGUF, quantized by CastScope and by llama_model_quantize, both run in
+# llama.cpp through llama-cpp-python (scripts/setup-llama-cpp.sh); exit code 77 (skip) without it.
+add_test(NAME castscope_llama_cpp_python
+  COMMAND ${_castscope_python} ${PROJECT_SOURCE_DIR}/tests/interop/test_llama_cpp.py $<TARGET_FILE:castscope-cli>)
+set_tests_properties(castscope_llama_cpp_python PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600 LABELS "export;interop")

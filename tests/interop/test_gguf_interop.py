@@ -52,6 +52,7 @@ def random_blocks(qtype, rows, cols, f16_offsets):
 def write_source(path):
     w = gguf.GGUFWriter(path, "llama")
     w.add_name("tiny-llama")
+    w.add_file_type(1)  # MOSTLY_F16: the export replaces it with its own file's type
     w.add_context_length(2048)
     w.add_embedding_length(256)
     w.add_block_count(1)
@@ -124,8 +125,23 @@ def main():
         if [k for k in out_keys if k in src_keys] != src_keys:
             failures.append(f"key order differs: {out_keys}")
         for k in src_keys:
+            if k == "general.file_type":
+                continue
             if k not in r_out.fields or field_value(r_out.fields[k]) != field_value(r_src.fields[k]):
                 failures.append(f"key {k} lost or changed")
+        # general.file_type: llama.cpp's LLAMA_FTYPE of the block type holding the most elements.
+        elems = {}
+        for t in r_out.tensors:
+            if gguf.GGML_QUANT_SIZES[t.tensor_type][0] > 1:
+                elems[t.tensor_type] = elems.get(t.tensor_type, 0) + int(np.prod(t.shape))
+        dominant = max(elems, key=lambda q: elems[q])  # the first of the most, as CastScope
+        ftype = {T.Q4_K: 15, T.Q6_K: 18, T.Q8_0: 7, T.MXFP4: 38, T.IQ4_XS: 30, T.IQ4_NL: 25, T.Q4_0: 2,
+                 T.Q5_1: 9, T.TQ2_0: 37, T.Q2_K: 10, T.Q3_K: 12}.get(dominant)
+        got = r_out.fields["general.file_type"].contents()
+        if got != ftype:
+            failures.append(f"general.file_type {got}, expected {ftype} ({dominant.name})")
+        else:
+            print(f"ok  general.file_type {got} ({dominant.name} holds the most elements)")
         if r_out.fields["castscope.version"].contents() != "1":
             failures.append("castscope.version not replaced")
         if len([k for k in out_keys if k == "castscope.version"]) != 1:

@@ -47,8 +47,7 @@ CastResult cast(const Tensor& x0, const DataType& d, const CastOptions& opt) {
   uint8_t* out = codes.mutable_ptr<uint8_t>();
   const float* src = x.ptr<float>();
   CastResult res;
-  // Rows are independent (IQ4_NL's carried codes restart with each row), so any split of the
-  // rows over threads gives the same bytes.
+  // Blocks are independent, so any split of the rows over threads gives the same bytes.
   const int64_t padded = r.blocks * t.block;
   std::atomic<int64_t> nonfinite{0};
   detail::parallel_for(r.rows, std::max<int64_t>(1, 65536 / padded), opt.threads, opt.job,

@@ -134,8 +134,12 @@ DataType DataType::parse(std::string_view text) {
     } else if (e->group == kGgmlGroup) {
       // The element and scale specs describe the block for display (a float16 scale, and a
       // float16 minimum for the types with one, per block); the cast is ggml's own.
-      std::string up;
-      for (char ch : e->name) up += static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+      // Registry names are the GGUF type names in lower case, except mxfp4_ggml (ggml's MXFP4:
+      // a bare "mxfp4" would not say which of the two MXFP4 roundings it is).
+      std::string up = e->name == "mxfp4_ggml" ? "MXFP4" : "";
+      if (up.empty())
+        for (char ch : e->name)
+          up += static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
       const ggml::TypeInfo* g = ggml::type_by_name(up);
       d.family_ = Family::GGML;
       d.ggml_type_ = g->id;
@@ -145,11 +149,16 @@ DataType DataType::parse(std::string_view text) {
                           e->name == "q4_k" || e->name == "q5_k";
       const std::string bits =
           e->name[0] == 't' ? "2" : std::string(1, e->name[e->name.find_first_of("0123456789")]);
-      d.number_ = NumberSpec::parse((affine ? "uint" : "int") + bits);
-      d.scale_ =
-          ScaleSpec{NumberSpec::parse("float16"),
-                    affine ? std::optional<NumberSpec>(NumberSpec::parse("float16")) : std::nullopt,
-                    {TileSpec{static_cast<int>(g->block)}}};
+      if (up == "MXFP4") {
+        d.number_ = NumberSpec::parse("e2m1fnuz");
+        d.scale_ = ScaleSpec{NumberSpec::parse("e8m0"), std::nullopt, {TileSpec{32}}};
+      } else {
+        d.number_ = NumberSpec::parse((affine ? "uint" : "int") + bits);
+        d.scale_ = ScaleSpec{
+            NumberSpec::parse("float16"),
+            affine ? std::optional<NumberSpec>(NumberSpec::parse("float16")) : std::nullopt,
+            {TileSpec{static_cast<int>(g->block)}}};
+      }
     } else {
       d = parse_grammar(e->spec);
     }

@@ -1,8 +1,11 @@
-// ggml's reference quantizers of IQ4_NL / IQ4_XS and of the K-quants Q2_K ... Q6_K
-// (quantize_row_*_ref in ggml-quants.c). K-quants: per 32 (Q6_K: 16) values a scale (and minimum)
-// found by ggml's search, then the sub-block scales quantized to 6 (Q6_K: 8) bits against the
-// super-block's fp16 d (and dmin) and the codes chosen again against the quantized scales. Every
-// sum runs in ggml's order in float32 so the searches take the same branches.
+// ggml's quantizers of IQ4_NL / IQ4_XS and of the K-quants Q2_K ... Q6_K, as llama.cpp's model
+// quantizer (llama_model_quantize -> ggml_quantize_chunk -> quantize_<type>) runs them without an
+// importance matrix. For the K-quants and IQ4_XS that is quantize_row_*_ref in ggml-quants.c; for
+// IQ4_NL it is quantize_iq4_nl, which searches 15 candidate scales where the _ref searches none.
+// K-quants: per 32 values (Q6_K: 16) a scale (and minimum) found by ggml's search, then the
+// sub-block scales quantized to 6 (Q6_K: 8) bits against the super-block's fp16 d (and dmin) and
+// the codes chosen again against the quantized scales. Every sum runs in ggml's order in float32
+// so the searches take the same branches.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -377,13 +380,15 @@ int iq4_index(float x) {
   return x - kIq4[mu - 1] < kIq4[mu] - x ? mu - 1 : mu;
 }
 
-// quantize_row_iq4_nl_impl without importance weights: per 32 values a least-squares scale for
-// the codes picked at d = max / -127 (IQ4_XS: refined over 15 candidate scales), weights x^2.
-// IQ4_NL (one block of 32) keeps those codes; IQ4_XS quantizes the 8 scales to 6 bits against
-// fp16 d = -max scale / 32 and picks the codes again. `L` carries over between calls: ggml's
-// IQ4_NL leaves the codes of an all-zero block as the previous block's.
-void iq4(const float* x, uint8_t* b, int sbs, int ntry, uint8_t* L) {
+// quantize_row_iq4_nl_impl without importance weights and with ntry = 7 (quantize_iq4_nl and
+// quantize_iq4_xs): per 32 values the codes picked at d = max / -127 and their least-squares
+// scale (weights x^2), refined over 15 candidate scales. IQ4_NL (one block of 32) picks the codes
+// again for the stored scale; IQ4_XS quantizes the 8 scales to 6 bits against fp16
+// d = -max scale / 32 and picks the codes again for each.
+void iq4(const float* x, uint8_t* b, int sbs) {
+  constexpr int ntry = 7;
   float scales[8];
+  uint8_t L[QK_K];
   const bool xs = sbs == QK_K;
   uint8_t* q4 = b + (xs ? 8 : 2);
   std::memset(q4, 0, static_cast<size_t>(sbs / 2));
@@ -399,7 +404,7 @@ void iq4(const float* x, uint8_t* b, int sbs, int ntry, uint8_t* L) {
       scales[ib] = 0;
       continue;
     }
-    float d = ntry > 0 ? -max / kIq4[0] : max / kIq4[0], id = 1 / d;
+    float d = -max / kIq4[0], id = 1 / d;
     float sumqx = 0, sumq2 = 0;
     for (int j = 0; j < 32; ++j) {
       const int l = iq4_index(id * xb[j]);
@@ -429,6 +434,9 @@ void iq4(const float* x, uint8_t* b, int sbs, int ntry, uint8_t* L) {
   if (!xs) {
     const uint16_t dh = float_to_half(scales[0]);
     std::memcpy(b, &dh, 2);
+    // The codes for the unrounded least-squares scale (an all-zero block: code 8, value 1).
+    const float id = scales[0] != 0 ? 1 / scales[0] : 0.f;
+    for (int j = 0; j < 32; ++j) L[j] = static_cast<uint8_t>(iq4_index(id * x[j]));
   } else {
     const float d = -max_scale / 32, id = d != 0 ? 1 / d : 0.f;
     const uint16_t dh = float_to_half(d);
@@ -456,7 +464,7 @@ void iq4(const float* x, uint8_t* b, int sbs, int ntry, uint8_t* L) {
 
 }  // namespace
 
-void quantize_k(uint32_t id, const float* x, uint8_t* b, uint8_t* carry) {
+void quantize_k(uint32_t id, const float* x, uint8_t* b) {
   if (id == 10)
     q2_k(x, b);
   else if (id == 11)
@@ -468,9 +476,9 @@ void quantize_k(uint32_t id, const float* x, uint8_t* b, uint8_t* carry) {
   else if (id == 14)
     q6_k(x, b);
   else if (id == 20)
-    iq4(x, b, 32, -1, carry);
+    iq4(x, b, 32);
   else
-    iq4(x, b, QK_K, 7, carry);
+    iq4(x, b, QK_K);
 }
 
 }  // namespace castscope::ggml

@@ -1,9 +1,9 @@
 // ggml's reference quantizers for the block formats that gguf-py can also quantize (Q4_0, Q4_1,
-// Q5_0, Q5_1, Q8_0, TQ1_0, TQ2_0); the K-quants are in ggml_kquant.cpp. Every step is float32 as in
-// ggml-quants.c and gguf-py: the scale is computed unrounded, its reciprocal multiplies the values,
-// and only the stored scale is rounded to float16. Where ggml's C loop and gguf-py could differ
-// (the signed maximum of a block of zeros), this follows gguf-py: the first element of largest
-// magnitude.
+// Q5_0, Q5_1, Q8_0, TQ1_0, TQ2_0, MXFP4); the K-quants and IQ4 are in ggml_kquant.cpp. Every step
+// is float32 as in ggml-quants.c and gguf-py: the scale is computed unrounded, its reciprocal
+// multiplies the values, and only the stored scale is rounded to float16. Where ggml's C loop and
+// gguf-py could differ (the signed maximum of a block of zeros), this follows gguf-py: the first
+// element of largest magnitude.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -133,6 +133,36 @@ void tq2_0(const float* x, uint8_t* b) {
   put_f16(b + 64, d);
 }
 
+// MXFP4 (quantize_row_mxfp4_ref): e = floorf(log2f(amax)) - 2 + 127 in float32, which rounds up
+// to the next power of two for an amax just below one (OCP MX takes the exact floor), and per
+// element the first entry of ggml's doubled E2M1 table {0, 1, 2, 3, 4, 6, 8, 12, -0, -1, ...}
+// whose |t * d - x| is least, d = 2^(e - 128): ties go to the entry of smaller magnitude and a
+// negative value that rounds to zero gets +0 (0x0).
+void mxfp4(const float* x, uint8_t* b) {
+  static constexpr int8_t kT[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+  float amax = 0.0f;
+  for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[j]));
+  // ggml converts the float to uint8_t; below 2^-125 the value is negative and x86 keeps the
+  // low byte of the int32 conversion, as this does.
+  const uint8_t e =
+      amax > 0.0f
+          ? static_cast<uint8_t>(static_cast<int>(std::floor(std::log2(amax)) - 2.0f + 127.0f))
+          : 0;
+  // ggml_e8m0_to_fp32_half: 2^(e - 128) (subnormal for e = 0 and 1).
+  const float d = std::ldexp(1.0f, e - 128);
+  b[0] = e;
+  auto code = [&](float v) {
+    int best = 0;
+    float err = std::fabs(static_cast<float>(kT[0]) * d - v);
+    for (int i = 1; i < 16; ++i) {
+      const float e2 = std::fabs(static_cast<float>(kT[i]) * d - v);
+      if (e2 < err) best = i, err = e2;
+    }
+    return best;
+  };
+  for (int j = 0; j < 16; ++j) b[1 + j] = static_cast<uint8_t>(code(x[j]) | code(x[j + 16]) << 4);
+}
+
 // Byte offsets of the scale / zero-point halves of each type, set to NaN for a non-finite block.
 void poison(uint32_t id, uint8_t* b, uint32_t bytes) {
   std::memset(b, 0, bytes);
@@ -149,6 +179,9 @@ void poison(uint32_t id, uint8_t* b, uint32_t bytes) {
       return;
     case 34:
       put_f16(b + 52, nan);
+      return;
+    case 39:  // E8M0's NaN; ggml has none and reads the block as zeros
+      b[0] = 0xFF;
       return;
     case 35:
       put_f16(b + 64, nan);
@@ -177,8 +210,8 @@ void poison(uint32_t id, uint8_t* b, uint32_t bytes) {
 
 }  // namespace
 
-// Q2_K ... Q6_K, IQ4_NL, IQ4_XS (ggml_kquant.cpp); `carry` holds codes from block to block.
-void quantize_k(uint32_t id, const float* x, uint8_t* block, uint8_t* carry);
+// Q2_K ... Q6_K, IQ4_NL, IQ4_XS (ggml_kquant.cpp).
+void quantize_k(uint32_t id, const float* x, uint8_t* block);
 
 bool can_quantize(uint32_t id) {
   switch (id) {
@@ -196,6 +229,7 @@ bool can_quantize(uint32_t id) {
     case 8:
     case 34:
     case 35:
+    case 39:
       return true;
     default:
       return false;
@@ -204,7 +238,6 @@ bool can_quantize(uint32_t id) {
 
 void quantize(uint32_t id, const float* x, uint64_t n, uint8_t* out) {
   const TypeInfo& t = *type_info(id);
-  uint8_t carry[256] = {};
   for (uint64_t i = 0; i < n / t.block; ++i) {
     const float* xb = x + i * t.block;
     uint8_t* b = out + i * t.block_bytes;
@@ -234,8 +267,11 @@ void quantize(uint32_t id, const float* x, uint64_t n, uint8_t* out) {
       case 35:
         tq2_0(xb, b);
         break;
+      case 39:
+        mxfp4(xb, b);
+        break;
       default:
-        quantize_k(id, xb, b, carry);
+        quantize_k(id, xb, b);
         break;
     }
   }

@@ -35,8 +35,10 @@ void dequantize(uint32_t id, const uint8_t* src, uint64_t n, float* out);
 
 namespace castscope::ggml {
 
-// Types with a quantizer here: ggml's reference quantizers (quantize_row_*_ref in
-// ggml-quants.c) as gguf-py's gguf.quants.quantize implements them, bit for bit.
+// Types with a quantizer here: the quantizers llama.cpp's model quantizer runs without an
+// importance matrix (ggml_quantize_chunk in ggml.c), bit for bit: ggml's reference quantizers
+// (quantize_row_*_ref in ggml-quants.c, which gguf-py's gguf.quants.quantize implements) for all
+// but IQ4_NL, whose model quantizer (quantize_iq4_nl) searches more scales than its _ref.
 bool can_quantize(uint32_t id);
 // Quantizes `n` float32 values (a multiple of the block) into blocks. A block holding a NaN or
 // infinity, which ggml leaves undefined, gets NaN scales (and zero points) and zero codes, so it

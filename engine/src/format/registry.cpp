@@ -46,7 +46,7 @@ std::vector<RegistryEntry> build() {
   add("tcfp8", "tcfp8", tc, "TCFP-8: e4m3fn + e8m0 block scale per 32, chosen at 3 sigma");
   add("tcfp12", "tcfp12", tc, "TCFP-12: e4m3fn + 4-bit residual, two block scales per 32");
   add("tcfp16", "tcfp16", tc, "TCFP-16: two e4m3fn terms, two block scales per 32");
-  // ggml's block formats (GGUF types of the same names), cast by ggml's reference quantizer.
+  // ggml's block formats (GGUF types of the same names), cast as llama.cpp's quantizer does.
   const std::string gg = kGgmlGroup;
   add("q4_0", "q4_0", gg, "ggml Q4_0: 4-bit codes, fp16 scale per 32 (signed max / -8)");
   add("q4_1", "q4_1", gg, "ggml Q4_1: 4-bit codes, fp16 scale and fp16 minimum per 32");
@@ -59,10 +59,12 @@ std::vector<RegistryEntry> build() {
   add("q5_k", "q5_k", gg, "ggml Q5_K: 5-bit codes, 6-bit scales and minimums per 32, fp16 per 256");
   add("q6_k", "q6_k", gg, "ggml Q6_K: 6-bit codes, 8-bit scales per 16, fp16 per 256");
   add("iq4_nl", "iq4_nl", gg,
-      "ggml IQ4_NL: 4-bit non-linear codes (-127 ... 113), fp16 scale per 32");
+      "ggml IQ4_NL: 4-bit non-linear codes (-127 ... 113), fp16 scale per 32 (15 scales tried)");
   add("iq4_xs", "iq4_xs", gg, "ggml IQ4_XS: IQ4_NL codes, 6-bit scales per 32, fp16 per 256");
   add("tq1_0", "tq1_0", gg, "ggml TQ1_0: ternary, 5 trits a byte, fp16 scale per 256");
   add("tq2_0", "tq2_0", gg, "ggml TQ2_0: ternary, 2 bits each, fp16 scale per 256");
+  add("mxfp4_ggml", "mxfp4_ggml", gg,
+      "ggml MXFP4: e2m1, e8m0 scale per 32, as llama.cpp quantizes (ties down, no -0)");
 
   // TensorCast's implicit codebooks: f (fp4) and i (int4) patterns, eight shifts each, over an
   // FP8 / FP6 compute format; e32 = e8m0 scale per 32, f32 = e5m0 per tile or e5m3 with subtiles.

@@ -10,6 +10,9 @@
 #include <cstring>
 
 #include <map>
+#include <optional>
+#include <utility>
+#include <vector>
 
 #include "castscope/export.hpp"
 #include "format/ggml_types.hpp"
@@ -123,6 +126,92 @@ uint32_t choose_type(const io::TensorInfo& info, const std::optional<DataType>& 
                 " needs 32-element blocks along the last axis; shape " + shape_str(info.shape) +
                 " does not tile");
   return q8 ? Q8_0 : MXFP4;
+}
+
+// llama.cpp's LLAMA_FTYPE (llama.h) for a file whose dominant type is `t`: the mapping its model
+// loader uses when a file has no general.file_type (K-quants as their _M mixes, MXFP4 as
+// MOSTLY_MXFP4_MOE); nullopt for a type without one.
+std::optional<uint32_t> llama_ftype(uint32_t t) {
+  switch (t) {
+    case F32:
+      return 0;
+    case F16:
+      return 1;
+    case 2:  // Q4_0
+      return 2;
+    case 3:  // Q4_1
+      return 3;
+    case Q8_0:
+      return 7;
+    case 6:  // Q5_0
+      return 8;
+    case 7:  // Q5_1
+      return 9;
+    case 10:  // Q2_K
+      return 10;
+    case 11:  // Q3_K -> Q3_K_M
+      return 12;
+    case 12:  // Q4_K -> Q4_K_M
+      return 15;
+    case 13:  // Q5_K -> Q5_K_M
+      return 17;
+    case 14:  // Q6_K
+      return 18;
+    case 16:  // IQ2_XXS
+      return 19;
+    case 17:  // IQ2_XS
+      return 20;
+    case 18:  // IQ3_XXS
+      return 23;
+    case 19:  // IQ1_S
+      return 24;
+    case 20:  // IQ4_NL
+      return 25;
+    case 21:  // IQ3_S
+      return 26;
+    case 22:  // IQ2_S
+      return 28;
+    case 23:  // IQ4_XS
+      return 30;
+    case 29:  // IQ1_M
+      return 31;
+    case BF16:
+      return 32;
+    case 34:  // TQ1_0
+      return 36;
+    case 35:  // TQ2_0
+      return 37;
+    case MXFP4:
+      return 38;
+    case 40:  // NVFP4
+      return 39;
+    default:
+      return std::nullopt;
+  }
+}
+
+// general.file_type of the written file: the quantized (block) type holding the most elements,
+// or without one the float type holding the most (F32, F16, BF16); the first on a tie.
+std::optional<uint32_t> file_type(const std::vector<Planned>& planned) {
+  std::vector<std::pair<uint32_t, uint64_t>> count;  // first-seen order
+  auto add = [&](uint32_t t, uint64_t n) {
+    for (auto& [k, v] : count)
+      if (k == t) return void(v += n);
+    count.push_back({t, n});
+  };
+  for (const Planned& p : planned) add(p.type, static_cast<uint64_t>(numel(p.info->shape)));
+  for (const bool blocks : {true, false}) {
+    std::optional<uint32_t> best;
+    uint64_t most = 0;
+    for (const auto& [t, n] : count) {
+      const ggml::TypeInfo* ti = ggml::type_info(t);
+      const bool block = ti && ti->block > 1;
+      const bool plain_float = t == F32 || t == F16 || t == BF16;
+      if ((blocks ? block : plain_float) && n > most) best = t, most = n;
+    }
+    if (best) return llama_ftype(*best);
+  }
+  return std::nullopt;
 }
 
 class Buf {
@@ -264,18 +353,28 @@ ExportReport export_gguf(const io::Model& model, const std::string& out, const E
   h.u32(3);
   h.u64(planned.size());
   // The source's key-values first, in their order and byte for byte; CastScope's keys of an
-  // earlier export are replaced, and the alignment is the one this writer uses.
-  std::vector<std::pair<uint64_t, uint64_t>> kept_kv;
-  bool has_name = false, has_alignment = false;
+  // earlier export are replaced, and so are the alignment (the one this writer uses) and the
+  // file type (the written file's, which llama.cpp reports as the model's quantization).
+  const std::optional<uint32_t> ftype = file_type(planned);
+  struct KeptKv {
+    uint64_t begin, end;
+    const char* put_u32;  // written in place as this key with a new value
+    uint32_t value;
+  };
+  std::vector<KeptKv> kept_kv;
+  bool has_name = false, has_alignment = false, has_ftype = false;
   if (src)
     for (const io::detail::GgufKv& kv : src->kvs) {
       if (kv.key.rfind("castscope.", 0) == 0) continue;
       has_name |= kv.key == "general.name";
       if (kv.key == "general.alignment") {
         has_alignment = true;
-        kept_kv.push_back({0, 0});  // written in place as u32 32
+        kept_kv.push_back({0, 0, "general.alignment", kAlign});
+      } else if (kv.key == "general.file_type") {
+        has_ftype = true;
+        if (ftype) kept_kv.push_back({0, 0, "general.file_type", *ftype});
       } else {
-        kept_kv.push_back({kv.begin, kv.end});
+        kept_kv.push_back({kv.begin, kv.end, nullptr, 0});
       }
     }
   std::vector<std::pair<std::string, std::string>> kv;
@@ -285,13 +384,15 @@ ExportReport export_gguf(const io::Model& model, const std::string& out, const E
   for (const auto& [k, v] : opt.metadata) kv.push_back({k, v});
   for (const Planned& p : planned)
     if (p.dtype) kv.push_back({"castscope.dtype." + p.info->name, p.dtype->str()});
-  h.u64(kept_kv.size() + kv.size() + (has_alignment ? 0 : 1));
+  const bool add_ftype = ftype && !has_ftype;
+  h.u64(kept_kv.size() + kv.size() + (has_alignment ? 0 : 1) + (add_ftype ? 1 : 0));
   if (!has_alignment) h.kv_u32("general.alignment", kAlign);
-  for (const auto& [b, e] : kept_kv) {
-    if (b == e)
-      h.kv_u32("general.alignment", kAlign);
+  if (add_ftype) h.kv_u32("general.file_type", *ftype);
+  for (const KeptKv& k : kept_kv) {
+    if (k.put_u32)
+      h.kv_u32(k.put_u32, k.value);
     else
-      h.raw(src->map->data() + b, e - b);
+      h.raw(src->map->data() + k.begin, k.end - k.begin);
   }
   for (const auto& [k, v] : kv) h.kv_str(k, v);
   for (const Planned& p : planned) {
