@@ -42,15 +42,14 @@ void draw_teach_panel(AppState& app) {
     return;
   }
   const DataType& d = a->dtype;
-  const bool plain = d.family() == Family::Standard || d.family() == Family::Codebook;
+  const FamilyTraits& fam = family_traits(d.family());
+  const bool plain = fam.tensorcast_layout;
   if (!plain || d.number().bits() > 8 || d.number().is_exponent()) {
     ImGui::TextWrapped(
         "The teaching view shows formats of at most 8 bits; %s has %d-bit elements%s. Pick e.g. "
         "mxfp4e2, nvfp4, mxfp8e4 or int4_sc in the composer.",
         d.label().c_str(), d.number().bits(),
-        d.family() == Family::GGML ? " (a ggml block format)"
-        : !plain                   ? " (TCFP)"
-                                   : "");
+        plain ? "" : (std::string(" (a ") + fam.kind + " format)").c_str());
     ImGui::End();
     return;
   }

@@ -5,10 +5,8 @@
 
 #include "backend.hpp"
 #include "castscope/cast.hpp"
-#include "castscope/tcfp.hpp"
-#include "codebook/cb_cast.hpp"
 #include "cpu/cast_cpu.hpp"
-#include "cpu/ggml_cast.hpp"
+#include "families/family_table.hpp"
 #include "parallel.hpp"
 #include "plan.hpp"
 #include "rotation/rotation_backend.hpp"
@@ -41,10 +39,7 @@ void notice_once(const std::string& msg) {
 CastResult cast_cpu(const Tensor& x, const DataType& d, const CastOptions& o) {
   CastOptions actual_opt = o;
   if (o.mode == CastMode::Compress) actual_opt.mode = CastMode::Actual;
-  CastResult r = d.family() == Family::Standard   ? cpu::cast_standard(x, d, actual_opt)
-                 : d.family() == Family::Codebook ? codebook::cast(x, d, actual_opt)
-                 : d.family() == Family::GGML     ? ggml::cast(x, d, actual_opt)
-                                                  : tcfp::cast(x, d, actual_opt);
+  CastResult r = detail::family_ops(d.family()).cast(x, d, actual_opt);
   r.backend = "cpu";
   if (o.mode == CastMode::Compress) {
     r = pack(r);
@@ -95,9 +90,9 @@ CastResult cast(const Tensor& x, const DataType& dtype, const CastOptions& optio
                      x.shape());
   }
   if (options.rotate.enabled()) return rotation::cast_rotated(x, dtype, options);
-  // ggml's block formats run on the CPU for every device (their quantizer is ggml's reference).
+  // Families without device kernels (ggml's block formats) run on the CPU for every device.
   std::string gpu_error;
-  if (options.device != Device::CPU && dtype.family() != Family::GGML) {
+  if (options.device != Device::CPU && family_traits(dtype.family()).device_cast) {
     std::string reason;
     if (cuda::available(&reason)) {
       try {
@@ -127,10 +122,7 @@ Tensor upcast(const CastResult& result) {
     return result.values;
   }
   CastResult a = result.mode == CastMode::Compress ? unpack(result) : result;
-  if (a.dtype.family() == Family::Codebook) return codebook::upcast(a);
-  if (a.dtype.family() == Family::GGML) return ggml::upcast(a);
-  if (a.dtype.family() != Family::Standard) return tcfp::upcast(a);
-  return cpu::upcast_standard(a);
+  return detail::family_ops(a.dtype.family()).upcast(a);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -273,13 +265,19 @@ CastResult pack(const CastResult& a) {
   if (a.mode == CastMode::Compress) return a;
   if (a.options.flatten) return from_view(pack(as_view(a)), a.options, a.shape);
   if (a.mode != CastMode::Actual) throw Error("pack needs an actual-mode cast result");
-  if (a.dtype.family() == Family::Codebook) return codebook::pack(a);
-  if (a.dtype.family() == Family::GGML) {  // the blocks are packed already
-    CastResult r = a;
-    r.mode = CastMode::Compress;
-    return r;
-  }
-  if (a.dtype.family() != Family::Standard) return tcfp::pack(a);
+  return detail::family_ops(a.dtype.family()).pack(a);
+}
+
+CastResult unpack(const CastResult& c) {
+  if (c.mode == CastMode::Actual) return c;
+  if (c.options.flatten) return from_view(unpack(as_view(c)), c.options, c.shape);
+  if (c.mode != CastMode::Compress) throw Error("unpack needs a compressed cast result");
+  return detail::family_ops(c.dtype.family()).unpack(c);
+}
+
+namespace detail {
+
+CastResult pack_standard(const CastResult& a) {
   detail::CastPlan p = detail::make_plan(a.shape, a.dtype, a.options);
   cpu::validate_actual(a, p);
   CastResult r = a;
@@ -320,17 +318,7 @@ CastResult pack(const CastResult& a) {
   return r;
 }
 
-CastResult unpack(const CastResult& c) {
-  if (c.mode == CastMode::Actual) return c;
-  if (c.options.flatten) return from_view(unpack(as_view(c)), c.options, c.shape);
-  if (c.mode != CastMode::Compress) throw Error("unpack needs a compressed cast result");
-  if (c.dtype.family() == Family::Codebook) return codebook::unpack(c);
-  if (c.dtype.family() == Family::GGML) {
-    CastResult r = c;
-    r.mode = CastMode::Actual;
-    return r;
-  }
-  if (c.dtype.family() != Family::Standard) return tcfp::unpack(c);
+CastResult unpack_standard(const CastResult& c) {
   detail::CastPlan p = detail::make_plan(c.shape, c.dtype, c.options);
   CastResult r = c;
   r.mode = CastMode::Actual;
@@ -385,6 +373,8 @@ CastResult unpack(const CastResult& c) {
         unpack_bits(c.meta, p.offset_bits, p.meta_shape, DType::U8, p.offset_bits, false, "meta");
   return r;
 }
+
+}  // namespace detail
 
 // ---------------------------------------------------------------------------------------------
 

@@ -29,6 +29,30 @@ struct KernelParams {
   int offset_bits = 0;        // K of t<T>s<S>o<K>: subtile exponent offsets in [0, 2^K - 1]
 };
 
+// What a group's scale is chosen from: absmax / lo / hi over its finite values (lo <= 0 <= hi by
+// construction) and whether any value is NaN / Inf. The CPU folds chunks and the CUDA kernels fold
+// threads, warps and blocks with the same add / merge.
+struct GroupStats {
+  double absmax = 0, lo = 0, hi = 0;
+  bool nonfinite = false;
+  CS_HD void add(double v) {
+    if (!(v - v == 0)) {
+      nonfinite = true;
+      return;
+    }
+    const double a = v < 0 ? -v : v;
+    absmax = a > absmax ? a : absmax;
+    lo = v < lo ? v : lo;
+    hi = v > hi ? v : hi;
+  }
+  CS_HD void merge(const GroupStats& o) {
+    absmax = o.absmax > absmax ? o.absmax : absmax;
+    lo = o.lo < lo ? o.lo : lo;
+    hi = o.hi > hi ? o.hi : hi;
+    nonfinite |= o.nonfinite;
+  }
+};
+
 // The scale of one group, as both codes (for storage) and values (for arithmetic).
 struct GroupScale {
   bool nan = false;   // the group holds NaN / Inf: every value decodes to NaN
@@ -48,6 +72,32 @@ CS_HD double nan_double() {
 // are cast to their own formats.
 CS_HD Quantized cast_scale_value(double v, const Format& f) {
   return scalar::quantize(v, f, scalar::Round::Even, scalar::Overflow::Saturate, 0);
+}
+
+// The tensor scale of a multiscale datatype (NVFP4's fp32 scale) from the whole tensor's
+// statistics: absmax over the largest product of a tile scale and an element, rounded to the
+// scale's own format; NaN when the tensor holds NaN / Inf, and 1 when the tensor is all zero (or
+// its scale falls below the format).
+struct TensorScale {
+  double t = 1.0;
+  uint32_t code = 0;
+};
+CS_HD TensorScale choose_tensor_scale(const KernelParams& kp, const GroupStats& st,
+                                      double tile_scale_max) {
+  TensorScale r;
+  if (st.nonfinite) {
+    r.code = scalar::nan_code(kp.second);
+    r.t = nan_double();
+    return r;
+  }
+  const double raw = st.absmax / (kp.data_max * tile_scale_max);
+  r.code = scalar::encode(cast_scale_value(raw, kp.second), kp.second);
+  r.t = scalar::decode_value(r.code, kp.second);
+  if (!(r.t > 0)) {
+    r.code = scalar::encode(cast_scale_value(1.0, kp.second), kp.second);
+    r.t = 1.0;
+  }
+  return r;
 }
 
 // Scale of a group from its statistics: absmax over kept finite values; lo / hi (uint data) the

@@ -203,4 +203,23 @@ CastPlan make_plan(const Shape& shape, const DataType& dtype, const CastOptions&
   return p;
 }
 
+KernelParams kernel_params(const CastPlan& p) {
+  KernelParams kp;
+  kp.data = p.data;
+  kp.data_codes = p.data;
+  kp.scale = p.scale;
+  kp.second = p.second;
+  kp.scaled = p.scaled;
+  kp.scale_is_exponent = p.scale_is_exponent;
+  kp.multiscale = p.multiscale;
+  kp.zero_kind = p.zero_kind;
+  kp.data_max = p.data_max;
+  kp.round = p.opt.round;
+  kp.overflow = p.opt.overflow;
+  kp.scale_mode = p.opt.scale_mode;
+  kp.seed = p.opt.seed;
+  kp.offset_bits = p.offset_bits;
+  return kp;
+}
+
 }  // namespace castscope::detail

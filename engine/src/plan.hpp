@@ -7,6 +7,7 @@
 
 #include "castscope/cast.hpp"
 #include "castscope/scalar.hpp"
+#include "group.hpp"
 
 namespace castscope::detail {
 
@@ -45,6 +46,8 @@ struct CastPlan {
 // Throws Error for bad input: empty tensor, axis out of range, etc. A tile longer than its axis
 // is one partial tile.
 CastPlan make_plan(const Shape& shape, const DataType& dtype, const CastOptions& opt);
+// The plain-data parameters every backend's kernels take for a plan.
+KernelParams kernel_params(const CastPlan& p);
 
 // Storage dtype for codes of a format: the native dtype where there is one (F8E4M3, BF16, ...),
 // otherwise the narrowest integer that holds the bits.

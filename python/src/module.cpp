@@ -21,21 +21,7 @@ namespace {
 using namespace nb::literals;
 
 const char* family_name(Family f) {
-  switch (f) {
-    case Family::TCFP8:
-      return "tcfp8";
-    case Family::TCFP12:
-      return "tcfp12";
-    case Family::TCFP16:
-      return "tcfp16";
-    case Family::Codebook:
-      return "codebook";
-    case Family::GGML:
-      return "ggml";
-    case Family::Standard:
-      break;
-  }
-  return "standard";
+  return family_traits(f).name;
 }
 
 // A cast's outputs, on the host or (for a CUDA input) on the device they were computed on.

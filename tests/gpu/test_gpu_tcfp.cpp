@@ -136,15 +136,6 @@ Tensor hard_blocks(int64_t rows, int64_t cols, bool bf16, uint64_t seed, int* ne
   return t;
 }
 
-TEST(GpuTcfp, FloatScaleAndResidualCodesEqualSharedExhaustively) {
-  CS_REQUIRE_GPU();
-  for (const char* grid : {"e4m3fn", "int4"}) {
-    uint32_t bad = 0;
-    EXPECT_EQ(gpu::detail::verify_tcfp_fast_paths(NumberSpec::parse(grid).format(), &bad), 0u)
-        << grid << ": first mismatch at float bits " << bad;
-  }
-}
-
 TEST(GpuTcfp, LeanKernelEqualsCpuOnHardBlocks) {
   CS_REQUIRE_GPU();
   const uint64_t seed = run_seed();

@@ -133,8 +133,7 @@ bool any_count(const ExponentHistogram& h) {
 }
 
 bool tiled_dtype(const DataType& d) {
-  return (d.family() == Family::Standard || d.family() == Family::Codebook) && d.scaled() &&
-         !d.tensor_scaled();
+  return family_traits(d.family()).tensorcast_layout && d.scaled() && !d.tensor_scaled();
 }
 
 // A tiled cast's sparsity mask (host or device tensor), when it has one per element.
@@ -243,10 +242,8 @@ void compute_views(Analysis& a, const Views& v, const AnalysisOptions& ao, JobCo
     } catch (const Error& e) {
       a.tiles_note = e.what();
     }
-  } else if (d.family() == Family::GGML) {
-    a.tiles_note = "ggml block scales live inside the GGUF blocks; no tile map";
-  } else if (d.family() != Family::Standard) {
-    a.tiles_note = "TCFP block scales are internal to the TCFP kernels; no tile map";
+  } else if (const char* why = family_traits(d.family()).no_tile_map) {
+    a.tiles_note = why;
   } else if (!d.scaled()) {
     a.tiles_note = "unscaled datatype: no tile scales";
   } else {
@@ -266,12 +263,10 @@ void compute_views(Analysis& a, const Views& v, const AnalysisOptions& ao, JobCo
 // The span of magnitudes the target keeps, placed at the tensor absmax for scaled datatypes.
 void representable_range(Analysis& a) {
   const DataType& d = a.dtype;
-  NumberSpec target = d.number();
-  if (d.family() != Family::Standard && d.family() != Family::Codebook &&
-      d.family() != Family::GGML)
-    target = NumberSpec::parse("e4m3fn");  // TCFP's element format
+  const FamilyTraits& fam = family_traits(d.family());
+  const NumberSpec target = fam.element_format ? NumberSpec::parse(fam.element_format) : d.number();
   auto [rlo, rhi] = representable_log2(target);
-  if (d.scaled() || d.family() != Family::Standard) {
+  if (d.scaled() || fam.block_scaled) {
     const double span = rhi - rlo;
     rhi = a.absmax > 0 ? std::log2(a.absmax) : rhi;
     rlo = rhi - span;
@@ -286,8 +281,7 @@ void representable_range(Analysis& a) {
 // Device casts cover the standard and TCFP families; a codebook's tile map (its mappings) and
 // ggml's reference quantizer live on the host, and rotations wrap the host cast.
 bool device_views_possible(const DataType& d, const CastOptions& o) {
-  return o.device != Device::CPU && !o.rotate.enabled() && d.family() != Family::Codebook &&
-         d.family() != Family::GGML;
+  return o.device != Device::CPU && !o.rotate.enabled() && family_traits(d.family()).device_views;
 }
 
 }  // namespace

@@ -61,7 +61,7 @@ void ComposerState::set(const DataType& d) {
   dtype = d;
   error.clear();
   std::snprintf(text, sizeof text, "%s", (d.name().empty() ? d.str() : d.name()).c_str());
-  codebook = d.family() == Family::Codebook;
+  codebook = d.codebook() != nullptr;
   if (codebook) {
     const Codebook& cb = *d.codebook();
     cb_implicit = cb.implicit;
@@ -78,7 +78,7 @@ void ComposerState::set(const DataType& d) {
     second_fmt = sp_n = sp_m = 0;
     return;
   }
-  if (d.family() != Family::Standard) return;  // TCFP has no field form
+  if (!family_traits(d.family()).field_form) return;
   const NumberSpec& n = d.number();
   if (n.is_float()) {
     kind = 0;
@@ -194,17 +194,16 @@ bool draw_composer(ComposerState& s) {
       "int4_float16_t0; press Enter to apply.");
 
   int element = s.codebook ? 1 : 0;
-  const bool tcfp = s.dtype.family() != Family::Standard && s.dtype.family() != Family::Codebook;
-  if (tcfp) {
+  const FamilyTraits& fam = family_traits(s.dtype.family());
+  if (!fam.field_form) {
     ImGui::TextWrapped("%s is a %s datatype: it has its own kernels and no field form.",
-                       s.dtype.label().c_str(),
-                       s.dtype.family() == Family::GGML ? "ggml block" : "TCFP");
+                       s.dtype.label().c_str(), fam.kind);
   } else if (ImGui::Combo("element", &element, kElement, IM_ARRAYSIZE(kElement))) {
     s.codebook = element == 1;
     if (s.codebook) s.scaling = 3, s.second_fmt = s.sp_n = s.sp_m = 0;
     fields = true;
   }
-  if (tcfp) {
+  if (!fam.field_form) {
   } else if (s.codebook) {
     section("Codebook");
     fields |= ImGui::Checkbox("implicit (pattern clauses)", &s.cb_implicit);

@@ -42,6 +42,25 @@ struct ScaleSpec {
 // block formats (ggml_type() says which), cast with ggml's reference quantizer.
 enum class Family { Standard, TCFP8, TCFP12, TCFP16, Codebook, GGML };
 
+// What code outside the engine may ask of a family instead of switching on it: a row of the
+// engine's family table (engine/src/families/family_table.cpp).
+struct FamilyTraits {
+  Family family;
+  const char* name;  // "standard", "tcfp8", "tcfp12", "tcfp16", "codebook", "ggml"
+  const char* kind;  // what a user calls it: "TensorCast", "TCFP", "codebook", "ggml block"
+  // Scales, codes, masks and meta in TensorCast's layout: the tile map, the mask view and the
+  // teaching view can show them.
+  bool tensorcast_layout;
+  // Scales come with the family's blocks whether or not the datatype string names a scale.
+  bool block_scaled;
+  bool field_form;             // the composer's element / scale fields can build it
+  bool device_cast;            // the CUDA backend casts it
+  bool device_views;           // the views' statistics can run on the device
+  const char* no_tile_map;     // why there is no tile map (null where there can be one)
+  const char* element_format;  // the element grid when number() is not it (TCFP: e4m3fn)
+};
+const FamilyTraits& family_traits(Family f);
+
 class DataType {
  public:
   DataType() = default;

@@ -46,6 +46,79 @@ struct Format {
   bool is_signed = true;
 };
 
+// The rules that derive every fact of a format from its parameters. NumberSpec builds its formats
+// with them and the CUDA kernels their compile-time copies of the hot grids, so a fact changed here
+// changes both.
+//
+// eXmY with a bias and an Inf / NaN policy. TensorCast spells the OCP FP6 / FP4 element types
+// (and its other formats of at most 6 bits) fnuz; they have a -0 code and no NaN (spec decision 9).
+CS_HD constexpr Format float_format(int ebits, int mbits, int bias, InfNan infnan) {
+  if (infnan == InfNan::FNUZ && 1 + ebits + mbits <= 6) infnan = InfNan::Finite;
+  Format f;
+  f.kind = Kind::Float;
+  f.infnan = infnan;
+  f.ebits = ebits;
+  f.mbits = mbits;
+  f.bits = 1 + ebits + mbits;
+  f.bias = bias;
+  const int eall = (1 << ebits) - 1;
+  f.emin = 1 - bias;
+  f.mgrid = mbits;
+  f.qmin = f.emin - mbits;
+  f.emax = infnan == InfNan::IEEE ? eall - 1 - bias : eall - bias;
+  f.maxr = infnan == InfNan::FN ? (uint64_t{2} << mbits) - 2 : (uint64_t{2} << mbits) - 1;
+  f.has_inf = infnan == InfNan::IEEE;
+  f.has_nan = infnan != InfNan::Finite;
+  f.has_negzero = infnan != InfNan::FNUZ;
+  f.maxe = f.emax - mbits;
+  f.maxbinade = f.emax;
+  return f;
+}
+// intK: fixed point with one integer bit (spec decision 7), q * 2^-(K-2) with q symmetric;
+// uintK: plain unsigned integers.
+CS_HD constexpr Format int_format(int bits, bool is_signed) {
+  Format f;
+  f.kind = is_signed ? Kind::Int : Kind::UInt;
+  f.bits = bits;
+  f.is_signed = is_signed;
+  f.mgrid = 62;  // larger than any binade offset: the quantum is always qmin
+  if (is_signed) {
+    f.ebits = 1;
+    f.mbits = bits - 2;
+    f.maxr = (uint64_t{1} << (bits - 1)) - 1;
+    f.qmin = f.maxe = -(bits - 2);
+    f.emax = 0;
+    f.emin = f.qmin;
+    f.maxbinade = 0;
+  } else {
+    f.mbits = bits;
+    f.maxr = (bits >= 64) ? ~uint64_t{0} : (uint64_t{1} << bits) - 1;
+    f.qmin = f.maxe = 0;
+    f.emax = bits - 1;
+    f.maxbinade = bits - 1;
+  }
+  return f;
+}
+// eXm0: a power of two (scale formats such as e8m0), the top code NaN.
+CS_HD constexpr Format exponent_format(int ebits) {
+  Format f;
+  f.kind = Kind::Exponent;
+  f.infnan = InfNan::IEEE;
+  f.ebits = ebits;
+  f.bits = ebits;
+  f.bias = (1 << (ebits - 1)) - 1;
+  f.emin = -f.bias;
+  f.emax = (1 << ebits) - 2 - f.bias;
+  f.qmin = f.emin;
+  f.mgrid = 0;
+  f.maxr = 1;
+  f.maxe = f.emax;
+  f.maxbinade = f.emax;
+  f.has_nan = true;
+  f.is_signed = false;
+  return f;
+}
+
 // A rounded magnitude: value = (neg ? -1 : 1) * r * 2^qe. Flags say what happened on the way.
 struct Quantized {
   uint64_t r = 0;
@@ -55,6 +128,44 @@ struct Quantized {
   bool inf = false;
   bool clipped = false;  // a finite input was saturated (or clamped at 0 for uint)
 };
+
+// Correctly rounded single operations that no compiler may fuse into an FMA or reorder: where
+// a result's bits must match between the CPU and the GPU, sums and products go through these.
+CS_HD double add_rn(double a, double b) {
+#if defined(__CUDA_ARCH__)
+  return __dadd_rn(a, b);
+#else
+  return a + b;
+#endif
+}
+CS_HD double mul_rn(double a, double b) {
+#if defined(__CUDA_ARCH__)
+  return __dmul_rn(a, b);
+#else
+  return a * b;
+#endif
+}
+CS_HD float add_rn(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fadd_rn(a, b);
+#else
+  return a + b;
+#endif
+}
+CS_HD float sub_rn(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fsub_rn(a, b);
+#else
+  return a - b;
+#endif
+}
+CS_HD float mul_rn(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fmul_rn(a, b);
+#else
+  return a * b;
+#endif
+}
 
 CS_HD uint64_t double_bits(double v) {
 #if defined(__CUDA_ARCH__)

@@ -18,20 +18,8 @@ struct Params {
   const double* mags = nullptr;  // nmaps * half magnitudes: entry H+j of mapping m at [m*half+j]
 };
 
-CS_HD double mul_rn(double a, double b) {
-#if defined(__CUDA_ARCH__)
-  return __dmul_rn(a, b);
-#else
-  return a * b;
-#endif
-}
-CS_HD double add_rn(double a, double b) {
-#if defined(__CUDA_ARCH__)
-  return __dadd_rn(a, b);
-#else
-  return a + b;
-#endif
-}
+using scalar::add_rn;
+using scalar::mul_rn;
 
 CS_HD bool sign_bit(double x) {
   return (scalar::double_bits(x) >> 63) != 0;

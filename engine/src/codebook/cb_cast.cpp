@@ -4,7 +4,7 @@
 #include <cmath>
 
 #include "codebook/cb_lut.hpp"
-#include "cpu/cast_cpu.hpp"
+#include "plan.hpp"
 #include "parallel.hpp"
 
 namespace castscope::codebook {
@@ -93,7 +93,7 @@ Layout make_layout(const Shape& shape, const DataType& d, const CastOptions& opt
   const int half = cb.num_values() / 2;
   for (const auto& m : cb.maps)
     for (int j = 0; j < half; ++j) l.mags.push_back(m[half + j]);
-  l.base.kp = cpu::kernel_params(l.plan);
+  l.base.kp = detail::kernel_params(l.plan);
   // Codebook values round at the mappings' midpoints, never by the element round mode; scales
   // round to nearest even (group.hpp).
   l.base.kp.round = scalar::Round::Even;

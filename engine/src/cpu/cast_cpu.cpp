@@ -17,6 +17,7 @@ namespace {
 
 using detail::CastPlan;
 using detail::GroupScale;
+using detail::GroupStats;
 using detail::KernelParams;
 
 struct Outputs {
@@ -98,27 +99,6 @@ int64_t sparsity_mask(const CastPlan& p, const T* x, int64_t base, int64_t r0, i
   }
   return pruned;
 }
-
-struct GroupStats {
-  double absmax = 0, lo = 0, hi = 0;
-  bool nonfinite = false;
-  void add(double v) {
-    if (!(v - v == 0)) {
-      nonfinite = true;
-      return;
-    }
-    const double a = std::fabs(v);
-    absmax = a > absmax ? a : absmax;
-    lo = v < lo ? v : lo;
-    hi = v > hi ? v : hi;
-  }
-  void merge(const GroupStats& o) {
-    absmax = std::max(absmax, o.absmax);
-    lo = std::min(lo, o.lo);
-    hi = std::max(hi, o.hi);
-    nonfinite |= o.nonfinite;
-  }
-};
 
 template <class T>
 class Engine {
@@ -433,24 +413,11 @@ void run(const CastPlan& p, KernelParams& kp, const T* x, Outputs& out, Counts& 
   const int64_t n = p.numel();
   if (p.multiscale) {
     GroupStats st = parallel_stats(eng, n, p.opt);
-    const NumberSpec& tile_scale = p.dtype.scale()->scale;
-    double t;
-    uint32_t tcode;
-    if (st.nonfinite) {
-      tcode = scalar::nan_code(kp.second);
-      t = std::numeric_limits<double>::quiet_NaN();
-    } else {
-      const double raw = st.absmax / (kp.data_max * tile_scale.max());
-      scalar::Quantized qt = detail::cast_scale_value(raw, kp.second);
-      tcode = scalar::encode(qt, kp.second);
-      t = scalar::decode_value(tcode, kp.second);
-      if (!(t > 0)) {  // all zero (or below the format): a unit tensor scale
-        tcode = scalar::encode(detail::cast_scale_value(1.0, kp.second), kp.second);
-        t = 1.0;
-      }
-    }
-    kp.tensor_scale = t;
-    if (tenscale) detail::store_code(tenscale->mutable_data(), p.second_dtype, 0, tcode, kp.second);
+    const detail::TensorScale ts =
+        detail::choose_tensor_scale(kp, st, p.dtype.scale()->scale.max());
+    kp.tensor_scale = ts.t;
+    if (tenscale)
+      detail::store_code(tenscale->mutable_data(), p.second_dtype, 0, ts.code, kp.second);
   }
   if (p.tensor_scope || !p.scaled) {
     GroupScale gs;
@@ -528,25 +495,6 @@ Shape permuted_shape(const Shape& original, const std::vector<int>& perm) {
 }
 
 }  // namespace
-
-KernelParams kernel_params(const CastPlan& p) {
-  KernelParams kp;
-  kp.data = p.data;
-  kp.data_codes = p.data;
-  kp.scale = p.scale;
-  kp.second = p.second;
-  kp.scaled = p.scaled;
-  kp.scale_is_exponent = p.scale_is_exponent;
-  kp.multiscale = p.multiscale;
-  kp.zero_kind = p.zero_kind;
-  kp.data_max = p.data_max;
-  kp.round = p.opt.round;
-  kp.overflow = p.opt.overflow;
-  kp.scale_mode = p.opt.scale_mode;
-  kp.seed = p.opt.seed;
-  kp.offset_bits = p.offset_bits;
-  return kp;
-}
 
 CastResult cast_standard(const Tensor& x, const DataType& dtype, const CastOptions& opt) {
   CastPlan p = detail::make_plan(x.shape(), dtype, opt);

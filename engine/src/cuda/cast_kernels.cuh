@@ -48,37 +48,19 @@ struct Scratch {
   unsigned long long counts[3];  // clipped, nonfinite, pruned
 };
 
-// The CPU's GroupStats: absmax / lo / hi over finite values (lo <= 0 <= hi by construction).
-struct GStats {
-  double absmax = 0, lo = 0, hi = 0;
-  bool nonfinite = false;
-  __device__ __forceinline__ void add(double v) {
-    if (!(v - v == 0)) {
-      nonfinite = true;
-      return;
-    }
-    const double a = fabs(v);
-    absmax = a > absmax ? a : absmax;
-    lo = v < lo ? v : lo;
-    hi = v > hi ? v : hi;
+using castscope::detail::GroupStats;
+
+// Folds the statistics of the lanes in `mask` into every one of them.
+__device__ __forceinline__ void warp_reduce(GroupStats& st, unsigned mask = 0xffffffffu) {
+  for (int m = 16; m > 0; m >>= 1) {
+    GroupStats o;
+    o.absmax = __shfl_xor_sync(mask, st.absmax, m);
+    o.lo = __shfl_xor_sync(mask, st.lo, m);
+    o.hi = __shfl_xor_sync(mask, st.hi, m);
+    o.nonfinite = __shfl_xor_sync(mask, static_cast<int>(st.nonfinite), m) != 0;
+    st.merge(o);
   }
-  __device__ __forceinline__ void merge(const GStats& o) {
-    absmax = o.absmax > absmax ? o.absmax : absmax;
-    lo = o.lo < lo ? o.lo : lo;
-    hi = o.hi > hi ? o.hi : hi;
-    nonfinite |= o.nonfinite;
-  }
-  __device__ __forceinline__ void warp_reduce(unsigned mask = 0xffffffffu) {
-    for (int m = 16; m > 0; m >>= 1) {
-      GStats o;
-      o.absmax = __shfl_xor_sync(mask, absmax, m);
-      o.lo = __shfl_xor_sync(mask, lo, m);
-      o.hi = __shfl_xor_sync(mask, hi, m);
-      o.nonfinite = __shfl_xor_sync(mask, static_cast<int>(nonfinite), m) != 0;
-      merge(o);
-    }
-  }
-};
+}
 
 __device__ __forceinline__ unsigned long long warp_sum(unsigned long long v) {
   for (int m = 16; m > 0; m >>= 1) v += __shfl_xor_sync(0xffffffffu, v, m);
@@ -132,7 +114,9 @@ __device__ __forceinline__ bool is_kept(const T* x, const Geo& g, int64_t base, 
   return ahead < g.sp_n;
 }
 
-__global__ void init_scratch(Scratch* s) {
+// The header's kernels that are not templates have internal linkage, so that test code can include
+// the header beside the cast backend (tests/gpu/verify) without a second definition.
+static __global__ void init_scratch(Scratch* s) {
   s->absmax_bits = 0;
   s->lo_key = s->hi_key = order_key(0.0);
   s->nonfinite = 0;
@@ -142,8 +126,8 @@ __global__ void init_scratch(Scratch* s) {
 }
 
 // Block reduction of per-thread statistics, then one atomic per block into the cast's totals.
-__device__ __forceinline__ void commit_stats(GStats st, Scratch* s) {
-  st.warp_reduce();
+__device__ __forceinline__ void commit_stats(GroupStats st, Scratch* s) {
+  warp_reduce(st);
   __shared__ double part_am[8], part_lo[8], part_hi[8];
   __shared__ int part_nf[8];
   const int w = threadIdx.x >> 5;
@@ -155,9 +139,9 @@ __device__ __forceinline__ void commit_stats(GStats st, Scratch* s) {
   }
   __syncthreads();
   if (threadIdx.x == 0) {
-    GStats t;
+    GroupStats t;
     for (int k = 0; k < static_cast<int>(blockDim.x >> 5); ++k) {
-      GStats o;
+      GroupStats o;
       o.absmax = part_am[k];
       o.lo = part_lo[k];
       o.hi = part_hi[k];
@@ -175,7 +159,7 @@ __device__ __forceinline__ void commit_stats(GStats st, Scratch* s) {
 template <class T>
 __global__ void __launch_bounds__(256)
     reduce_kernel(const T* __restrict__ x, int64_t n, Scratch* s) {
-  GStats st;
+  GroupStats st;
   if constexpr (sizeof(T) <= 4) {
     // Float inputs: the statistics are exact in float (a -0 lo is cleared by choose_scale's clamp).
     float am = 0.0f, lo = 0.0f, hi = 0.0f;
@@ -205,31 +189,21 @@ __global__ void __launch_bounds__(256)
 
 // The CPU's tensor-scale and tensor-scoped scale choice, on one device thread so that no host
 // round trip sits between the reduction and the cast.
-__global__ void finalize_kernel(KernelParams kp, double tile_scale_max, bool multiscale,
-                                bool tensor_scope, Scratch* s, Outs o, void* tenscale,
-                                int second_size) {
+static __global__ void finalize_kernel(KernelParams kp, double tile_scale_max, bool multiscale,
+                                       bool tensor_scope, Scratch* s, Outs o, void* tenscale,
+                                       int second_size) {
   const double absmax = scalar::bits_double(s->absmax_bits);
   const double lo = from_order_key(s->lo_key), hi = from_order_key(s->hi_key);
   const bool nonfinite = s->nonfinite != 0;
   if (multiscale) {
-    double t;
-    uint32_t tcode;
-    if (nonfinite) {
-      tcode = scalar::nan_code(kp.second);
-      t = castscope::detail::nan_double();
-    } else {
-      const double raw = absmax / (kp.data_max * tile_scale_max);
-      scalar::Quantized qt = castscope::detail::cast_scale_value(raw, kp.second);
-      tcode = scalar::encode(qt, kp.second);
-      t = scalar::decode_value(tcode, kp.second);
-      if (!(t > 0)) {
-        tcode = scalar::encode(castscope::detail::cast_scale_value(1.0, kp.second), kp.second);
-        t = 1.0;
-      }
-    }
-    s->tensor_scale = t;
-    kp.tensor_scale = t;
-    if (tenscale) store_code(tenscale, second_size, 0, tcode, kp.second);
+    GroupStats st;
+    st.absmax = absmax;
+    st.nonfinite = nonfinite;
+    const castscope::detail::TensorScale ts =
+        castscope::detail::choose_tensor_scale(kp, st, tile_scale_max);
+    s->tensor_scale = ts.t;
+    kp.tensor_scale = ts.t;
+    if (tenscale) store_code(tenscale, second_size, 0, ts.code, kp.second);
   }
   if (tensor_scope) {
     GroupScale gs = castscope::detail::choose_scale(kp, absmax, lo, hi, nonfinite);
@@ -392,7 +366,7 @@ __global__ void __launch_bounds__(256)
     const int64_t r0 = gi * g.tr, r1 = r0 + g.tr < g.R ? r0 + g.tr : g.R;
     const int64_t c0 = gj * g.tc, c1 = c0 + g.tc < g.C ? c0 + g.tc : g.C;
     const int64_t base = b * g.R * g.C, w = c1 - c0, cnt = (r1 - r0) * w;
-    GStats st;
+    GroupStats st;
     for (int64_t k = lane; k < cnt; k += 32) {
       const int64_t i = r0 + k / w, j = c0 + k % w;
       if (is_kept(x, g, base, r0, r1, c0, c1, i, j))
@@ -400,7 +374,7 @@ __global__ void __launch_bounds__(256)
       else
         ++pruned;
     }
-    st.warp_reduce();
+    warp_reduce(st);
     const GroupScale gs =
         castscope::detail::choose_scale(kp, st.absmax, st.lo, st.hi, st.nonfinite);
     if (lane == 0) {
@@ -513,7 +487,7 @@ __global__ void __launch_bounds__(256)
         hi = fmaxf(hi, e);
       }
   }
-  GStats st;
+  GroupStats st;
   st.absmax = am;
   st.lo = lo;
   st.hi = hi;

@@ -106,9 +106,9 @@ __device__ __forceinline__ bool near_midpoint(double y, const scalar::Format& f,
   return fabs(t - floor(t) - 0.5) < tol;
 }
 
-// Compile-time copies of the hottest data grids (values as NumberSpec builds them; the host picks
-// one only when the plan's grid equals it field for field), so the shared encode / canonical fold
-// to a handful of instructions.
+// Compile-time copies of the hottest data grids, built by the same rules as NumberSpec (the host
+// picks one only when the plan's grid equals it field for field), so the shared encode / canonical
+// fold to a handful of instructions.
 enum StaticFormat {
   kRuntime = 0,
   kE4M3FN = 1,
@@ -123,126 +123,17 @@ enum StaticFormat {
 };
 
 __host__ __device__ constexpr scalar::Format static_format(int id) {
-  return id == kE4M3FN     ? scalar::Format{scalar::Kind::Float,
-                                        scalar::InfNan::FN,
-                                        8,
-                                        4,
-                                        3,
-                                        7,
-                                        8,
-                                        -6,
-                                        3,
-                                        -9,
-                                        14ull,
-                                        5,
-                                        8,
-                                        false,
-                                        true,
-                                        true,
-                                        true}
-         : id == kE5M2     ? scalar::Format{scalar::Kind::Float,
-                                        scalar::InfNan::IEEE,
-                                        8,
-                                        5,
-                                        2,
-                                        15,
-                                        15,
-                                        -14,
-                                        2,
-                                        -16,
-                                        7ull,
-                                        13,
-                                        15,
-                                        true,
-                                        true,
-                                        true,
-                                        true}
-         : id == kE2M3FNUZ ? scalar::Format{scalar::Kind::Float,
-                                            scalar::InfNan::Finite,
-                                            6,
-                                            2,
-                                            3,
-                                            1,
-                                            2,
-                                            0,
-                                            3,
-                                            -3,
-                                            15ull,
-                                            -1,
-                                            2,
-                                            false,
-                                            false,
-                                            true,
-                                            true}
-         : id == kE3M2FNUZ ? scalar::Format{scalar::Kind::Float,
-                                            scalar::InfNan::Finite,
-                                            6,
-                                            3,
-                                            2,
-                                            3,
-                                            4,
-                                            -2,
-                                            2,
-                                            -4,
-                                            7ull,
-                                            2,
-                                            4,
-                                            false,
-                                            false,
-                                            true,
-                                            true}
-         : id == kBF16     ? scalar::Format{scalar::Kind::Float,
-                                        scalar::InfNan::IEEE,
-                                        16,
-                                        8,
-                                        7,
-                                        127,
-                                        127,
-                                        -126,
-                                        7,
-                                        -133,
-                                        255ull,
-                                        120,
-                                        127,
-                                        true,
-                                        true,
-                                        true,
-                                        true}
-         : id == kE2M1FNUZ ? scalar::Format{scalar::Kind::Float,
-                                            scalar::InfNan::Finite,
-                                            4,
-                                            2,
-                                            1,
-                                            1,
-                                            2,
-                                            0,
-                                            1,
-                                            -1,
-                                            3ull,
-                                            1,
-                                            2,
-                                            false,
-                                            false,
-                                            true,
-                                            true}
-                           : scalar::Format{scalar::Kind::Int,
-                                            scalar::InfNan::IEEE,
-                                            8,
-                                            1,
-                                            6,
-                                            0,
-                                            0,
-                                            -6,
-                                            62,
-                                            -6,
-                                            127ull,
-                                            -6,
-                                            0,
-                                            false,
-                                            false,
-                                            false,
-                                            true};
+  using scalar::InfNan;
+  return id == kE4M3FN     ? scalar::float_format(4, 3, 7, InfNan::FN)
+         : id == kE5M2     ? scalar::float_format(5, 2, 15, InfNan::IEEE)
+         : id == kE2M3FNUZ ? scalar::float_format(2, 3, 1, InfNan::FNUZ)
+         : id == kE3M2FNUZ ? scalar::float_format(3, 2, 3, InfNan::FNUZ)
+         : id == kBF16     ? scalar::float_format(8, 7, 127, InfNan::IEEE)
+         : id == kE2M1FNUZ ? scalar::float_format(2, 1, 1, InfNan::FNUZ)
+                           : scalar::int_format(8, true);
 }
+static_assert(static_format(kE4M3FN).maxr == 14 && static_format(kE4M3FN).maxe == 5);
+static_assert(static_format(kE2M1FNUZ).infnan == scalar::InfNan::Finite);
 
 // Where the code functions below start to clip, from the grid's largest magnitude maxr * 2^maxe:
 // the midpoint (2 maxr + 1) * 2^(maxe - 1) to the next value the grid would have rounds to the

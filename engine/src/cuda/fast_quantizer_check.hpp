@@ -1,5 +1,6 @@
-// The device check of the fast quantizer, declared without CUDA headers so that the engine's
-// no-CUDA stub and the GPU tests see the same declaration on machines without the toolkit.
+// Introspection of the CUDA cast backend for its tests, declared without CUDA headers so that the
+// engine's no-CUDA stub and the GPU tests see the same declaration on machines without the
+// toolkit.
 #pragma once
 
 #include <cstdint>
@@ -10,32 +11,11 @@
 
 namespace castscope::gpu::detail {
 
-// Checks the fast round-to-nearest-even quantizer against scalar::quantize on the device: every
-// finite float32 bit pattern (as a float and as a double) plus `extra` random doubles. Returns the
-// number of mismatches; `first_bad` receives one mismatching input. Throws Error without a GPU.
-uint64_t verify_fast_quantizer(const scalar::Format& f, uint64_t extra, uint64_t seed,
-                               double* first_bad);
+// Whether grid f takes the fast round-to-nearest-even quantizer of the cast kernels.
 bool fast_quantizer_applies(const scalar::Format& f);
 // The compile-time copy of grid f the cast kernels specialise on (StaticFormat), 0 for none: a
 // format fact changed in one place and not the other would silently leave the fast kernels.
 int static_grid(const scalar::Format& f);
-// Checks the bfloat16 code function against scalar::quantize on every finite float32, under both
-// overflow policies. Returns the number of mismatches; first_bad receives one input's bits and
-// checked the number of inputs compared.
-uint64_t verify_bf16_codes(uint32_t* first_bad, uint64_t* checked);
-// Checks the lean kernel's two-at-a-time bfloat16 codes (bf16_pairs.cuh) on every finite bfloat16
-// in either half of a word (the other half holds a different pattern): the e2m1, e2m3 and int8
-// lines against scalar::quantize for shifts -130..130 (those the lines take), and NVFP4's packed
-// thresholds against the float threshold codes for every positive e4m3 tile scale under 14 tensor
-// scales (float's subnormal edge to 2^100, significands from seed). Returns the number of
-// mismatches; first_bad receives one's work index, checked the number of comparisons.
-uint64_t verify_bf16_pair_codes(uint64_t seed, uint64_t* first_bad, uint64_t* checked);
-// Checks the lean TCFP kernel's float paths on every positive finite float32 a against the shared
-// code, for the data grid `data` (e4m3fn, the main term, or int4, TCFP-12's residual): the block
-// scale code of a (block_scale_code_f32 against tcb::block_scale_code) and, for an integer grid,
-// the residual code bytes of a and -a (int_fixed_byte against scalar::quantize). Returns the
-// number of mismatching inputs; first_bad receives one one's bits. Throws Error without a GPU.
-uint64_t verify_tcfp_fast_paths(const scalar::Format& data, uint32_t* first_bad);
 // The kernel family a device-resident cast of x (uploaded) runs, after one run: "lean", "fast",
 // "group", "elementwise", "tcfp", "tcfp-fast" or "tcfp-lean". Throws Error without a GPU.
 std::string cast_kernel(const Tensor& x, const DataType& d, const CastOptions& o);

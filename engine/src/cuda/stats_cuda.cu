@@ -5,7 +5,8 @@
 #include <cstring>
 #include <limits>
 
-#include "cpu/cast_cpu.hpp"
+#include "plan.hpp"
+#include "metrics/error_sums.hpp"
 #include "cuda/cuda_common.hpp"
 #include "cuda/cuda_internal.hpp"
 
@@ -15,52 +16,23 @@ namespace {
 
 using castscope::detail::KernelParams;
 
-struct Acc {
-  long long count, nonfinite_in, nonfinite_out, zeros_out;
-  double sx2, se2, se, maxe;
-};
+using Acc = castscope::detail::ErrorSums;
 
 constexpr int kStatBlocks = 1024;
 
 template <class T>
 __global__ void __launch_bounds__(256)
     stats_kernel(const T* __restrict__ x, const float* __restrict__ q, int64_t n, Acc* partial) {
-  Acc a{0, 0, 0, 0, 0.0, 0.0, 0.0, 0.0};
+  Acc a{};
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const double xv = Load<T>::get(x, i);
-    if (!isfinite(xv)) {
-      ++a.nonfinite_in;
-      continue;
-    }
-    const double qv = q[i];
-    if (!isfinite(qv)) {
-      ++a.nonfinite_out;
-      continue;
-    }
-    ++a.count;
-    const double d = qv - xv;
-    a.sx2 = __dadd_rn(a.sx2, __dmul_rn(xv, xv));
-    a.se2 = __dadd_rn(a.se2, __dmul_rn(d, d));
-    a.se += d;
-    a.maxe = fabs(d) > a.maxe ? fabs(d) : a.maxe;
-    a.zeros_out += (qv == 0 && xv != 0) ? 1 : 0;
-  }
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    a.add(Load<T>::get(x, i), q[i]);
   __shared__ Acc part[256];
   part[threadIdx.x] = a;
   __syncthreads();
   for (int s = blockDim.x / 2; s > 0; s >>= 1) {
     if (threadIdx.x < s) {
-      Acc& p = part[threadIdx.x];
-      const Acc& o = part[threadIdx.x + s];
-      p.count += o.count;
-      p.nonfinite_in += o.nonfinite_in;
-      p.nonfinite_out += o.nonfinite_out;
-      p.zeros_out += o.zeros_out;
-      p.sx2 += o.sx2;
-      p.se2 += o.se2;
-      p.se += o.se;
-      p.maxe = o.maxe > p.maxe ? o.maxe : p.maxe;
+      part[threadIdx.x].merge(part[threadIdx.x + s]);
     }
     __syncthreads();
   }
@@ -279,31 +251,9 @@ Stats compute_stats(const DeviceTensor& original, const DeviceTensor& values, in
   CS_CUDA(
       cudaMemcpyAsync(h.data(), part.data(), sizeof(Acc) * grid, cudaMemcpyDeviceToHost, stream()));
   CS_CUDA(cudaStreamSynchronize(stream()));
-  Acc t{0, 0, 0, 0, 0.0, 0.0, 0.0, 0.0};
-  for (const Acc& a : h) {
-    t.count += a.count;
-    t.nonfinite_in += a.nonfinite_in;
-    t.nonfinite_out += a.nonfinite_out;
-    t.zeros_out += a.zeros_out;
-    t.sx2 += a.sx2;
-    t.se2 += a.se2;
-    t.se += a.se;
-    t.maxe = std::max(t.maxe, a.maxe);
-  }
-  Stats s;
-  s.count = t.count;
-  s.nonfinite_in = t.nonfinite_in;
-  s.nonfinite_out = t.nonfinite_out;
-  s.zeros_out = t.zeros_out;
-  s.clipped = clipped;
-  if (t.count) {
-    s.mse = t.se2 / t.count;
-    s.mean_err = t.se / t.count;
-    s.signal_power = t.sx2 / t.count;
-  }
-  s.max_abs_err = t.maxe;
-  s.snr_db = t.se2 > 0 ? 10.0 * std::log10(t.sx2 / t.se2) : std::numeric_limits<double>::infinity();
-  return s;
+  Acc t{};
+  for (const Acc& a : h) t.merge(a);
+  return castscope::detail::finish_stats(t, clipped);
 }
 
 Histogram histogram(const DeviceTensor& v, double lo, double hi, int bins, bool log_x) {
@@ -406,7 +356,7 @@ DeviceTileMap tile_map_device(const DeviceTensor& x_f32, const DeviceTensor& val
     throw Error(
         "a tile map needs an actual or compressed cast of a tile- or channel-scaled datatype");
   const castscope::detail::CastPlan p = castscope::detail::make_plan(a.shape, a.dtype, a.options);
-  castscope::detail::KernelParams kp = cpu::kernel_params(p);
+  castscope::detail::KernelParams kp = castscope::detail::kernel_params(p);
   if (x_f32.dtype() != DType::F32 || x_f32.numel() != p.numel() || values.numel() != p.numel() ||
       values.dtype() != DType::F32)
     throw Error("tile map needs the float32 input and the cast values of the same tensor");

@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "castscope/datatype.hpp"
+#include "families/family_table.hpp"
 #include "format/ggml_types.hpp"
 
 namespace castscope {
@@ -319,23 +320,7 @@ void DataType::validate(std::string_view text) const {
 }
 
 std::string DataType::str() const {
-  switch (family_) {
-    case Family::TCFP8:
-      return "tcfp8";
-    case Family::TCFP12:
-      return "tcfp12";
-    case Family::TCFP16:
-      return "tcfp16";
-    case Family::Codebook:
-      return codebook_->str() + (scale_ ? "_" + scale_->str() : "");
-    case Family::GGML:
-      return name_;
-    case Family::Standard:
-      break;
-  }
-  std::string s = number_.name();
-  if (scale_) s += "_" + scale_->str();
-  return s;
+  return detail::family_ops(family_).str(*this);
 }
 
 std::string DataType::label() const {
@@ -356,28 +341,27 @@ const TileSpec* DataType::subtile() const {
 }
 
 double DataType::bits_per_value(int64_t channel_length) const {
-  switch (family_) {
-    case Family::TCFP8:
-      return 8 + 8.0 / 32;
-    case Family::TCFP12:
-      return 8 + 4 + 2 * 8.0 / 32;
-    case Family::TCFP16:
-      return 16 + 2 * 8.0 / 32;
-    case Family::Codebook: {
-      const TileSpec& t = scale_->tiles[0];
-      return codebook_->index_bits + static_cast<double>(scale_->scale.bits()) / t.size +
-             static_cast<double>(codebook_->meta_bits) / (t.sub ? t.sub : t.size);
-    }
-    case Family::GGML: {
-      const ggml::TypeInfo* g = ggml::type_info(ggml_type_);
-      return 8.0 * g->block_bytes / g->block;
-    }
-    case Family::Standard:
-      break;
-  }
-  double bits = number_.bits();
-  if (!scale_) return bits;
-  const ScaleSpec& sc = *scale_;
+  return detail::family_ops(family_).bits_per_value(*this, channel_length);
+}
+
+std::string DataType::describe() const {
+  return detail::family_ops(family_).describe(*this);
+}
+
+namespace detail {
+
+// The text and size facts of each family, for its row of the family table.
+
+std::string standard_str(const DataType& d) {
+  std::string s = d.number().name();
+  if (d.scale()) s += "_" + d.scale()->str();
+  return s;
+}
+
+double standard_bits_per_value(const DataType& d, int64_t channel_length) {
+  double bits = d.number().bits();
+  if (!d.scale()) return bits;
+  const ScaleSpec& sc = *d.scale();
   double elems = 1;  // elements sharing one scale
   bool unknown = false;
   for (size_t i = 0; i < sc.tiles.size(); ++i) {
@@ -396,50 +380,26 @@ double DataType::bits_per_value(int64_t channel_length) const {
       elems *= t.size;
     }
   }
-  if (const TileSpec* sp = sparse_tile())
+  if (const TileSpec* sp = d.sparse_tile())
     bits = bits * sp->n / sp->m + 1.0;  // kept values + mask bit
   if (sc.tiles.empty()) return bits;    // one tensor scale: nothing per value
   double per_group = sc.scale.bits();
-  if (has_zero_point()) per_group += sc.second->bits();
+  if (d.has_zero_point()) per_group += sc.second->bits();
   if (!unknown) bits += per_group / elems;
-  if (const TileSpec* st = subtile()) bits += static_cast<double>(st->offset) / st->sub;
+  if (const TileSpec* st = d.subtile()) bits += static_cast<double>(st->offset) / st->sub;
   return bits;
 }
 
-std::string DataType::describe() const {
+std::string standard_describe(const DataType& d) {
   std::ostringstream o;
-  switch (family_) {
-    case Family::TCFP8:
-      return "TCFP-8: e4m3fn values, e8m0 scale per block of 32 chosen at 3 sigma "
-             "(NormalFloat-aware)";
-    case Family::TCFP12:
-      return "TCFP-12: e4m3fn main value + 4-bit signed residual in [-7, 7], each with an e8m0 "
-             "scale per block of 32";
-    case Family::TCFP16:
-      return "TCFP-16: two e4m3fn terms (high + low residual), each with an e8m0 scale per block "
-             "of 32";
-    case Family::Codebook: {
-      const TileSpec& t = scale_->tiles[0];
-      o << "codebook " << codebook_->str() << ": " << codebook_->index_bits << "-bit indices into "
-        << codebook_->num_maps() << " mappings of " << number_.name() << " values, "
-        << scale_->scale.name() << " scale per tile of " << t.size << ", mapping chosen per "
-        << (t.sub ? "subtile of " + std::to_string(t.sub) : std::string("tile"));
-      return o.str();
-    }
-    case Family::GGML:
-      if (const RegistryEntry* e = find_registry(name_)) return e->description;
-      return name_;
-    case Family::Standard:
-      break;
-  }
-  o << number_.name() << " values";
-  if (!scale_) {
+  o << d.number().name() << " values";
+  if (!d.scale()) {
     o << ", unscaled";
     return o.str();
   }
-  const ScaleSpec& sc = *scale_;
+  const ScaleSpec& sc = *d.scale();
   o << ", " << sc.scale.name() << " scale";
-  if (has_zero_point())
+  if (d.has_zero_point())
     o << " and " << sc.second->name() << " zero point";
   else if (sc.second)
     o << " with a " << sc.second->name() << " tensor scale";
@@ -458,5 +418,43 @@ std::string DataType::describe() const {
   if (sc.tiles.size() == 2) o << " per 2-D tile " << one(sc.tiles[0]) << " x " << one(sc.tiles[1]);
   return o.str();
 }
+
+std::string codebook_str(const DataType& d) {
+  return d.codebook()->str() + (d.scale() ? "_" + d.scale()->str() : "");
+}
+
+double codebook_bits_per_value(const DataType& d, int64_t) {
+  const ScaleSpec& sc = *d.scale();
+  const TileSpec& t = sc.tiles[0];
+  return d.codebook()->index_bits + static_cast<double>(sc.scale.bits()) / t.size +
+         static_cast<double>(d.codebook()->meta_bits) / (t.sub ? t.sub : t.size);
+}
+
+std::string codebook_describe(const DataType& d) {
+  const ScaleSpec& sc = *d.scale();
+  const TileSpec& t = sc.tiles[0];
+  std::ostringstream o;
+  o << "codebook " << d.codebook()->str() << ": " << d.codebook()->index_bits
+    << "-bit indices into " << d.codebook()->num_maps() << " mappings of " << d.number().name()
+    << " values, " << sc.scale.name() << " scale per tile of " << t.size << ", mapping chosen per "
+    << (t.sub ? "subtile of " + std::to_string(t.sub) : std::string("tile"));
+  return o.str();
+}
+
+std::string ggml_str(const DataType& d) {
+  return d.name();
+}
+
+double ggml_bits_per_value(const DataType& d, int64_t) {
+  const ggml::TypeInfo* g = ggml::type_info(d.ggml_type());
+  return 8.0 * g->block_bytes / g->block;
+}
+
+std::string ggml_describe(const DataType& d) {
+  if (const RegistryEntry* e = find_registry(d.name())) return e->description;
+  return d.name();
+}
+
+}  // namespace detail
 
 }  // namespace castscope

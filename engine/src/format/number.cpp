@@ -110,94 +110,20 @@ const char* to_string(InfNan v) {
 }
 
 NumberSpec NumberSpec::make_float(int ebits, int mbits, int bias, InfNan infnan) {
-  // TensorCast spells the OCP FP6/FP4 element types (and its other formats of at most 6 bits)
-  // fnuz; they have a -0 code and no NaN (spec decision 9).
-  if (infnan == InfNan::FNUZ && 1 + ebits + mbits <= 6) infnan = InfNan::Finite;
-  scalar::Format f;
-  f.kind = Kind::Float;
-  f.infnan = infnan;
-  f.ebits = ebits;
-  f.mbits = mbits;
-  f.bits = 1 + ebits + mbits;
-  f.bias = bias;
-  const int eall = (1 << ebits) - 1;
-  f.emin = 1 - bias;
-  f.mgrid = mbits;
-  f.qmin = f.emin - mbits;
-  switch (infnan) {
-    case InfNan::IEEE:
-      f.emax = eall - 1 - bias;
-      f.maxr = (uint64_t{2} << mbits) - 1;
-      f.has_inf = f.has_nan = f.has_negzero = true;
-      break;
-    case InfNan::FN:
-      f.emax = eall - bias;
-      f.maxr = (uint64_t{2} << mbits) - 2;
-      f.has_nan = f.has_negzero = true;
-      break;
-    case InfNan::FNUZ:
-      f.emax = eall - bias;
-      f.maxr = (uint64_t{2} << mbits) - 1;
-      f.has_nan = true;
-      break;
-    case InfNan::Finite:
-      f.emax = eall - bias;
-      f.maxr = (uint64_t{2} << mbits) - 1;
-      f.has_negzero = true;
-      break;
-  }
-  f.maxe = f.emax - mbits;
-  f.maxbinade = f.emax;
   NumberSpec n;
-  n.f_ = f;
+  n.f_ = scalar::float_format(ebits, mbits, bias, infnan);
   return n;
 }
 
 NumberSpec NumberSpec::make_int(int bits, bool is_signed) {
-  scalar::Format f;
-  f.kind = is_signed ? Kind::Int : Kind::UInt;
-  f.bits = bits;
-  f.is_signed = is_signed;
-  f.mgrid = 62;  // larger than any binade offset: the quantum is always qmin
-  if (is_signed) {
-    // Fixed point with one integer bit (spec decision 7): q * 2^-(bits-2), q symmetric.
-    f.ebits = 1;
-    f.mbits = bits - 2;
-    f.maxr = (uint64_t{1} << (bits - 1)) - 1;
-    f.qmin = f.maxe = -(bits - 2);
-    f.emax = 0;
-    f.emin = f.qmin;
-    f.maxbinade = 0;
-  } else {
-    f.mbits = bits;
-    f.maxr = (bits >= 64) ? ~uint64_t{0} : (uint64_t{1} << bits) - 1;
-    f.qmin = f.maxe = 0;
-    f.emax = bits - 1;
-    f.maxbinade = bits - 1;
-  }
   NumberSpec n;
-  n.f_ = f;
+  n.f_ = scalar::int_format(bits, is_signed);
   return n;
 }
 
 NumberSpec NumberSpec::make_exponent(int ebits) {
-  scalar::Format f;
-  f.kind = Kind::Exponent;
-  f.infnan = InfNan::IEEE;
-  f.ebits = ebits;
-  f.bits = ebits;
-  f.bias = (1 << (ebits - 1)) - 1;
-  f.emin = -f.bias;
-  f.emax = (1 << ebits) - 2 - f.bias;
-  f.qmin = f.emin;
-  f.mgrid = 0;
-  f.maxr = 1;
-  f.maxe = f.emax;
-  f.maxbinade = f.emax;
-  f.has_nan = true;
-  f.is_signed = false;
   NumberSpec n;
-  n.f_ = f;
+  n.f_ = scalar::exponent_format(ebits);
   return n;
 }
 

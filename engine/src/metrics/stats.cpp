@@ -2,35 +2,37 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
-#include <mutex>
+#include <vector>
 
 #include "castscope/metrics.hpp"
+#include "metrics/error_sums.hpp"
 #include "parallel.hpp"
 #include "plan.hpp"
 #include "group.hpp"
 #include "codebook/cb_cast.hpp"
-#include "cpu/cast_cpu.hpp"
 
 namespace castscope {
 
-namespace {
+namespace detail {
 
-struct Acc {
-  int64_t count = 0, nonfinite_in = 0, nonfinite_out = 0, zeros_out = 0;
-  double sx2 = 0, se2 = 0, se = 0, maxe = 0;
-  void merge(const Acc& o) {
-    count += o.count;
-    nonfinite_in += o.nonfinite_in;
-    nonfinite_out += o.nonfinite_out;
-    zeros_out += o.zeros_out;
-    sx2 += o.sx2;
-    se2 += o.se2;
-    se += o.se;
-    maxe = std::max(maxe, o.maxe);
+Stats finish_stats(const ErrorSums& t, int64_t clipped) {
+  Stats s;
+  s.count = t.count;
+  s.nonfinite_in = t.nonfinite_in;
+  s.nonfinite_out = t.nonfinite_out;
+  s.zeros_out = t.zeros_out;
+  s.clipped = clipped;
+  if (t.count) {
+    s.mse = t.se2 / t.count;
+    s.mean_err = t.se / t.count;
+    s.signal_power = t.sx2 / t.count;
   }
-};
+  s.max_abs_err = t.maxe;
+  s.snr_db = t.se2 > 0 ? 10.0 * std::log10(t.sx2 / t.se2) : std::numeric_limits<double>::infinity();
+  return s;
+}
 
-}  // namespace
+}  // namespace detail
 
 Stats compute_stats(const Tensor& original, const Tensor& values, int64_t clipped) {
   if (original.numel() != values.numel())
@@ -41,47 +43,21 @@ Stats compute_stats(const Tensor& original, const Tensor& values, int64_t clippe
   Tensor q = values.dtype() == DType::F32 ? values : values.to_f32();
   const float* qp = q.ptr<float>();
   const bool f64 = x.dtype() == DType::F64;
-  std::mutex mu;
-  Acc total;
-  detail::parallel_for(x.numel(), 1 << 16, 0, nullptr, [&](int64_t b, int64_t e) {
-    Acc a;
-    for (int64_t i = b; i < e; ++i) {
-      const double xv = f64 ? x.ptr<double>()[i] : x.ptr<float>()[i];
-      if (!std::isfinite(xv)) {
-        ++a.nonfinite_in;
-        continue;
-      }
-      const double qv = qp[i];
-      if (!std::isfinite(qv)) {
-        ++a.nonfinite_out;
-        continue;
-      }
-      ++a.count;
-      const double d = qv - xv;
-      a.sx2 += xv * xv;
-      a.se2 += d * d;
-      a.se += d;
-      a.maxe = std::max(a.maxe, std::fabs(d));
-      a.zeros_out += (qv == 0 && xv != 0);
+  // Chunk sums merged in chunk order, so that the figures do not depend on thread timing.
+  constexpr int64_t kGrain = 1 << 16;
+  std::vector<detail::ErrorSums> part(static_cast<size_t>((x.numel() + kGrain - 1) / kGrain),
+                                      detail::ErrorSums{});
+  detail::parallel_for(x.numel(), kGrain, 0, nullptr, [&](int64_t b, int64_t e) {
+    detail::ErrorSums& a = part[static_cast<size_t>(b / kGrain)];
+    if (f64) {
+      for (int64_t i = b; i < e; ++i) a.add(x.ptr<double>()[i], qp[i]);
+    } else {
+      for (int64_t i = b; i < e; ++i) a.add(x.ptr<float>()[i], qp[i]);
     }
-    std::lock_guard<std::mutex> lock(mu);
-    total.merge(a);
   });
-  Stats s;
-  s.count = total.count;
-  s.nonfinite_in = total.nonfinite_in;
-  s.nonfinite_out = total.nonfinite_out;
-  s.zeros_out = total.zeros_out;
-  s.clipped = clipped;
-  if (total.count) {
-    s.mse = total.se2 / total.count;
-    s.mean_err = total.se / total.count;
-    s.signal_power = total.sx2 / total.count;
-  }
-  s.max_abs_err = total.maxe;
-  s.snr_db = total.se2 > 0 ? 10.0 * std::log10(total.sx2 / total.se2)
-                           : std::numeric_limits<double>::infinity();
-  return s;
+  detail::ErrorSums total{};
+  for (const detail::ErrorSums& a : part) total.merge(a);
+  return detail::finish_stats(total, clipped);
 }
 
 std::string stats_line(const Stats& s) {
@@ -205,7 +181,7 @@ TileMap tile_map(const Tensor& x_f32, const Tensor& values, const CastResult& re
     throw Error(
         "a tile map needs an actual or compressed cast of a tile- or channel-scaled datatype");
   detail::CastPlan p = detail::make_plan(a.shape, a.dtype, a.options);
-  detail::KernelParams kp = cpu::kernel_params(p);
+  detail::KernelParams kp = detail::kernel_params(p);
   if (x_f32.dtype() != DType::F32 || x_f32.numel() != p.numel() || values.numel() != p.numel())
     throw Error("tile map needs the float32 input and the cast values of the same tensor");
   auto perm_of = [&](const Tensor& t) -> Tensor {

@@ -122,23 +122,11 @@ int run_benchmark(const BenchOptions& opt, std::FILE* out) {
 }
 
 namespace detail {
-uint64_t verify_fast_quantizer(const scalar::Format&, uint64_t, uint64_t, double*) {
-  no_cuda("GPU quantizer check");
-}
 bool fast_quantizer_applies(const scalar::Format&) {
   return false;
 }
 int static_grid(const scalar::Format&) {
   return 0;
-}
-uint64_t verify_bf16_codes(uint32_t*, uint64_t*) {
-  no_cuda("GPU quantizer check");
-}
-uint64_t verify_bf16_pair_codes(uint64_t, uint64_t*, uint64_t*) {
-  no_cuda("GPU quantizer check");
-}
-uint64_t verify_tcfp_fast_paths(const scalar::Format&, uint32_t*) {
-  no_cuda("GPU quantizer check");
 }
 std::string cast_kernel(const Tensor&, const DataType&, const CastOptions&) {
   no_cuda("GPU cast");

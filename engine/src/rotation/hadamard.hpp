@@ -12,27 +12,9 @@ namespace castscope::rotation {
 
 constexpr int kMaxBlock = 256;
 
-CS_HD float add_rn(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fadd_rn(a, b);
-#else
-  return a + b;
-#endif
-}
-CS_HD float sub_rn(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fsub_rn(a, b);
-#else
-  return a - b;
-#endif
-}
-CS_HD float mul_rn(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fmul_rn(a, b);
-#else
-  return a * b;
-#endif
-}
+using scalar::add_rn;
+using scalar::mul_rn;
+using scalar::sub_rn;
 
 // Sign of position `pos` along the rotated axis: one draw per position, so the same D acts on
 // every row and a weight and its activations can share it.

@@ -5,7 +5,7 @@
 #include "cuda/bf16_pairs.cuh"
 #include "cuda/cuda_common.hpp"
 #include "cuda/cuda_internal.hpp"
-#include "cuda/fast_quantizer_check.hpp"
+#include "verify/verify_kernels.hpp"
 
 namespace castscope::gpu::detail {
 namespace {

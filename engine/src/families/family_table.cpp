@@ -1,0 +1,121 @@
+#include "families/family_table.hpp"
+
+#include <iterator>
+
+#include "castscope/error.hpp"
+#include "castscope/tcfp.hpp"
+#include "codebook/cb_cast.hpp"
+#include "cpu/cast_cpu.hpp"
+#include "cpu/ggml_cast.hpp"
+
+namespace castscope::detail {
+namespace {
+
+// ggml's blocks are their own packed layout: actual and compressed results hold the same bytes.
+CastResult ggml_pack(const CastResult& a) {
+  CastResult r = a;
+  r.mode = CastMode::Compress;
+  return r;
+}
+CastResult ggml_unpack(const CastResult& c) {
+  CastResult r = c;
+  r.mode = CastMode::Actual;
+  return r;
+}
+
+// TCFP's block is that of e4m3fn_e8m0_t32: one e8m0 code per 32 values for each term.
+template <Family F>
+std::string tcfp_str(const DataType&) {
+  return F == Family::TCFP8 ? "tcfp8" : F == Family::TCFP12 ? "tcfp12" : "tcfp16";
+}
+template <Family F>
+double tcfp_bits_per_value(const DataType&, int64_t) {
+  return F == Family::TCFP8    ? 8 + 8.0 / 32
+         : F == Family::TCFP12 ? 8 + 4 + 2 * 8.0 / 32
+                               : 16 + 2 * 8.0 / 32;
+}
+template <Family F>
+std::string tcfp_describe(const DataType&) {
+  return F == Family::TCFP8 ? "TCFP-8: e4m3fn values, e8m0 scale per block of 32 chosen at 3 sigma "
+                              "(NormalFloat-aware)"
+         : F == Family::TCFP12
+             ? "TCFP-12: e4m3fn main value + 4-bit signed residual in [-7, 7], each with an e8m0 "
+               "scale per block of 32"
+             : "TCFP-16: two e4m3fn terms (high + low residual), each with an e8m0 scale per "
+               "block of 32";
+}
+
+template <Family F>
+constexpr FamilyOps tcfp_row() {
+  return {{F,
+           F == Family::TCFP8    ? "tcfp8"
+           : F == Family::TCFP12 ? "tcfp12"
+                                 : "tcfp16",
+           "TCFP", false, true, false, true, true,
+           "TCFP block scales are internal to the TCFP kernels; no tile map", "e4m3fn"},
+          tcfp_str<F>,
+          tcfp_bits_per_value<F>,
+          tcfp_describe<F>,
+          tcfp::cast,
+          tcfp::upcast,
+          tcfp::pack,
+          tcfp::unpack};
+}
+
+// In Family order; family_ops checks that a row sits at its family's index.
+const FamilyOps kTable[] = {
+    {{Family::Standard, "standard", "TensorCast", true, false, true, true, true, nullptr, nullptr},
+     standard_str,
+     standard_bits_per_value,
+     standard_describe,
+     cpu::cast_standard,
+     cpu::upcast_standard,
+     pack_standard,
+     unpack_standard},
+    tcfp_row<Family::TCFP8>(),
+    tcfp_row<Family::TCFP12>(),
+    tcfp_row<Family::TCFP16>(),
+    // A codebook's mapping choice and ggml's reference quantizer run on the host; the CUDA
+    // backend casts codebooks but the views' per-tile mappings come from the host cast.
+    {{Family::Codebook, "codebook", "codebook", true, true, true, true, false, nullptr, nullptr},
+     codebook_str,
+     codebook_bits_per_value,
+     codebook_describe,
+     codebook::cast,
+     codebook::upcast,
+     codebook::pack,
+     codebook::unpack},
+    {{Family::GGML, "ggml", "ggml block", false, true, false, false, false,
+      "ggml block scales live inside the GGUF blocks; no tile map", nullptr},
+     ggml_str,
+     ggml_bits_per_value,
+     ggml_describe,
+     ggml::cast,
+     ggml::upcast,
+     ggml_pack,
+     ggml_unpack},
+};
+
+}  // namespace
+
+const FamilyOps& family_ops(Family f) {
+  const size_t i = static_cast<size_t>(f);
+  if (i >= std::size(kTable) || kTable[i].traits.family != f)
+    throw Error("internal: family " + std::to_string(i) + " has no row in the family table");
+  return kTable[i];
+}
+
+const FamilyOps* family_table(size_t* count) {
+  *count = std::size(kTable);
+  return kTable;
+}
+
+}  // namespace castscope::detail
+
+namespace castscope {
+
+const FamilyTraits& family_traits(Family f) {
+  return detail::family_ops(f).traits;
+}
+
+}  // namespace castscope
