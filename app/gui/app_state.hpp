@@ -204,6 +204,7 @@ struct AppState {
   bool hist_log_y = true;
   bool hist_log_x = false;
   int view_tab = -1;  // set by scripts/shortcuts to select a views tab
+  widgets::AxisView hist_view[3];  // x zoom of the value, exponent and error histograms
   widgets::HeatmapState heat;
   widgets::MaskViewState mask;
   char open_path[1024] = "";

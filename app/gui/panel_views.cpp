@@ -3,9 +3,11 @@
 #include <imgui.h>
 
 #include <cmath>
+#include <tuple>
 
 #include "castscope/widgets/histogram_plot.hpp"
 #include "castscope/widgets/metrics_table.hpp"
+#include "castscope/widgets/view_csv.hpp"
 #include "panels.hpp"
 
 namespace castscope::gui {
@@ -15,6 +17,27 @@ namespace {
 constexpr ImU32 kOrig = IM_COL32(70, 140, 230, 200);
 constexpr ImU32 kCast = IM_COL32(245, 150, 40, 255);
 constexpr ImU32 kErr = IM_COL32(200, 90, 200, 220);
+constexpr ImU32 kOther = IM_COL32(90, 220, 220, 255);  // a pinned datatype overlaid
+
+// The first pinned datatype other than the current one, cast on the same tensor by the
+// comparison panel: the histograms overlay its cast on the same axes.
+const widgets::Analysis* overlay(const AppState& app, const widgets::Analysis& a) {
+  if (!app.compare) return nullptr;
+  for (const auto& r : app.compare->rows)
+    if (r && r->tensor == a.tensor && r->shape == a.shape && !(r->dtype == a.dtype)) return r.get();
+  return nullptr;
+}
+
+// Every view's data as CSV files next to the metrics (castscope-<view>.csv).
+void save_view_data(AppState& app, const widgets::Analysis& a, const widgets::Analysis* other) {
+  save_metrics(app, "castscope-metrics.csv");
+  save_text(app, "castscope-value-histogram.csv",
+            widgets::value_histogram_csv(a, other, app.hist_log_x));
+  save_text(app, "castscope-exponent-histogram.csv", widgets::exponent_histogram_csv(a, other));
+  save_text(app, "castscope-error-histogram.csv", widgets::error_histogram_csv(a, other));
+  save_text(app, "castscope-tile-map.csv", widgets::tile_map_csv(a));
+  save_text(app, "castscope-mask.csv", widgets::mask_csv(a));
+}
 
 bool cell(const char* id, const char* title, ImVec2 size) {
   ImGui::BeginChild(id, size, true);
@@ -29,7 +52,12 @@ void draw_views_panel(AppState& app) {
   const widgets::Analysis* a = app.analysis.get();
   save_view_button(app, PanelId::Views);
   ImGui::SameLine();
-  if (ImGui::SmallButton("Save CSV")) save_metrics(app, "castscope-metrics.csv");
+  if (ImGui::SmallButton("Save CSV") && a) save_view_data(app, *a, overlay(app, *a));
+  if (ImGui::IsItemHovered())
+    ImGui::SetTooltip(
+        "Save every view's data in the working directory: castscope-metrics.csv,\n"
+        "castscope-value-histogram.csv, castscope-exponent-histogram.csv,\n"
+        "castscope-error-histogram.csv, castscope-tile-map.csv, castscope-mask.csv");
   ImGui::SameLine();
   if (ImGui::SmallButton("Save JSON")) save_metrics(app, "castscope-metrics.json");
   ImGui::SameLine();
@@ -58,6 +86,8 @@ void draw_views_panel(AppState& app) {
   const float cw = (avail.x - sp) / 2, ch = (avail.y - 2 * ImGui::GetStyle().ItemSpacing.y) / 3;
   const float ph = ch - ImGui::GetFrameHeightWithSpacing() - ImGui::GetStyle().WindowPadding.y * 2;
 
+  const widgets::Analysis* other = overlay(app, *a);
+  const std::string other_label = other ? other->dtype.str() + " (pinned)" : "";
   widgets::HistPlotOptions vo;
   std::vector<widgets::HistSeries> vs;
   if (app.hist_log_x) {
@@ -67,14 +97,20 @@ void draw_views_panel(AppState& app) {
     vo.x_is_log2 = true;
     vs = {{"original", kOrig, &a->log_orig.counts, true},
           {"cast", kCast, &a->log_cast.counts, false}};
+    if (other && other->log_cast.lo == a->log_orig.lo && other->log_cast.hi == a->log_orig.hi)
+      vs.push_back({other_label, kOther, &other->log_cast.counts, false, NAN, true});
   } else {
     vo.x0 = a->value_orig.lo;
     vo.dx = a->value_orig.bin_width();
     vo.x_label = "x";
     vs = {{"original", kOrig, &a->value_orig.counts, true},
           {"cast", kCast, &a->value_cast.counts, false}};
+    if (other && other->value_cast.lo == a->value_orig.lo &&
+        other->value_cast.hi == a->value_orig.hi)
+      vs.push_back({other_label, kOther, &other->value_cast.counts, false, NAN, true});
   }
   vo.log_y = app.hist_log_y;
+  vo.view = &app.hist_view[0];
   cell("##value", "Value histogram", ImVec2(cw, ch));
   widgets::draw_histogram("value", vs, vo, ImVec2(0, ph));
   ImGui::EndChild();
@@ -88,11 +124,16 @@ void draw_views_panel(AppState& app) {
   eo.shade_lo = a->rep_lo;
   eo.shade_hi = a->rep_hi;
   eo.shade_label = "representable";
+  eo.shade_note = "magnitudes the datatype keeps: " + a->rep_note;
   eo.x_label = "floor(log2|x|)";
   eo.x_is_log2 = true;
-  widgets::draw_histogram(
-      "exp", {{"original", kOrig, &a->exp_orig, true}, {"cast", kCast, &a->exp_cast, false}}, eo,
-      ImVec2(0, ph));
+  eo.view = &app.hist_view[1];
+  std::vector<widgets::HistSeries> es = {{"original", kOrig, &a->exp_orig, true},
+                                         {"cast", kCast, &a->exp_cast, false}};
+  if (other)
+    es.push_back(
+        {other_label, kOther, &other->exp_cast, false, static_cast<double>(other->exp_lo), true});
+  widgets::draw_histogram("exp", es, eo, ImVec2(0, ph));
   ImGui::EndChild();
 
   cell("##err", "Error histogram (cast - original)", ImVec2(cw, ch));
@@ -101,7 +142,12 @@ void draw_views_panel(AppState& app) {
   xo.dx = a->error.bin_width();
   xo.log_y = app.hist_log_y;
   xo.x_label = "q - x";
-  widgets::draw_histogram("err", {{"error", kErr, &a->error.counts, true}}, xo, ImVec2(0, ph));
+  xo.view = &app.hist_view[2];
+  std::vector<widgets::HistSeries> xs = {{"error", kErr, &a->error.counts, true}};
+  // The pinned datatype's errors share the axis only when binned over the same range.
+  if (other && other->error.lo == a->error.lo && other->error.hi == a->error.hi)
+    xs.push_back({"error, " + other_label, kOther, &other->error.counts, false, NAN, true});
+  widgets::draw_histogram("err", xs, xo, ImVec2(0, ph));
   ImGui::EndChild();
   ImGui::SameLine();
 
@@ -110,14 +156,28 @@ void draw_views_panel(AppState& app) {
   ImGui::EndChild();
 
   cell("##heat", "Tile scales", ImVec2(cw, ch));
-  widgets::draw_heatmap("heat", app.heat, a->tiles ? &*a->tiles : nullptr, a->tiles_note,
-                        ImVec2(0, ph - 2 * ImGui::GetFrameHeightWithSpacing() - 14));
+  {
+    widgets::HeatmapExtras ex;
+    ex.clipped = a->tile_clipped.empty() ? nullptr : &a->tile_clipped;
+    ex.clipped_note = a->tile_clipped_note;
+    std::tie(ex.elem_rows, ex.elem_cols) = widgets::fold_2d(a->shape);
+    const int64_t clicked = widgets::draw_heatmap(
+        "heat", app.heat, a->tiles ? &*a->tiles : nullptr, a->tiles_note,
+        ImVec2(0, ImGui::GetContentRegionAvail().y - ImGui::GetStyle().ItemSpacing.y), ex);
+    if (clicked >= 0) {
+      // A click opens the teaching view on that tile.
+      app.teach_tile = static_cast<int>(clicked);
+      app.show[static_cast<int>(PanelId::Teach)] = true;
+      app.focus_panel = static_cast<int>(PanelId::Teach);
+    }
+  }
   ImGui::EndChild();
   ImGui::SameLine();
 
   cell("##mask", "Mask", ImVec2(cw, ch));
-  widgets::draw_mask_view("mask", app.mask, a->mask,
-                          ImVec2(0, ph - ImGui::GetFrameHeightWithSpacing()));
+  widgets::draw_mask_view(
+      "mask", app.mask, a->mask,
+      ImVec2(0, ImGui::GetContentRegionAvail().y - ImGui::GetStyle().ItemSpacing.y));
   ImGui::EndChild();
   ImGui::End();
 }

@@ -2,17 +2,28 @@
 
 #include <algorithm>
 
+#include "castscope/widgets/grid_image.hpp"
+
 namespace castscope::widgets {
 
 void draw_mask_view(const char* id, MaskViewState& s, const MaskImage& m, ImVec2 size) {
   ImGui::PushID(id);
-  ImGui::Text("%s: %lld of %lld (%.3f%%)", m.what.c_str(), static_cast<long long>(m.set),
-              static_cast<long long>(m.total), m.total ? 100.0 * m.set / m.total : 0.0);
+  const float y_start = ImGui::GetCursorPosY();
+  if (size.x <= 0) size.x = ImGui::GetContentRegionAvail().x;
+  if (size.y <= 0) size.y = ImGui::GetContentRegionAvail().y;
+  s.hover_row = s.hover_col = -1;
   if (m.out_rows <= 0 || m.out_cols <= 0) {
-    ImGui::TextDisabled("empty");
+    ImGui::TextDisabled("%s: empty", m.what.c_str());
     ImGui::PopID();
     return;
   }
+  if (ImGui::SmallButton("reset view")) s.view = GridView{};
+  ImGui::SameLine();
+  ImGui::TextWrapped(
+      "%s: %lld of %lld (%.3f%%)%s", m.what.c_str(), static_cast<long long>(m.set),
+      static_cast<long long>(m.total), m.total ? 100.0 * m.set / m.total : 0.0,
+      m.cell_rows > 1 || m.cell_cols > 1 ? "; each cell the fraction of its elements" : "");
+  size.y -= ImGui::GetCursorPosY() - y_start;
   if (s.source != &m) {
     std::vector<uint32_t> px(m.fraction.size());
     for (size_t k = 0; k < px.size(); ++k) {
@@ -22,25 +33,29 @@ void draw_mask_view(const char* id, MaskViewState& s, const MaskImage& m, ImVec2
     s.tex.upload(px, static_cast<int>(m.out_cols), static_cast<int>(m.out_rows));
     s.source = &m;
   }
-  if (size.x <= 0) size.x = ImGui::GetContentRegionAvail().x;
-  if (size.y <= 0) size.y = ImGui::GetContentRegionAvail().y;
-  float w = size.x, h = size.x * static_cast<float>(m.rows) / static_cast<float>(m.cols);
-  if (h > size.y)
-    h = std::max(size.y, 8.0f), w = h * static_cast<float>(m.cols) / static_cast<float>(m.rows);
-  const ImVec2 p0 = ImGui::GetCursorScreenPos();
-  ImGui::Image(s.tex.id(), ImVec2(w, h));
-  if (ImGui::IsItemHovered()) {
-    const ImVec2 mp = ImGui::GetIO().MousePos;
-    const int64_t c = std::clamp<int64_t>(static_cast<int64_t>((mp.x - p0.x) / w * m.out_cols), 0,
-                                          m.out_cols - 1);
-    const int64_t r = std::clamp<int64_t>(static_cast<int64_t>((mp.y - p0.y) / h * m.out_rows), 0,
-                                          m.out_rows - 1);
-    ImGui::SetTooltip("rows %lld..%lld, cols %lld..%lld: %.2f%% set",
-                      static_cast<long long>(r * m.cell_rows),
-                      static_cast<long long>(std::min(m.rows, (r + 1) * m.cell_rows) - 1),
-                      static_cast<long long>(c * m.cell_cols),
-                      static_cast<long long>(std::min(m.cols, (c + 1) * m.cell_cols) - 1),
-                      100.0 * m.fraction[static_cast<size_t>(r * m.out_cols + c)]);
+  GridGeom g;
+  g.rows = m.out_rows;
+  g.cols = m.out_cols;
+  g.cell_rows = m.cell_rows;
+  g.cell_cols = m.cell_cols;
+  g.elem_rows = m.rows;
+  g.elem_cols = m.cols;
+  const GridImage im = draw_grid_image(s.view, s.drag_px, s.tex, g,
+                                       ImVec2(std::max(size.x, 60.0f), std::max(size.y, 40.0f)));
+  if (im.hit) {
+    const int64_t r = im.hit->row, c = im.hit->col;
+    s.hover_row = r;
+    s.hover_col = c;
+    outline_cell(im, s.view, r, c, IM_COL32(255, 255, 255, 230));
+    ImGui::BeginTooltip();
+    ImGui::Text("rows %lld..%lld, cols %lld..%lld: %.2f%% %s",
+                static_cast<long long>(r * m.cell_rows),
+                static_cast<long long>(std::min(m.rows, (r + 1) * m.cell_rows) - 1),
+                static_cast<long long>(c * m.cell_cols),
+                static_cast<long long>(std::min(m.cols, (c + 1) * m.cell_cols) - 1),
+                100.0 * m.fraction[static_cast<size_t>(r * m.out_cols + c)], m.what.c_str());
+    ImGui::TextDisabled("wheel: zoom   drag: pan");
+    ImGui::EndTooltip();
   }
   ImGui::PopID();
 }

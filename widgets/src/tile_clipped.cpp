@@ -1,0 +1,56 @@
+#include "castscope/widgets/tile_clipped.hpp"
+
+#include <cmath>
+#include <cstring>
+
+#include "castscope/widgets/analysis.hpp"
+
+namespace castscope::widgets {
+
+std::vector<int64_t> tile_clipped(const Tensor& x, const TileMap& m, const CastResult& r,
+                                  std::string* why) {
+  auto fail = [&](const char* w) {
+    *why = w;
+    return std::vector<int64_t>();
+  };
+  const DataType& d = r.dtype;
+  const CastOptions& o = r.options;
+  if (d.family() != Family::Standard || d.has_zero_point() || d.subtile())
+    return fail("counted for plain tile-scaled datatypes only");
+  if (o.round == Round::Stochastic) return fail("not counted under stochastic rounding");
+  if (o.overflow != Overflow::Saturate) return fail("counted for saturating casts only");
+  if (x.dtype() != DType::F32) return fail("needs the float32 input");
+  const auto [R, C] = fold_2d(x.shape());
+  // The tiles must lie on the tensor's 2-D view (no permuted or flattened quantization axis).
+  if (m.cols * m.tile_cols < C || (m.cols - 1) * m.tile_cols >= C ||
+      !(m.tile_rows == 1 ? m.rows == R : m.rows * m.tile_rows == R))
+    return fail("the tiles do not lie on the tensor's 2-D view");
+  double t = 1.0;
+  if (d.multiscale()) {
+    if (!r.tenscale || r.tenscale.dtype() != DType::F32 || r.tenscale.numel() != 1)
+      return fail("not counted for this two-level scale");
+    t = r.tenscale.ptr<float>()[0];
+  }
+  // Past midmax the value rounds up beyond the largest one (round to nearest); round toward
+  // zero clips only at a whole quantum beyond it.
+  const NumberSpec& f = d.number();
+  double limit = f.midmax();
+  if (o.round == Round::Zero) limit = f.max() + 2 * (f.midmax() - f.max());
+  std::vector<int64_t> out(static_cast<size_t>(m.rows * m.cols), 0);
+  const float* xp = x.ptr<float>();
+  int64_t total = 0;
+  for (int64_t i = 0; i < R; ++i)
+    for (int64_t j = 0; j < C; ++j) {
+      const float v = xp[i * C + j];
+      if (!std::isfinite(v)) continue;
+      const size_t k = static_cast<size_t>((i / m.tile_rows) * m.cols + j / m.tile_cols);
+      const double s = static_cast<double>(m.scale_value[k]) * t;
+      if (!(s > 0)) continue;
+      if (std::fabs(static_cast<double>(v)) / s > limit) ++out[k], ++total;
+    }
+  if (total != r.counts.clipped)
+    return fail("the per-tile count did not reproduce the cast's total; not shown");
+  return out;
+}
+
+}  // namespace castscope::widgets
