@@ -87,7 +87,9 @@ void draw_views_panel(AppState& app) {
   const float ph = ch - ImGui::GetFrameHeightWithSpacing() - ImGui::GetStyle().WindowPadding.y * 2;
 
   const widgets::Analysis* other = overlay(app, *a);
-  const std::string other_label = other ? other->dtype.str() + " (pinned)" : "";
+  const std::string other_label =
+      other ? (other->dtype.name().empty() ? other->dtype.str() : other->dtype.name()) + " (pinned)"
+            : "";
   widgets::HistPlotOptions vo;
   std::vector<widgets::HistSeries> vs;
   if (app.hist_log_x) {

@@ -218,10 +218,19 @@ int64_t draw_heatmap(const char* id, HeatmapState& s, const TileMap* m, const st
     s.field = static_cast<HeatField>(f);
   ImGui::SameLine();
   if (ImGui::SmallButton("reset view")) s.view = GridView{};
-  ImGui::SameLine();
-  ImGui::TextDisabled("%lld x %lld tiles of %lld x %lld", static_cast<long long>(m->rows),
-                      static_cast<long long>(m->cols), static_cast<long long>(m->tile_rows),
-                      static_cast<long long>(m->tile_cols));
+  {
+    // The grid's size, shortened to what fits beside the buttons.
+    const std::string grid = std::to_string(m->rows) + " x " + std::to_string(m->cols) + " tiles";
+    const std::string full =
+        grid + " of " + std::to_string(m->tile_rows) + " x " + std::to_string(m->tile_cols);
+    ImGui::SameLine();
+    const float room = ImGui::GetContentRegionAvail().x;
+    const std::string& show = ImGui::CalcTextSize(full.c_str()).x <= room ? full : grid;
+    if (ImGui::CalcTextSize(show.c_str()).x <= room)
+      ImGui::TextDisabled("%s", show.c_str());
+    else
+      ImGui::NewLine();
+  }
   if (!s.upload_error.empty()) {
     ImGui::TextWrapped("%s", s.upload_error.c_str());
     ImGui::PopID();

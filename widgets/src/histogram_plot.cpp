@@ -84,7 +84,15 @@ void draw_histogram(const char* id, const std::vector<HistSeries>& series, const
   float lx = p0.x + pad + ImGui::CalcTextSize(ycap).x + fs, ly = p0.y + pad;
   const float right = p0.x + size.x - pad;
   std::vector<ImVec2> legend_at;
-  for (const LegendItem& it : legend) {
+  for (LegendItem& it : legend) {
+    // A label longer than the plot is cut with an ellipsis; its tooltip keeps the whole text.
+    const float room = right - (p0.x + pad + fs * 4) - fs * 1.1f;
+    if (ImGui::CalcTextSize(it.label.c_str()).x > room) {
+      if (it.note.empty()) it.note = it.label;
+      while (it.label.size() > 4 && ImGui::CalcTextSize((it.label + "...").c_str()).x > room)
+        it.label.pop_back();
+      it.label += "...";
+    }
     const float w = fs * 1.1f + ImGui::CalcTextSize(it.label.c_str()).x;
     if (lx + w > right && !legend_at.empty()) lx = p0.x + pad + fs * 4, ly += fs * 1.15f;
     legend_at.push_back(ImVec2(lx, ly));
@@ -140,12 +148,15 @@ void draw_histogram(const char* id, const std::vector<HistSeries>& series, const
   if (hovered && ImGui::IsMouseDoubleClicked(ImGuiMouseButton_Left)) axis_reset(view);
 
   // Axes: grid lines and labels at nice steps.
+  float last_label_y = 1e9f;  // labels closer than a line apart are left out (0 and 1 on log)
   for (size_t i = 0; i < yt.values.size(); ++i) {
     const float y = Y(o.log_y ? std::log10(1.0 + yt.values[i]) : yt.values[i]);
     if (y < a.y - 1) continue;
     dl->AddLine(ImVec2(a.x, y), ImVec2(b.x, y), grid);
+    if (last_label_y - y < fs * 0.95f) continue;
     const ImVec2 ts = ImGui::CalcTextSize(yt.labels[i].c_str());
     dl->AddText(ImVec2(a.x - ts.x - fs * 0.3f, y - ts.y / 2), text, yt.labels[i].c_str());
+    last_label_y = y;
   }
   dl->AddText(ImVec2(p0.x + pad, p0.y + pad), dim, ycap);
   const Ticks xt =
@@ -159,13 +170,16 @@ void draw_histogram(const char* id, const std::vector<HistSeries>& series, const
       xs.labels.push_back(tick_label(k, 1));
     }
   }
+  float last_label_x = -1e9f;
   for (size_t i = 0; i < xs.values.size(); ++i) {
     const float x = X(xs.values[i]);
     dl->AddLine(ImVec2(x, a.y), ImVec2(x, b.y), grid);
     dl->AddLine(ImVec2(x, b.y), ImVec2(x, b.y + 4), axis);
     const float w = ImGui::CalcTextSize(xs.labels[i].c_str()).x;
-    dl->AddText(ImVec2(std::clamp(x - w / 2, p0.x + pad, p0.x + size.x - pad - w), b.y + 4), text,
-                xs.labels[i].c_str());
+    const float lx = std::clamp(x - w / 2, p0.x + pad, p0.x + size.x - pad - w);
+    if (lx < last_label_x + fs * 0.5f) continue;  // whole binades can crowd a narrow plot
+    dl->AddText(ImVec2(lx, b.y + 4), text, xs.labels[i].c_str());
+    last_label_x = lx + w;
   }
   if (xcap) {
     std::string cap = o.x_label;

@@ -19,10 +19,8 @@ void draw_mask_view(const char* id, MaskViewState& s, const MaskImage& m, ImVec2
   }
   if (ImGui::SmallButton("reset view")) s.view = GridView{};
   ImGui::SameLine();
-  ImGui::TextWrapped(
-      "%s: %lld of %lld (%.3f%%)%s", m.what.c_str(), static_cast<long long>(m.set),
-      static_cast<long long>(m.total), m.total ? 100.0 * m.set / m.total : 0.0,
-      m.cell_rows > 1 || m.cell_cols > 1 ? "; each cell the fraction of its elements" : "");
+  ImGui::TextWrapped("%s: %lld of %lld (%.3f%%)", m.what.c_str(), static_cast<long long>(m.set),
+                     static_cast<long long>(m.total), m.total ? 100.0 * m.set / m.total : 0.0);
   size.y -= ImGui::GetCursorPosY() - y_start;
   if (s.source != &m) {
     std::vector<uint32_t> px(m.fraction.size());
@@ -54,6 +52,9 @@ void draw_mask_view(const char* id, MaskViewState& s, const MaskImage& m, ImVec2
                 static_cast<long long>(c * m.cell_cols),
                 static_cast<long long>(std::min(m.cols, (c + 1) * m.cell_cols) - 1),
                 100.0 * m.fraction[static_cast<size_t>(r * m.out_cols + c)], m.what.c_str());
+    if (m.cell_rows > 1 || m.cell_cols > 1)
+      ImGui::TextDisabled("one cell per %lld x %lld elements", static_cast<long long>(m.cell_rows),
+                          static_cast<long long>(m.cell_cols));
     ImGui::TextDisabled("wheel: zoom   drag: pan");
     ImGui::EndTooltip();
   }
