@@ -263,7 +263,8 @@ TEST(PlotMath, PerTileClippedCountsAddUpToTheCastsTotal) {
   AnalysisOptions ao;
   ao.device = false;
   // Counted exactly where the element scale is a power of two or a float scale alone.
-  for (const char* d : {"mxfp4e2", "mxfp6e2", "mxfp8e4", "e2m1_e4m3_t16", "int4_e8m0_t32"}) {
+  for (const char* d :
+       {"mxfp4e2", "mxfp6e2", "mxfp8e4", "e2m1_e4m3_t16", "int4_e8m0_t32", "nvfp4", "mxint8"}) {
     SCOPED_TRACE(d);
     auto a = analyze(x, DataType::parse(d), {}, "t", ao);
     ASSERT_TRUE(a->tiles.has_value());
