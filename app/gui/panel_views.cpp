@@ -177,9 +177,33 @@ void draw_views_panel(AppState& app) {
   ImGui::SameLine();
 
   cell("##mask", "Mask", ImVec2(cw, ch));
+  // Single elements of the "cast to zero" mask, from the input and the cast values (read from
+  // the GPU when they stayed there); a sparsity keep-mask is not kept per element.
+  widgets::MaskDetail detail;
+  if (a->input && !a->dtype.sparse_tile())
+    detail = [a](int64_t r0, int64_t c0, int64_t h, int64_t w, std::vector<uint8_t>* out) {
+      Tensor q;
+      try {
+        q = widgets::values_block(*a, r0, c0, h, w);
+      } catch (const Error&) {
+        return false;
+      }
+      if (!q || q.shape()[0] != h || q.shape()[1] != w) return false;
+      const int64_t cols = widgets::fold_2d(a->input.shape()).second;
+      const float* x = a->input.ptr<float>();
+      const float* qp = q.ptr<float>();
+      out->resize(static_cast<size_t>(h * w));
+      for (int64_t r = 0; r < h; ++r)
+        for (int64_t c = 0; c < w; ++c) {
+          const float xv = x[(r0 + r) * cols + c0 + c];
+          (*out)[static_cast<size_t>(r * w + c)] =
+              std::isfinite(xv) && xv != 0 && qp[r * w + c] == 0;
+        }
+      return true;
+    };
   widgets::draw_mask_view(
       "mask", app.mask, a->mask,
-      ImVec2(0, ImGui::GetContentRegionAvail().y - ImGui::GetStyle().ItemSpacing.y));
+      ImVec2(0, ImGui::GetContentRegionAvail().y - ImGui::GetStyle().ItemSpacing.y), detail);
   ImGui::EndChild();
   ImGui::End();
 }

@@ -24,7 +24,8 @@ Ticks element_ticks(double e0, double e1, float pixels, float label_px) {
 }  // namespace
 
 GridImage draw_grid_image(GridView& view, float& drag_px, const Texture& tex, GridGeom g,
-                          ImVec2 size) {
+                          ImVec2 size,
+                          const std::function<void(ImDrawList*, const GridImage&)>& overlay) {
   GridImage im;
   const float fs = ImGui::GetFontSize();
   const ImVec2 origin = ImGui::GetCursorScreenPos();
@@ -58,6 +59,12 @@ GridImage draw_grid_image(GridView& view, float& drag_px, const Texture& tex, Gr
                  ImVec2(static_cast<float>(view.u0), static_cast<float>(view.v0)),
                  ImVec2(static_cast<float>(view.u0 + 1 / view.zx),
                         static_cast<float>(view.v0 + 1 / view.zy)));
+  im.g = g;
+  if (overlay) {
+    dl->PushClipRect(im.p0, p1, true);
+    overlay(dl, im);
+    dl->PopClipRect();
+  }
   // Tile lines, then element lines, once at least 6 px apart (at most a few hundred of each).
   dl->PushClipRect(im.p0, p1, true);
   auto lines = [&](double nx, double ny, ImU32 col) {  // divisions across the whole grid

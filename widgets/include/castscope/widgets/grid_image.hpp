@@ -5,6 +5,7 @@
 
 #include <imgui.h>
 
+#include <functional>
 #include <optional>
 
 #include "castscope/widgets/plot_math.hpp"
@@ -20,8 +21,10 @@ struct GridImage {
 };
 
 // geom: rows / cols / cell and element extents (width and height are set here from size).
+// overlay (optional) draws over the texture, under the tile and element lines.
 GridImage draw_grid_image(GridView& view, float& drag_px, const Texture& tex, GridGeom geom,
-                          ImVec2 size);
+                          ImVec2 size,
+                          const std::function<void(ImDrawList*, const GridImage&)>& overlay = {});
 
 // Outlines cell (row, col) of an image drawn by draw_grid_image.
 void outline_cell(const GridImage& im, const GridView& view, int64_t row, int64_t col, ImU32 color);
