@@ -17,6 +17,7 @@
 #include "castscope/widgets/analysis.hpp"
 #include "castscope/widgets/composer.hpp"
 #include "castscope/widgets/heatmap.hpp"
+#include "castscope/widgets/plot_math.hpp"
 #include "castscope/widgets/mask_view.hpp"
 #include "jobs.hpp"
 
@@ -190,7 +191,8 @@ struct AppState {
   int act_rotate = 0;
   Job<LinearError> act_job;
   std::shared_ptr<const LinearError> act_result;
-  std::string act_error, act_weight;  // weight tensor the result is for
+  std::string act_error, act_weight;               // weight tensor the result is for
+  widgets::AxisView act_hist_view, act_chan_view;  // x zoom of its error and per-channel plots
 
   // Teaching view.
   int teach_tile = 0;
@@ -203,7 +205,7 @@ struct AppState {
   int focus_panel = -1;  // panel to bring to front next frame
   bool hist_log_y = true;
   bool hist_log_x = false;
-  int view_tab = -1;  // set by scripts/shortcuts to select a views tab
+  int view_tab = -1;               // set by scripts/shortcuts to select a views tab
   widgets::AxisView hist_view[3];  // x zoom of the value, exponent and error histograms
   widgets::HeatmapState heat;
   widgets::MaskViewState mask;

@@ -9,6 +9,7 @@
 
 #include "castscope/widgets/grid_image.hpp"
 #include "castscope/widgets/histogram_plot.hpp"
+#include "castscope/widgets/line_plot.hpp"
 
 using namespace castscope::widgets;
 
@@ -133,4 +134,27 @@ TEST(ViewInput, ImageZoomsPansHoversAndClicks) {
   for (int i = 0; i < 100; ++i) ui.frame(mx, my, false, 1, draw);
   EXPECT_NEAR(grid_element_px_x(view, last.g), kElementPx, 1e-6);
   EXPECT_NEAR(grid_element_px_y(view, last.g), kElementPx, 1e-6);
+}
+
+TEST(ViewInput, LinePlotZoomsAndPansOnX) {
+  Ui ui;
+  std::vector<float> y(300);
+  for (size_t i = 0; i < y.size(); ++i) y[i] = 0.1f + 0.01f * static_cast<float>(i % 17);
+  AxisView view;
+  LinePlotOptions o;
+  o.x_label = "output channel";
+  o.y_label = "relative error";
+  o.view = &view;
+  auto draw = [&] { draw_line_plot("l", y, o, ImVec2(700, 300)); };
+  ui.frame(1000, 700, false, 0, draw);
+  EXPECT_EQ(view.lo, 0);
+  EXPECT_EQ(view.hi, 300);
+  ui.frame(300, 150, false, 0, draw);
+  ui.frame(300, 150, false, 3, draw);
+  EXPECT_NEAR(view.hi - view.lo, 300 / std::pow(1.25, 3), 1e-9);
+  const double lo = view.lo;
+  ui.frame(300, 150, true, 0, draw);
+  for (int i = 1; i <= 4; ++i) ui.frame(300 + 20.0f * i, 150, true, 0, draw);
+  ui.frame(380, 150, false, 0, draw);
+  EXPECT_LT(view.lo, lo);  // dragged right: earlier channels come into view
 }
