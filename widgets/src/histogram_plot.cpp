@@ -160,7 +160,7 @@ void draw_histogram(const char* id, const std::vector<HistSeries>& series, const
   }
   dl->AddText(ImVec2(p0.x + pad, p0.y + pad), dim, ycap);
   const Ticks xt =
-      linear_ticks(x_lo, x_hi, std::max(2, static_cast<int>((b.x - a.x) / (fs * 5.5f))));
+      linear_ticks(x_lo, x_hi, std::max(2, static_cast<int>((b.x - a.x) / (fs * 4.5f))));
   Ticks xs = xt;
   if (o.x_is_log2 && xt.step < 1) {  // whole binades only
     xs = Ticks{};
