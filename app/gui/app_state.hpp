@@ -4,6 +4,7 @@
 #pragma once
 
 #include <deque>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -122,6 +123,8 @@ struct AppState {
   // A pending "save view as PNG": panel and file, taken after the next frame.
   int view_shot_panel = -1;
   std::string view_shot_path;
+  ImVec4 view_shot_rect = {};                    // a part of the panel only (one view), when w > 0
+  std::map<std::string, ImVec4> view_cell_rect;  // each view's cell in the Views panel, by id
   bool pending = false;  // a visible panel waits for input before it can start its job
   std::string started_scale, started_compare, started_plan;  // inputs of the last started jobs
 

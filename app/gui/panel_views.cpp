@@ -3,9 +3,12 @@
 #include <imgui.h>
 
 #include <cmath>
+#include <functional>
+#include <string>
 #include <tuple>
 
 #include "castscope/widgets/histogram_plot.hpp"
+#include "castscope/widgets/decisions.hpp"
 #include "castscope/widgets/metrics_table.hpp"
 #include "castscope/widgets/view_csv.hpp"
 #include "panels.hpp"
@@ -39,9 +42,26 @@ void save_view_data(AppState& app, const widgets::Analysis& a, const widgets::An
   save_text(app, "castscope-mask.csv", widgets::mask_csv(a));
 }
 
-bool cell(const char* id, const char* title, ImVec2 size) {
+// One view's cell. Right-clicking it offers the view alone as castscope-NAME.png and, where
+// the view has data (csv), castscope-NAME.csv.
+bool cell(AppState& app, const char* id, const char* title, ImVec2 size, const char* name,
+          const std::function<std::string()>& csv = {}) {
   ImGui::BeginChild(id, size, true);
   ImGui::TextUnformatted(title);
+  if (ImGui::IsItemHovered()) ImGui::SetTooltip("right-click: save this view as PNG or CSV");
+  if (ImGui::BeginPopupContextWindow("##save")) {
+    const std::string png = std::string("castscope-") + name + ".png";
+    const std::string csv_file = std::string("castscope-") + name + ".csv";
+    if (ImGui::MenuItem(("Save " + png).c_str())) {
+      app.view_shot_panel = static_cast<int>(PanelId::Views);
+      app.view_shot_path = png;
+      app.view_shot_rect = app.view_cell_rect[id];
+    }
+    if (csv && ImGui::MenuItem(("Save " + csv_file).c_str())) save_text(app, csv_file, csv());
+    ImGui::EndPopup();
+  }
+  const ImVec2 p = ImGui::GetWindowPos(), sz = ImGui::GetWindowSize();
+  app.view_cell_rect[id] = ImVec4(p.x, p.y, sz.x, sz.y);
   return true;
 }
 
@@ -113,12 +133,14 @@ void draw_views_panel(AppState& app) {
   }
   vo.log_y = app.hist_log_y;
   vo.view = &app.hist_view[0];
-  cell("##value", "Value histogram", ImVec2(cw, ch));
+  cell(app, "##value", "Value histogram", ImVec2(cw, ch), "value-histogram",
+       [&] { return widgets::value_histogram_csv(*a, other, app.hist_log_x); });
   widgets::draw_histogram("value", vs, vo, ImVec2(0, ph));
   ImGui::EndChild();
   ImGui::SameLine();
 
-  cell("##exp", "Exponent histogram (binades)", ImVec2(cw, ch));
+  cell(app, "##exp", "Exponent histogram (binades)", ImVec2(cw, ch), "exponent-histogram",
+       [&] { return widgets::exponent_histogram_csv(*a, other); });
   widgets::HistPlotOptions eo;
   eo.x0 = a->exp_lo;
   eo.dx = 1;
@@ -138,7 +160,8 @@ void draw_views_panel(AppState& app) {
   widgets::draw_histogram("exp", es, eo, ImVec2(0, ph));
   ImGui::EndChild();
 
-  cell("##err", "Error histogram (cast - original)", ImVec2(cw, ch));
+  cell(app, "##err", "Error histogram (cast - original)", ImVec2(cw, ch), "error-histogram",
+       [&] { return widgets::error_histogram_csv(*a, other); });
   widgets::HistPlotOptions xo;
   xo.x0 = a->error.lo;
   xo.dx = a->error.bin_width();
@@ -153,11 +176,13 @@ void draw_views_panel(AppState& app) {
   ImGui::EndChild();
   ImGui::SameLine();
 
-  cell("##metrics", "Metrics", ImVec2(cw, ch));
+  cell(app, "##metrics", "Metrics", ImVec2(cw, ch), "metrics",
+       [&] { return widgets::metrics_csv({a}); });
   widgets::draw_metrics_table("metrics", a->stats, a->bits_per_value);
   ImGui::EndChild();
 
-  cell("##heat", "Tile scales", ImVec2(cw, ch));
+  cell(app, "##heat", "Tile scales", ImVec2(cw, ch), "tile-map",
+       [&] { return widgets::tile_map_csv(*a); });
   {
     widgets::HeatmapExtras ex;
     ex.clipped = a->tile_clipped.empty() ? nullptr : &a->tile_clipped;
@@ -176,7 +201,7 @@ void draw_views_panel(AppState& app) {
   ImGui::EndChild();
   ImGui::SameLine();
 
-  cell("##mask", "Mask", ImVec2(cw, ch));
+  cell(app, "##mask", "Mask", ImVec2(cw, ch), "mask", [&] { return widgets::mask_csv(*a); });
   // Single elements of the "cast to zero" mask, from the input and the cast values (read from
   // the GPU when they stayed there); a sparsity keep-mask is not kept per element.
   widgets::MaskDetail detail;
