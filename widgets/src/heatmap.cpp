@@ -96,24 +96,54 @@ const char* heat_unit(HeatField field) {
 
 namespace {
 
-// A colour bar with nice ticks and the field's unit under it.
+float legend_lead() {  // the image's left margin, which the legends line up with
+  return ImGui::CalcTextSize("000000").x + ImGui::GetFontSize() * 0.4f;
+}
+
+// The colour bar's unit goes beside the bar when the bar can keep 6 font sizes of width.
+bool unit_beside_bar(HeatField field, float width) {
+  const float fs = ImGui::GetFontSize();
+  return width - legend_lead() - ImGui::CalcTextSize(heat_unit(field)).x - fs * 3 >= fs * 6;
+}
+
+// Swatch width of the mapping legend, and whether its caption fits beside the swatches.
+float mapping_swatch(int n, float width, bool* beside) {
+  const float fs = ImGui::GetFontSize();
+  const float cw = std::max(3.0f, std::min(fs * 1.6f, (width - legend_lead()) / n));
+  *beside =
+      legend_lead() + cw * n + fs + ImGui::CalcTextSize(heat_unit(HeatField::Mapping)).x <= width;
+  return cw;
+}
+
+// Height of the colour bar or mapping legend under the map.
+float legend_height(const HeatmapState& s, const TileMap& m, float width) {
+  const float fs = ImGui::GetFontSize();
+  bool beside = true;
+  if (s.field == HeatField::Mapping && !m.mapping.empty())
+    mapping_swatch(1 + *std::max_element(m.mapping.begin(), m.mapping.end()), width, &beside);
+  else
+    beside = unit_beside_bar(s.field, width);
+  return fs * 1.9f + (beside ? 0.0f : fs * 1.2f) + ImGui::GetStyle().ItemSpacing.y;
+}
+
+// A colour bar with nice ticks and the field's unit beside or under it.
 void colour_bar(const HeatmapState& s, float width) {
   ImDrawList* dl = ImGui::GetWindowDrawList();
   const float fs = ImGui::GetFontSize();
   const ImVec2 c0 = ImGui::GetCursorScreenPos();
-  const float lead = ImGui::CalcTextSize("000000").x + fs * 0.4f;  // aligned with the image
+  const float lead = legend_lead();
   const char* unit = heat_unit(s.field);
   const ImVec2 us = ImGui::CalcTextSize(unit);
-  // Leave room for the unit beside the bar where the panel allows.
-  const float x0 = c0.x + lead,
-              cw = std::max(fs * 6, std::min(width - lead - us.x - fs * 2.5f, fs * 20));
+  const bool beside = unit_beside_bar(s.field, width);
+  const float x0 = c0.x + lead, cw = beside
+                                         ? std::min(width - lead - us.x - fs * 3, fs * 20)
+                                         : std::max(fs * 3, std::min(width - lead - fs, fs * 20));
   const float bh = fs * 0.6f;
   const ImU32 text = ImGui::GetColorU32(ImGuiCol_Text);
   for (int i = 0; i < 64; ++i)
     dl->AddRectFilled(ImVec2(x0 + cw * i / 64, c0.y), ImVec2(x0 + cw * (i + 1) / 64 + 1, c0.y + bh),
                       colormap(i / 63.0f));
   dl->AddRect(ImVec2(x0, c0.y), ImVec2(x0 + cw, c0.y + bh), ImGui::GetColorU32(ImGuiCol_Border));
-  float after = x0 + cw;
   if (s.vmax > s.vmin) {
     const Ticks t = linear_ticks(s.vmin, s.vmax, std::max(2, static_cast<int>(cw / (fs * 3.5f))));
     for (size_t i = 0; i < t.values.size(); ++i) {
@@ -121,7 +151,6 @@ void colour_bar(const HeatmapState& s, float width) {
       const float w = ImGui::CalcTextSize(t.labels[i].c_str()).x;
       dl->AddLine(ImVec2(x, c0.y + bh), ImVec2(x, c0.y + bh + 3), text);
       dl->AddText(ImVec2(x - w / 2, c0.y + bh + 2), text, t.labels[i].c_str());
-      after = std::max(after, x + w / 2);
     }
   } else {
     const std::string l = tick_label(s.vmin, std::max(1e-6, std::fabs(s.vmin) * 1e-3));
@@ -130,8 +159,8 @@ void colour_bar(const HeatmapState& s, float width) {
   // The unit beside the bar when it fits, else under it.
   const ImU32 dim = ImGui::GetColorU32(ImGuiCol_TextDisabled);
   float h = bh + fs * 1.3f;
-  if (after + fs + us.x <= c0.x + width) {
-    dl->AddText(ImVec2(after + fs, c0.y), dim, unit);
+  if (beside) {
+    dl->AddText(ImVec2(x0 + cw + fs * 2, c0.y), dim, unit);
   } else {
     dl->AddText(ImVec2(x0, c0.y + h), dim, unit);
     h += fs * 1.2f;
@@ -143,18 +172,30 @@ void mapping_legend(const TileMap& m, float width) {
   ImDrawList* dl = ImGui::GetWindowDrawList();
   const float fs = ImGui::GetFontSize();
   const ImVec2 c0 = ImGui::GetCursorScreenPos();
-  const float lead = ImGui::CalcTextSize("000000").x + fs * 0.4f;
+  const float lead = legend_lead();
   const int n = 1 + *std::max_element(m.mapping.begin(), m.mapping.end());
-  const float cw = fs * 1.6f;
+  // Swatches share the width; numbers every few swatches when they would not fit.
+  bool beside = true;
+  const float cw = mapping_swatch(n, width, &beside);
+  const int every =
+      std::max(1, static_cast<int>(std::ceil(ImGui::CalcTextSize("00").x * 1.3f / cw)));
   for (int i = 0; i < n; ++i) {
     const float x = c0.x + lead + cw * i;
     dl->AddRectFilled(ImVec2(x, c0.y), ImVec2(x + cw - 1, c0.y + fs * 0.6f), mapping_colour(i));
-    dl->AddText(ImVec2(x + 2, c0.y + fs * 0.6f + 1), ImGui::GetColorU32(ImGuiCol_Text),
-                std::to_string(i).c_str());
+    if (i % every == 0)
+      dl->AddText(ImVec2(x + 1, c0.y + fs * 0.6f + 1), ImGui::GetColorU32(ImGuiCol_Text),
+                  std::to_string(i).c_str());
   }
-  dl->AddText(ImVec2(c0.x + lead + cw * n + fs, c0.y), ImGui::GetColorU32(ImGuiCol_TextDisabled),
-              heat_unit(HeatField::Mapping));
-  ImGui::Dummy(ImVec2(width, fs * 1.9f));
+  const char* unit = heat_unit(HeatField::Mapping);
+  float h = fs * 1.9f;
+  if (beside) {
+    dl->AddText(ImVec2(c0.x + lead + cw * n + fs, c0.y), ImGui::GetColorU32(ImGuiCol_TextDisabled),
+                unit);
+  } else {
+    dl->AddText(ImVec2(c0.x + lead, c0.y + h), ImGui::GetColorU32(ImGuiCol_TextDisabled), unit);
+    h += fs * 1.2f;
+  }
+  ImGui::Dummy(ImVec2(width, h));
 }
 
 void tile_tooltip(const TileMap& m, size_t k, int64_t row, int64_t col, const GridHit& hit,
@@ -236,8 +277,8 @@ int64_t draw_heatmap(const char* id, HeatmapState& s, const TileMap* m, const st
     ImGui::PopID();
     return -1;
   }
-  const float fs = ImGui::GetFontSize();
-  const float bar_h = marks ? 0.0f : fs * 2.2f;
+  const float bar_h =
+      marks ? 0.0f : legend_height(s, *m, size.x > 0 ? size.x : ImGui::GetContentRegionAvail().x);
   // size covers the header lines above too.
   size.x = std::max(size.x, 60.0f);
   size.y = std::max(size.y - bar_h - (ImGui::GetCursorPosY() - y_start), 40.0f);
