@@ -132,6 +132,10 @@ void draw_histogram(const char* id, const std::vector<HistSeries>& series, const
     ImGui::PopID();
     return;
   }
+  view.screen[0] = a.x;
+  view.screen[1] = a.y;
+  view.screen[2] = b.x - a.x;
+  view.screen[3] = b.y - a.y;
   const double x_lo = view.lo, x_hi = view.hi;
   auto X = [&](double x) {
     return static_cast<float>(a.x + (x - x_lo) / (x_hi - x_lo) * (b.x - a.x));

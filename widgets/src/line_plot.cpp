@@ -50,6 +50,10 @@ void draw_line_plot(const char* id, const std::vector<float>& y, const LinePlotO
     ImGui::PopID();
     return;
   }
+  view.screen[0] = a.x;
+  view.screen[1] = a.y;
+  view.screen[2] = b.x - a.x;
+  view.screen[3] = b.y - a.y;
   auto X = [&](double x) {
     return static_cast<float>(a.x + (x - view.lo) / (view.hi - view.lo) * (b.x - a.x));
   };

@@ -85,6 +85,10 @@ void draw_mask_view(const char* id, MaskViewState& s, const MaskImage& m, ImVec2
   const GridImage im =
       draw_grid_image(s.view, s.drag_px, s.tex, g,
                       ImVec2(std::max(size.x, 60.0f), std::max(size.y, 40.0f)), overlay);
+  s.screen[0] = im.p0.x;
+  s.screen[1] = im.p0.y;
+  s.screen[2] = im.g.width;
+  s.screen[3] = im.g.height;
   if (im.hit) {
     const int64_t r = im.hit->row, c = im.hit->col;
     s.hover_row = r;

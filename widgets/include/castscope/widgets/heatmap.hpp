@@ -24,6 +24,7 @@ struct HeatmapState {
   int64_t hover_row = -1, hover_col = -1;
   int64_t clicked = -1;
   float drag_px = 0;  // distance dragged since the button went down (a click moves < 4 px)
+  float screen[4] = {0, 0, 0, 0};  // the map's image last frame: x, y, width, height (pixels)
   // Cache: the texture is rebuilt only when the source, field or marks change.
   const void* source = nullptr;
   const void* marks_source = nullptr;

@@ -19,6 +19,7 @@ using MaskDetail =
 struct MaskViewState {
   GridView view;
   float drag_px = 0;
+  float screen[4] = {0, 0, 0, 0};          // the image last frame: x, y, width, height (pixels)
   int64_t hover_row = -1, hover_col = -1;  // the mask cell under the mouse (-1: none)
   int64_t hover_elem_row = -1, hover_elem_col = -1;
   const void* source = nullptr;

@@ -35,6 +35,8 @@ std::string count_label(double c);
 struct AxisView {
   double lo = 0, hi = 0;
   double full_lo = 0, full_hi = 0;
+  // Where the plot's data area was drawn last frame (screen pixels), for scripted mouse tests.
+  float screen[4] = {0, 0, 0, 0};  // x, y, width, height
   bool zoomed() const { return lo > full_lo || hi < full_hi; }
 };
 // Shows the full range; keeps the zoom when the full range is unchanged.
