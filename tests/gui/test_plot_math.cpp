@@ -86,6 +86,9 @@ TEST(PlotMath, TickLabelsCarryTheStepsPrecision) {
   // The three-tick rule: [-0.49, 0.49] gets -0.4 .. 0.4, not 0 alone.
   const Ticks t = linear_ticks(-0.494, 0.494, 4);
   EXPECT_GE(t.values.size(), 3u);
+  // No endless loop where the steps are below the magnitude's precision.
+  EXPECT_LE(linear_ticks(1e20, 1e20 + 1e5, 5).values.size(), 7u);
+  EXPECT_TRUE(linear_ticks(1, 1, 5).values.empty());
   EXPECT_EQ(count_label(950), "950");
   EXPECT_EQ(count_label(12000), "12k");
   EXPECT_EQ(count_label(3.5e6), "3.5M");

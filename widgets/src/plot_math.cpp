@@ -46,6 +46,8 @@ Ticks linear_ticks(double lo, double hi, int max_ticks) {
     t.step = nice_step(hi - lo, n);
   }
   const double k0 = std::ceil(lo / t.step - 1e-9), k1 = std::floor(hi / t.step + 1e-9);
+  // A range far narrower than its magnitude (1e20 .. 1e20 + 1) has no representable ticks.
+  if (!(k1 - k0 < 1000) || k0 + 1 == k0) return Ticks{};
   for (double k = k0; k <= k1; ++k) {
     const double v = k * t.step;
     t.values.push_back(v);
