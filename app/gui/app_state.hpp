@@ -4,6 +4,7 @@
 #pragma once
 
 #include <deque>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -17,6 +18,7 @@
 #include "castscope/widgets/analysis.hpp"
 #include "castscope/widgets/composer.hpp"
 #include "castscope/widgets/heatmap.hpp"
+#include "castscope/widgets/plot_math.hpp"
 #include "castscope/widgets/mask_view.hpp"
 #include "jobs.hpp"
 
@@ -121,6 +123,8 @@ struct AppState {
   // A pending "save view as PNG": panel and file, taken after the next frame.
   int view_shot_panel = -1;
   std::string view_shot_path;
+  ImVec4 view_shot_rect = {};                    // a part of the panel only (one view), when w > 0
+  std::map<std::string, ImVec4> view_cell_rect;  // each view's cell in the Views panel, by id
   bool pending = false;  // a visible panel waits for input before it can start its job
   std::string started_scale, started_compare, started_plan;  // inputs of the last started jobs
 
@@ -190,7 +194,8 @@ struct AppState {
   int act_rotate = 0;
   Job<LinearError> act_job;
   std::shared_ptr<const LinearError> act_result;
-  std::string act_error, act_weight;  // weight tensor the result is for
+  std::string act_error, act_weight;               // weight tensor the result is for
+  widgets::AxisView act_hist_view, act_chan_view;  // x zoom of its error and per-channel plots
 
   // Teaching view.
   int teach_tile = 0;
@@ -203,7 +208,8 @@ struct AppState {
   int focus_panel = -1;  // panel to bring to front next frame
   bool hist_log_y = true;
   bool hist_log_x = false;
-  int view_tab = -1;  // set by scripts/shortcuts to select a views tab
+  int view_tab = -1;               // set by scripts/shortcuts to select a views tab
+  widgets::AxisView hist_view[3];  // x zoom of the value, exponent and error histograms
   widgets::HeatmapState heat;
   widgets::MaskViewState mask;
   char open_path[1024] = "";

@@ -231,7 +231,8 @@ int run_gui(AppOptions opt) {
       glfwGetWindowSize(window, &ww, &wh);
       const float sx = ww ? static_cast<float>(w) / ww : 1.0f,
                   sy = wh ? static_cast<float>(h) / wh : 1.0f;
-      const ImVec4 r = app->panel_rect[i];
+      const ImVec4 r = app->view_shot_rect.z > 0 ? app->view_shot_rect : app->panel_rect[i];
+      app->view_shot_rect = ImVec4();
       try {
         if (!app->show[i] || r.z <= 0)
           throw Error(std::string("panel '") + panel_name(static_cast<PanelId>(i)) +

@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "castscope/widgets/histogram_plot.hpp"
+#include "castscope/widgets/line_plot.hpp"
 #include "panels.hpp"
 
 namespace castscope::gui {
@@ -72,17 +74,24 @@ void draw_activations_panel(AppState& app) {
     ImGui::TextColored(tc, "product: %s   %.3f ms%s   (both products %.1f ms)", e->product.c_str(),
                        e->gemm_ms, on_cpu ? "" : " (GPU, median)", e->matmul_ms);
     if (!e->product_note.empty()) ImGui::TextDisabled("%s", e->product_note.c_str());
-    std::vector<float> hist(e->error_hist.counts.begin(), e->error_hist.counts.end());
     const float width = ImGui::GetContentRegionAvail().x;
-    if (!hist.empty())
-      ImGui::PlotHistogram("##err", hist.data(), static_cast<int>(hist.size()), 0,
-                           "output error (yq - y)", 0, FLT_MAX, ImVec2(width, 110));
-    ImGui::Text("error range [%.3g, %.3g]", e->error_hist.lo, e->error_hist.hi);
+    const float plot_h = std::max(ImGui::GetFontSize() * 11, 130.0f);
+    widgets::HistPlotOptions ho;
+    ho.x0 = e->error_hist.lo;
+    ho.dx = e->error_hist.bin_width();
+    ho.log_y = app.hist_log_y;
+    ho.x_label = "output error yq - y";
+    ho.view = &app.act_hist_view;
+    widgets::draw_histogram(
+        "err", {{"output error", IM_COL32(200, 90, 200, 220), &e->error_hist.counts, true}}, ho,
+        ImVec2(width, plot_h));
     if (!e->channel_rel_err.empty()) {
       const auto worst = std::max_element(e->channel_rel_err.begin(), e->channel_rel_err.end());
-      ImGui::PlotLines("##chan", e->channel_rel_err.data(),
-                       static_cast<int>(e->channel_rel_err.size()), 0,
-                       "relative error per output channel", 0, FLT_MAX, ImVec2(width, 110));
+      widgets::LinePlotOptions lo;
+      lo.x_label = "output channel";
+      lo.y_label = "relative error";
+      lo.view = &app.act_chan_view;
+      widgets::draw_line_plot("chan", e->channel_rel_err, lo, ImVec2(width, plot_h));
       ImGui::Text("worst output channel %lld: relative error %.4g",
                   static_cast<long long>(worst - e->channel_rel_err.begin()), *worst);
     }

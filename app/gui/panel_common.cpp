@@ -32,6 +32,7 @@ bool begin_panel(AppState& app, PanelId id, const char* title, float x, float y,
 void save_view_button(AppState& app, PanelId id) {
   if (ImGui::SmallButton("Save PNG")) {
     app.view_shot_panel = static_cast<int>(id);
+    app.view_shot_rect = ImVec4();  // the whole panel
     app.view_shot_path = std::string("castscope-") + panel_name(id) + ".png";
   }
   if (ImGui::IsItemHovered())

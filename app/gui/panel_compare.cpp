@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "castscope/widgets/plot_math.hpp"
 #include "panels.hpp"
 
 namespace castscope::gui {
@@ -45,15 +46,19 @@ void chart(const CompareResult& r, ImVec2 size) {
     return static_cast<float>(b.y - (v - sy0) / (sy1 - sy0) * (b.y - a.y));
   };
   const ImU32 text = ImGui::GetColorU32(ImGuiCol_Text), grid = ImGui::GetColorU32(ImGuiCol_Border);
-  for (int i = 0; i <= 5; ++i) {
-    const double v = bx0 + (bx1 - bx0) * i / 5, w = sy0 + (sy1 - sy0) * i / 5;
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%.3g", v);
-    dl->AddLine(ImVec2(X(v), a.y), ImVec2(X(v), b.y), grid);
-    dl->AddText(ImVec2(X(v) - ImGui::CalcTextSize(buf).x / 2, b.y + 2), text, buf);
-    std::snprintf(buf, sizeof buf, "%.0f", w);
-    dl->AddLine(ImVec2(a.x, Y(w)), ImVec2(b.x, Y(w)), grid);
-    dl->AddText(ImVec2(p0.x + 4, Y(w) - fs / 2), text, buf);
+  // Ticks at nice steps (1, 2, 5 x 10^k), labelled to the step's precision.
+  const widgets::Ticks xt = widgets::linear_ticks(bx0, bx1, 6),
+                       yt = widgets::linear_ticks(sy0, sy1, 6);
+  for (size_t i = 0; i < xt.values.size(); ++i) {
+    const float x = X(xt.values[i]);
+    dl->AddLine(ImVec2(x, a.y), ImVec2(x, b.y), grid);
+    dl->AddText(ImVec2(x - ImGui::CalcTextSize(xt.labels[i].c_str()).x / 2, b.y + 2), text,
+                xt.labels[i].c_str());
+  }
+  for (size_t i = 0; i < yt.values.size(); ++i) {
+    const float y = Y(yt.values[i]);
+    dl->AddLine(ImVec2(a.x, y), ImVec2(b.x, y), grid);
+    dl->AddText(ImVec2(p0.x + 4, y - fs / 2), text, yt.labels[i].c_str());
   }
   dl->AddText(ImVec2(b.x - ImGui::CalcTextSize("bits per value").x, b.y + fs * 1.1f), text,
               "bits per value");

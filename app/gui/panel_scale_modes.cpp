@@ -3,6 +3,8 @@
 // the floor rule.
 #include <imgui.h>
 
+#include <tuple>
+
 #include <cmath>
 
 #include "castscope/widgets/histogram_plot.hpp"
@@ -74,10 +76,14 @@ void draw_scale_modes_panel(AppState& app) {
   const size_t sel = std::min<size_t>(app.scale_mode_sel, r->runs.size() - 1);
   ImGui::Text("Tiles whose scale under %s differs from floor (red)", to_string(r->runs[sel].mode));
   const widgets::Analysis& as = *r->runs[sel].analysis;
+  widgets::HeatmapExtras ex;
+  ex.marks = r->runs[sel].differs.empty() ? nullptr : &r->runs[sel].differs;
+  ex.clipped = as.tile_clipped.empty() ? nullptr : &as.tile_clipped;
+  ex.clipped_note = as.tile_clipped_note;
+  std::tie(ex.elem_rows, ex.elem_cols) = widgets::fold_2d(as.shape);
   widgets::draw_heatmap(
       "modes_heat", app.scale_heat, as.tiles ? &*as.tiles : nullptr, as.tiles_note,
-      ImVec2(0, ImGui::GetContentRegionAvail().y - ImGui::GetFrameHeightWithSpacing() * 2),
-      r->runs[sel].differs.empty() ? nullptr : &r->runs[sel].differs);
+      ImVec2(0, ImGui::GetContentRegionAvail().y - ImGui::GetStyle().ItemSpacing.y), ex);
   ImGui::End();
 }
 

@@ -392,6 +392,10 @@ std::string state_json(const AppState& app, const std::vector<std::string>& scri
       std::sort(used.begin(), used.end());
       r["tile_mappings"] = std::unique(used.begin(), used.end()) - used.begin();
     }
+    int64_t tile_clipped = 0;
+    for (int64_t c : a->tile_clipped) tile_clipped += c;
+    r["tile_clipped_total"] =
+        a->tile_clipped.empty() ? nlohmann::json() : nlohmann::json(tile_clipped);
     r["mask_set"] = a->mask.set;
     r["mask_what"] = a->mask.what;
     j["analysis"] = r;
@@ -493,6 +497,35 @@ std::string state_json(const AppState& app, const std::vector<std::string>& scri
                         {"gemm_ms", e->gemm_ms}};
   j["act_error"] = app.act_error;
   j["teach_tile"] = app.teach_tile;
+  // The views' zoom, pan and what the mouse is over, for tests that operate them.
+  {
+    const widgets::HeatmapState& h = app.heat;
+    // The tile grid [rows, cols]: with "screen" it places any tile for a click at view
+    // coordinates (at zoom 1 tile (r, c) spans x + w * c / cols .. and y + h * r / rows ..).
+    const widgets::Analysis* an = app.analysis.get();
+    const nlohmann::json a_tiles =
+        an && an->tiles ? nlohmann::json{an->tiles->rows, an->tiles->cols} : nlohmann::json();
+    nlohmann::json hists = nlohmann::json::array();
+    for (const widgets::AxisView& v : app.hist_view)
+      hists.push_back({{"range", {v.lo, v.hi}},
+                       {"full", {v.full_lo, v.full_hi}},
+                       {"zoomed", v.zoomed()},
+                       {"screen", v.screen}});
+    j["views"] = {{"tile_map",
+                   {{"zoom", {h.view.zx, h.view.zy}},
+                    {"pan", {h.view.u0, h.view.v0}},
+                    {"hovered_tile", h.hovered},
+                    {"hover_element", {h.hover_row, h.hover_col}},
+                    {"clicked_tile", h.clicked},
+                    {"screen", h.screen},
+                    {"grid", a_tiles}}},
+                  {"mask",
+                   {{"zoom", {app.mask.view.zx, app.mask.view.zy}},
+                    {"pan", {app.mask.view.u0, app.mask.view.v0}},
+                    {"hover_cell", {app.mask.hover_row, app.mask.hover_col}},
+                    {"screen", app.mask.screen}}},
+                  {"histograms", hists}};
+  }
   j["load_error"] = app.load_error;
   j["messages"] = std::vector<std::string>(app.messages.begin(), app.messages.end());
   j["script_errors"] = script_errors;

@@ -1,5 +1,7 @@
 #include "castscope/widgets/analysis.hpp"
 
+#include "castscope/widgets/tile_clipped.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -322,6 +324,7 @@ std::shared_ptr<const Analysis> analyze(const Tensor& x_in, const DataType& dtyp
       compute_views(*a, v, ao, job);
       if (ao.keep_values) a->device_values = v.q;
       a->on_device = true;
+      a->tile_clipped_note = "not counted when the views are computed on the GPU";
     } catch (const Cancelled&) {
       throw;
     } catch (const Error& e) {
@@ -340,6 +343,7 @@ std::shared_ptr<const Analysis> analyze(const Tensor& x_in, const DataType& dtyp
     v.q = tiled ? upcast(v.r) : v.r.values;
     a->backend = v.r.backend;
     compute_views(*a, v, ao, job);
+    if (a->tiles) a->tile_clipped = tile_clipped(x, *a->tiles, v.r, &a->tile_clipped_note);
     if (ao.keep_values) a->values = v.q;
   }
   representable_range(*a);

@@ -6,6 +6,8 @@
 #include <limits>
 #include <string>
 
+#include "castscope/widgets/grid_image.hpp"
+
 namespace castscope::widgets {
 
 float heat_value(const TileMap& m, HeatField field, size_t k) {
@@ -78,115 +80,244 @@ void rebuild(HeatmapState& s, const TileMap& m, const std::vector<uint8_t>* mark
 
 }  // namespace
 
-void draw_heatmap(const char* id, HeatmapState& s, const TileMap* m, const std::string& note,
-                  ImVec2 size, const std::vector<uint8_t>* marks) {
+const char* heat_unit(HeatField field) {
+  switch (field) {
+    case HeatField::ScaleLog2:
+      return "log2 scale (exponent)";
+    case HeatField::Absmax:
+      return "tile absmax";
+    case HeatField::Snr:
+      return "tile SNR (dB)";
+    case HeatField::Mapping:
+      return "codebook mapping";
+  }
+  return "";
+}
+
+namespace {
+
+float legend_lead() {  // the image's left margin, which the legends line up with
+  return ImGui::CalcTextSize("000000").x + ImGui::GetFontSize() * 0.4f;
+}
+
+// The colour bar's unit goes beside the bar when the bar can keep 6 font sizes of width.
+bool unit_beside_bar(HeatField field, float width) {
+  const float fs = ImGui::GetFontSize();
+  return width - legend_lead() - ImGui::CalcTextSize(heat_unit(field)).x - fs * 3 >= fs * 6;
+}
+
+// Swatch width of the mapping legend, and whether its caption fits beside the swatches.
+float mapping_swatch(int n, float width, bool* beside) {
+  const float fs = ImGui::GetFontSize();
+  const float cw = std::max(3.0f, std::min(fs * 1.6f, (width - legend_lead()) / n));
+  *beside =
+      legend_lead() + cw * n + fs + ImGui::CalcTextSize(heat_unit(HeatField::Mapping)).x <= width;
+  return cw;
+}
+
+// Height of the colour bar or mapping legend under the map.
+float legend_height(const HeatmapState& s, const TileMap& m, float width) {
+  const float fs = ImGui::GetFontSize();
+  bool beside = true;
+  if (s.field == HeatField::Mapping && !m.mapping.empty())
+    mapping_swatch(1 + *std::max_element(m.mapping.begin(), m.mapping.end()), width, &beside);
+  else
+    beside = unit_beside_bar(s.field, width);
+  return fs * 1.9f + (beside ? 0.0f : fs * 1.2f) + ImGui::GetStyle().ItemSpacing.y;
+}
+
+// A colour bar with nice ticks and the field's unit beside or under it.
+void colour_bar(const HeatmapState& s, float width) {
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  const float fs = ImGui::GetFontSize();
+  const ImVec2 c0 = ImGui::GetCursorScreenPos();
+  const float lead = legend_lead();
+  const char* unit = heat_unit(s.field);
+  const ImVec2 us = ImGui::CalcTextSize(unit);
+  const bool beside = unit_beside_bar(s.field, width);
+  const float x0 = c0.x + lead, cw = beside
+                                         ? std::min(width - lead - us.x - fs * 3, fs * 20)
+                                         : std::max(fs * 3, std::min(width - lead - fs, fs * 20));
+  const float bh = fs * 0.6f;
+  const ImU32 text = ImGui::GetColorU32(ImGuiCol_Text);
+  for (int i = 0; i < 64; ++i)
+    dl->AddRectFilled(ImVec2(x0 + cw * i / 64, c0.y), ImVec2(x0 + cw * (i + 1) / 64 + 1, c0.y + bh),
+                      colormap(i / 63.0f));
+  dl->AddRect(ImVec2(x0, c0.y), ImVec2(x0 + cw, c0.y + bh), ImGui::GetColorU32(ImGuiCol_Border));
+  if (s.vmax > s.vmin) {
+    const Ticks t = linear_ticks(s.vmin, s.vmax, std::max(2, static_cast<int>(cw / (fs * 3.5f))));
+    for (size_t i = 0; i < t.values.size(); ++i) {
+      const float x = x0 + static_cast<float>((t.values[i] - s.vmin) / (s.vmax - s.vmin)) * cw;
+      const float w = ImGui::CalcTextSize(t.labels[i].c_str()).x;
+      dl->AddLine(ImVec2(x, c0.y + bh), ImVec2(x, c0.y + bh + 3), text);
+      dl->AddText(ImVec2(x - w / 2, c0.y + bh + 2), text, t.labels[i].c_str());
+    }
+  } else {
+    const std::string l = tick_label(s.vmin, std::max(1e-6, std::fabs(s.vmin) * 1e-3));
+    dl->AddText(ImVec2(x0 + cw / 2, c0.y + bh + 2), text, ("all " + l).c_str());
+  }
+  // The unit beside the bar when it fits, else under it.
+  const ImU32 dim = ImGui::GetColorU32(ImGuiCol_TextDisabled);
+  float h = bh + fs * 1.3f;
+  if (beside) {
+    dl->AddText(ImVec2(x0 + cw + fs * 2, c0.y), dim, unit);
+  } else {
+    dl->AddText(ImVec2(x0, c0.y + h), dim, unit);
+    h += fs * 1.2f;
+  }
+  ImGui::Dummy(ImVec2(width, h));
+}
+
+void mapping_legend(const TileMap& m, float width) {
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  const float fs = ImGui::GetFontSize();
+  const ImVec2 c0 = ImGui::GetCursorScreenPos();
+  const float lead = legend_lead();
+  const int n = 1 + *std::max_element(m.mapping.begin(), m.mapping.end());
+  // Swatches share the width; numbers every few swatches when they would not fit.
+  bool beside = true;
+  const float cw = mapping_swatch(n, width, &beside);
+  const int every =
+      std::max(1, static_cast<int>(std::ceil(ImGui::CalcTextSize("00").x * 1.3f / cw)));
+  for (int i = 0; i < n; ++i) {
+    const float x = c0.x + lead + cw * i;
+    dl->AddRectFilled(ImVec2(x, c0.y), ImVec2(x + cw - 1, c0.y + fs * 0.6f), mapping_colour(i));
+    if (i % every == 0)
+      dl->AddText(ImVec2(x + 1, c0.y + fs * 0.6f + 1), ImGui::GetColorU32(ImGuiCol_Text),
+                  std::to_string(i).c_str());
+  }
+  const char* unit = heat_unit(HeatField::Mapping);
+  float h = fs * 1.9f;
+  if (beside) {
+    dl->AddText(ImVec2(c0.x + lead + cw * n + fs, c0.y), ImGui::GetColorU32(ImGuiCol_TextDisabled),
+                unit);
+  } else {
+    dl->AddText(ImVec2(c0.x + lead, c0.y + h), ImGui::GetColorU32(ImGuiCol_TextDisabled), unit);
+    h += fs * 1.2f;
+  }
+  ImGui::Dummy(ImVec2(width, h));
+}
+
+void tile_tooltip(const TileMap& m, size_t k, int64_t row, int64_t col, const GridHit& hit,
+                  const GridImage& im, const GridView& view, const HeatmapExtras& x) {
+  ImGui::BeginTooltip();
+  ImGui::Text("tile #%zu  (tile row %lld, column %lld)", k, static_cast<long long>(row),
+              static_cast<long long>(col));
+  ImGui::Text("elements rows %lld..%lld, cols %lld..%lld",
+              static_cast<long long>(row * m.tile_rows),
+              static_cast<long long>(std::min(im.g.elem_rows, (row + 1) * m.tile_rows) - 1),
+              static_cast<long long>(col * m.tile_cols),
+              static_cast<long long>(std::min(im.g.elem_cols, (col + 1) * m.tile_cols) - 1));
+  ImGui::Text("scale code 0x%X   value %.9g (2^%.6g)", m.scale_code[k], m.scale_value[k],
+              m.scale_value[k] > 0 ? std::log2(m.scale_value[k]) : NAN);
+  ImGui::Text("tile absmax %.9g", m.absmax[k]);
+  if (std::isinf(m.snr_db[k]))
+    ImGui::Text("tile SNR exact (no error)");
+  else
+    ImGui::Text("tile SNR %.4f dB", m.snr_db[k]);
+  if (x.clipped && k < x.clipped->size())
+    ImGui::Text("clipped elements %lld", static_cast<long long>((*x.clipped)[k]));
+  else if (!x.clipped_note.empty())
+    ImGui::TextDisabled("clipped per tile: %s", x.clipped_note.c_str());
+  if (k < m.mapping.size()) {
+    ImGui::Text("codebook mapping %d (most of its subtiles)", m.mapping[k]);
+    if (m.subs_per_tile > 1) {
+      std::string subs;
+      for (int j = 0; j < m.subs_per_tile; ++j)
+        subs += (j ? " " : "") + std::to_string(m.sub_mapping[k * m.subs_per_tile + j]);
+      ImGui::Text("subtile mappings %s", subs.c_str());
+    }
+  }
+  if (x.marks && k < x.marks->size())
+    ImGui::Text("%s", (*x.marks)[k] ? "scale differs" : "same scale");
+  if (grid_element_px_x(view, im.g) >= 4 && grid_element_px_y(view, im.g) >= 4)
+    ImGui::Text("element [%lld, %lld]", static_cast<long long>(hit.elem_row),
+                static_cast<long long>(hit.elem_col));
+  ImGui::TextDisabled("click: teaching view   wheel: zoom   drag: pan");
+  ImGui::EndTooltip();
+}
+
+}  // namespace
+
+int64_t draw_heatmap(const char* id, HeatmapState& s, const TileMap* m, const std::string& note,
+                     ImVec2 size, const HeatmapExtras& extras) {
   ImGui::PushID(id);
+  const float y_start = ImGui::GetCursorPosY();
+  if (size.x <= 0) size.x = ImGui::GetContentRegionAvail().x;
+  if (size.y <= 0) size.y = ImGui::GetContentRegionAvail().y;
+  s.hovered = s.hover_row = s.hover_col = -1;
   if (!m || m->rows <= 0 || m->cols <= 0) {
     ImGui::TextWrapped("%s", note.empty() ? "no tile map" : note.c_str());
     ImGui::PopID();
-    return;
+    return -1;
   }
+  const std::vector<uint8_t>* marks = extras.marks;
   if (s.source != m || s.built_field != s.field || s.marks_source != marks) rebuild(s, *m, marks);
   int f = static_cast<int>(s.field);
   ImGui::SetNextItemWidth(ImGui::GetFontSize() * 9);
   if (ImGui::Combo("##field", &f, "log2 scale\0tile absmax\0tile SNR (dB)\0codebook mapping\0"))
     s.field = static_cast<HeatField>(f);
   ImGui::SameLine();
-  if (ImGui::SmallButton("reset view")) s.zoom = 1, s.u0 = s.v0 = 0;
-  ImGui::Text("%lld x %lld tiles of %lld x %lld   range %.4g .. %.4g",
-              static_cast<long long>(m->rows), static_cast<long long>(m->cols),
-              static_cast<long long>(m->tile_rows), static_cast<long long>(m->tile_cols), s.vmin,
-              s.vmax);
+  if (ImGui::SmallButton("reset view")) s.view = GridView{};
+  {
+    // The grid's size, shortened to what fits beside the buttons.
+    const std::string grid = std::to_string(m->rows) + " x " + std::to_string(m->cols) + " tiles";
+    const std::string full =
+        grid + " of " + std::to_string(m->tile_rows) + " x " + std::to_string(m->tile_cols);
+    ImGui::SameLine();
+    const float room = ImGui::GetContentRegionAvail().x;
+    const std::string& show = ImGui::CalcTextSize(full.c_str()).x <= room ? full : grid;
+    if (ImGui::CalcTextSize(show.c_str()).x <= room)
+      ImGui::TextDisabled("%s", show.c_str());
+    else
+      ImGui::NewLine();
+  }
   if (!s.upload_error.empty()) {
     ImGui::TextWrapped("%s", s.upload_error.c_str());
     ImGui::PopID();
-    return;
+    return -1;
   }
-  if (size.x <= 0) size.x = ImGui::GetContentRegionAvail().x;
-  if (size.y <= 0) size.y = ImGui::GetContentRegionAvail().y;
-  size.x = std::max(size.x, 40.0f);
-  size.y = std::max(size.y, 40.0f);
-  // Keep the tensor's aspect ratio (tiles may be 1 x 32 elements) inside the region.
-  const double ew = static_cast<double>(m->cols * m->tile_cols),
-               eh = static_cast<double>(m->rows * m->tile_rows);
-  float w = size.x, h = static_cast<float>(size.x * eh / ew);
-  if (h > size.y) h = size.y, w = static_cast<float>(size.y * ew / eh);
-  w = std::max(w, 8.0f);
-  h = std::max(h, 8.0f);
-  const ImVec2 p0 = ImGui::GetCursorScreenPos();
-  ImGui::InvisibleButton("map", ImVec2(w, h));
-  const bool hovered = ImGui::IsItemHovered();
-  ImGuiIO& io = ImGui::GetIO();
-  const float vis = 1.0f / s.zoom;
-  if (hovered && io.MouseWheel != 0) {
-    const float mu = s.u0 + (io.MousePos.x - p0.x) / w * vis,
-                mv = s.v0 + (io.MousePos.y - p0.y) / h * vis;
-    s.zoom = std::clamp(s.zoom * (io.MouseWheel > 0 ? 1.25f : 0.8f), 1.0f, 512.0f);
-    const float nv = 1.0f / s.zoom;
-    s.u0 = mu - (io.MousePos.x - p0.x) / w * nv;
-    s.v0 = mv - (io.MousePos.y - p0.y) / h * nv;
+  const float bar_h =
+      marks ? 0.0f : legend_height(s, *m, size.x > 0 ? size.x : ImGui::GetContentRegionAvail().x);
+  // size covers the header lines above too.
+  size.x = std::max(size.x, 60.0f);
+  size.y = std::max(size.y - bar_h - (ImGui::GetCursorPosY() - y_start), 40.0f);
+  GridGeom g;
+  g.rows = m->rows;
+  g.cols = m->cols;
+  g.cell_rows = m->tile_rows;
+  g.cell_cols = m->tile_cols;
+  // The elements end inside the last tiles when the shape is not a multiple of the tile; an
+  // extent that does not fit this grid (another layout) is ignored.
+  g.elem_rows = m->rows * m->tile_rows;
+  g.elem_cols = m->cols * m->tile_cols;
+  if (extras.elem_rows > g.elem_rows - m->tile_rows && extras.elem_rows <= g.elem_rows &&
+      extras.elem_cols > g.elem_cols - m->tile_cols && extras.elem_cols <= g.elem_cols) {
+    g.elem_rows = extras.elem_rows;
+    g.elem_cols = extras.elem_cols;
   }
-  if (ImGui::IsItemActive() && ImGui::IsMouseDragging(ImGuiMouseButton_Left, 0.0f)) {
-    s.u0 -= io.MouseDelta.x / w * vis;
-    s.v0 -= io.MouseDelta.y / h * vis;
-  }
-  const float nv = 1.0f / s.zoom;
-  s.u0 = std::clamp(s.u0, 0.0f, 1.0f - nv);
-  s.v0 = std::clamp(s.v0, 0.0f, 1.0f - nv);
-  ImDrawList* dl = ImGui::GetWindowDrawList();
-  dl->AddImage(s.tex.id(), p0, ImVec2(p0.x + w, p0.y + h), ImVec2(s.u0, s.v0),
-               ImVec2(s.u0 + nv, s.v0 + nv));
-  dl->AddRect(p0, ImVec2(p0.x + w, p0.y + h), ImGui::GetColorU32(ImGuiCol_Border));
-  if (hovered) {
-    const float u = s.u0 + (io.MousePos.x - p0.x) / w * nv,
-                v = s.v0 + (io.MousePos.y - p0.y) / h * nv;
-    const int64_t col = std::clamp<int64_t>(static_cast<int64_t>(u * m->cols), 0, m->cols - 1);
-    const int64_t row = std::clamp<int64_t>(static_cast<int64_t>(v * m->rows), 0, m->rows - 1);
+  const GridImage im = draw_grid_image(s.view, s.drag_px, s.tex, g, size);
+  s.screen[0] = im.p0.x;
+  s.screen[1] = im.p0.y;
+  s.screen[2] = im.g.width;
+  s.screen[3] = im.g.height;
+  int64_t clicked = -1;
+  if (im.hit) {
+    const int64_t row = im.hit->row, col = im.hit->col;
     const size_t k = static_cast<size_t>(row * m->cols + col);
-    ImGui::BeginTooltip();
-    ImGui::Text("tile (%lld, %lld)  #%zu", static_cast<long long>(row), static_cast<long long>(col),
-                k);
-    ImGui::Text("elements rows %lld..%lld, cols %lld..%lld",
-                static_cast<long long>(row * m->tile_rows),
-                static_cast<long long>((row + 1) * m->tile_rows - 1),
-                static_cast<long long>(col * m->tile_cols),
-                static_cast<long long>((col + 1) * m->tile_cols - 1));
-    ImGui::Text("scale code 0x%X  value %.9g", m->scale_code[k], m->scale_value[k]);
-    ImGui::Text("tile absmax %.9g", m->absmax[k]);
-    if (std::isinf(m->snr_db[k]))
-      ImGui::Text("tile SNR exact (no error)");
-    else
-      ImGui::Text("tile SNR %.4f dB", m->snr_db[k]);
-    if (k < m->mapping.size()) {
-      ImGui::Text("codebook mapping %d (most of its subtiles)", m->mapping[k]);
-      if (m->subs_per_tile > 1) {
-        std::string subs;
-        for (int j = 0; j < m->subs_per_tile; ++j)
-          subs += (j ? " " : "") + std::to_string(m->sub_mapping[k * m->subs_per_tile + j]);
-        ImGui::Text("subtile mappings %s", subs.c_str());
-      }
-    }
-    if (marks && k < marks->size()) ImGui::Text("%s", (*marks)[k] ? "scale differs" : "same scale");
-    ImGui::EndTooltip();
+    s.hovered = static_cast<int64_t>(k);
+    s.hover_row = im.hit->elem_row;
+    s.hover_col = im.hit->elem_col;
+    outline_cell(im, s.view, row, col, IM_COL32(255, 255, 255, 230));
+    tile_tooltip(*m, k, row, col, *im.hit, im, s.view, extras);
+    if (im.clicked) clicked = s.clicked = static_cast<int64_t>(k);
   }
-  // Colour bar (a legend of mapping colours for the codebook field).
-  if (!marks && s.field == HeatField::Mapping && !m->mapping.empty()) {
-    const ImVec2 c0(p0.x, p0.y + h + 4);
-    const float cw = ImGui::GetFontSize() * 1.2f;
-    const int n = 1 + *std::max_element(m->mapping.begin(), m->mapping.end());
-    for (int i = 0; i < n; ++i)
-      dl->AddRectFilled(ImVec2(c0.x + cw * i, c0.y), ImVec2(c0.x + cw * (i + 1) - 1, c0.y + 8),
-                        mapping_colour(i));
-    ImGui::Dummy(ImVec2(w, 10));
-  } else if (!marks) {
-    const ImVec2 c0(p0.x, p0.y + h + 4);
-    const float cw = std::min(w, ImGui::GetFontSize() * 16);
-    for (int i = 0; i < 64; ++i)
-      dl->AddRectFilled(ImVec2(c0.x + cw * i / 64, c0.y),
-                        ImVec2(c0.x + cw * (i + 1) / 64 + 1, c0.y + 8), colormap(i / 63.0f));
-    ImGui::Dummy(ImVec2(w, 10));
-  }
+  if (!marks && s.field == HeatField::Mapping && !m->mapping.empty())
+    mapping_legend(*m, size.x);
+  else if (!marks)
+    colour_bar(s, size.x);
   ImGui::PopID();
+  return clicked;
 }
 
 }  // namespace castscope::widgets

@@ -75,6 +75,10 @@ struct Analysis {
   Histogram error;
   std::optional<TileMap> tiles;
   std::string tiles_note;  // why there is no tile map
+  // Clipped elements per tile (tile_clipped.hpp); empty with the reason in the note when not
+  // counted.
+  std::vector<int64_t> tile_clipped;
+  std::string tile_clipped_note;
   MaskImage mask;
   // Where the views were computed: on_device when on the GPU; device_note says why not when a
   // GPU was asked for and the host took over.

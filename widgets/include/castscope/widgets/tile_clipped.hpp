@@ -1,0 +1,20 @@
+// Clipped elements per tile, for the tile map's hover: a tile's finite inputs whose scaled
+// magnitude rounds past the element format's largest value. The cast counts clipped values for
+// the whole tensor only; the per-tile count is kept only when its sum reproduces that total.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "castscope/cast.hpp"
+#include "castscope/metrics.hpp"
+
+namespace castscope::widgets {
+
+// x: the float32 input, q: its cast values (input shape), m: the cast's tile map, r: the cast.
+// Returns one count per tile, or nothing with *why set when the count cannot be made for this
+// datatype or does not add up to r.counts.clipped.
+std::vector<int64_t> tile_clipped(const Tensor& x, const TileMap& m, const CastResult& r,
+                                  std::string* why);
+
+}  // namespace castscope::widgets
