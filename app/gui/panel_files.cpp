@@ -74,8 +74,7 @@ void draw_files_panel(AppState& app) {
   if (ImGui::BeginTabBar("##src")) {
     if (ImGui::BeginTabItem("Browse")) {
       ImGui::TextDisabled("%s", listing.dir.string().c_str());
-      if (!listing.error.empty())
-        ImGui::TextColored(ImVec4(1, 0.4f, 0.35f, 1), "%s", listing.error.c_str());
+      if (!listing.error.empty()) error_text(listing.error);
       ImGui::BeginChild("##list", ImVec2(0, 0), false);
       if (ImGui::Selectable("..")) list_dir(listing, listing.dir.parent_path());
       std::filesystem::path go;

@@ -41,7 +41,7 @@ const char* const kCommands[] = {"open",          "tensor",
 bool known(const std::string& c) {
   for (const char* k : kCommands)
     if (c == k) return true;
-  return false;
+  return ScriptInput::handles(c);
 }
 
 bool on_off(const std::string& a) {
@@ -61,8 +61,18 @@ Script::Script(const std::string& path) : path_(path) {
   int n = 0;
   while (std::getline(f, text)) {
     ++n;
-    const size_t hash = text.find('#');
-    if (hash != std::string::npos) text.resize(hash);
+    // A comment starts at a '#' outside quotes at the start of a line or after a space; "##"
+    // begins a widget ID ("##preset"), not a comment.
+    bool quoted = false;
+    for (size_t i = 0; i < text.size(); ++i) {
+      if (text[i] == '"') quoted = !quoted;
+      if (text[i] == '#' && !quoted &&
+          (i == 0 || std::isspace(static_cast<unsigned char>(text[i - 1]))) &&
+          !(i + 1 < text.size() && text[i + 1] == '#')) {
+        text.resize(i);
+        break;
+      }
+    }
     std::istringstream ss(text);
     Line l;
     l.number = n;
@@ -82,7 +92,13 @@ std::string Script::take_screenshot_path() {
   return p;
 }
 
+void Script::apply_input(ImGuiIO& io) {
+  input_.apply(io);
+  for (const std::string& e : input_.take_errors()) errors_.push_back(input_where_ + e);
+}
+
 void Script::step(AppState& app) {
+  if (input_.busy()) return;
   if (frames_left_ > 0) {
     --frames_left_;
     return;
@@ -107,6 +123,7 @@ void Script::step(AppState& app) {
     frames_left_ = 2;  // let the panels lay out the new result before the next command
     return;
   }
+  ran_other_ = false;  // a frame was drawn since the last call
   while (pc_ < lines_.size()) {
     const Line& l = lines_[pc_++];
     const std::string where = path_ + ":" + std::to_string(l.number) + ": ";
@@ -115,6 +132,20 @@ void Script::step(AppState& app) {
       app.note(where + msg);
     };
     try {
+      if (ScriptInput::handles(l.cmd)) {
+        // The mouse acts on what is on screen: a frame drawn after the last other command.
+        if (ran_other_) {
+          --pc_;
+          ran_other_ = false;
+          frames_left_ = 1;
+          return;
+        }
+        input_where_ = where;
+        if (input_.start(l.cmd, l.arg) == ScriptInput::Next::Retry) --pc_;
+        if (input_.busy()) return;
+        continue;
+      }
+      ran_other_ = true;
       if (l.cmd == "open") {
         open_source(app, l.arg.empty() ? "demo" : l.arg);
       } else if ((l.cmd == "tensor" || l.cmd == "plan-auto" || l.cmd == "export" ||
@@ -347,6 +378,7 @@ std::string state_json(const AppState& app, const std::vector<std::string>& scri
   j["dtype"] = app.composer.dtype.str();
   j["dtype_name"] = app.composer.dtype.name();
   j["composer_error"] = app.composer.error;
+  j["composer_text"] = app.composer.text;
   j["round"] = to_string(app.composer.round);
   j["axis"] = app.composer.axis.str();
   j["scale_mode"] = to_string(app.composer.scale_mode);
