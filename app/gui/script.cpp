@@ -36,7 +36,8 @@ const char* const kCommands[] = {"open",          "tensor",
                                  "act-synthetic", "act-dtypes",
                                  "act-rotate",    "act-run",
                                  "rotate",        "map-activations",
-                                 "axis",          "plan-candidates"};
+                                 "axis",          "plan-candidates",
+                                 "expect"};
 
 bool known(const std::string& c) {
   for (const char* k : kCommands)
@@ -50,6 +51,23 @@ bool on_off(const std::string& a) {
 
 double finite_or(double v, double alt) {
   return std::isfinite(v) ? v : alt;
+}
+
+// The value at a dotted path of the state ("analysis.tiles.0"), as text; nullptr if absent.
+const nlohmann::json* json_at(const nlohmann::json& j, const std::string& path) {
+  const nlohmann::json* cur = &j;
+  std::istringstream ss(path);
+  std::string part;
+  while (std::getline(ss, part, '.')) {
+    if (cur->is_object() && cur->contains(part))
+      cur = &(*cur)[part];
+    else if (cur->is_array() && !part.empty() &&
+             std::isdigit(static_cast<unsigned char>(part[0])) && std::stoul(part) < cur->size())
+      cur = &(*cur)[std::stoul(part)];
+    else
+      return nullptr;
+  }
+  return cur;
 }
 
 }  // namespace
@@ -356,6 +374,19 @@ void Script::step(AppState& app) {
           shot_wait_ = 1;  // capture after one more full frame
           return;
         }
+      } else if (l.cmd == "expect") {
+        // expect PATH=VALUE or PATH~TEXT (contains): the state as it is now, mid-session.
+        const size_t op = l.arg.find_first_of("=~");
+        if (op == std::string::npos) throw Error("expect PATH=VALUE or PATH~TEXT");
+        const nlohmann::json state = nlohmann::json::parse(state_json(app, errors_));
+        const nlohmann::json* v = json_at(state, l.arg.substr(0, op));
+        const std::string want = l.arg.substr(op + 1);
+        const std::string got = !v               ? "(absent)"
+                                : v->is_string() ? v->get<std::string>()
+                                                 : v->dump();
+        if (l.arg[op] == '=' ? got != want : got.find(want) == std::string::npos)
+          fail(l.arg.substr(0, op) + " is '" + got + "', expected " +
+               (l.arg[op] == '=' ? "'" : "to contain '") + want + "'");
       } else if (l.cmd == "state") {
         const std::string text = state_json(app, errors_);
         io::write_atomically(l.arg, [&](const auto& put) { put(text.data(), text.size()); });
@@ -384,6 +415,9 @@ std::string state_json(const AppState& app, const std::vector<std::string>& scri
   j["scale_mode"] = to_string(app.composer.scale_mode);
   j["overflow"] = to_string(app.composer.overflow);
   j["theme"] = app.dark ? "dark" : "light";
+  j["log_y"] = app.hist_log_y;
+  j["log_x"] = app.hist_log_x;
+  j["heat"] = {{"zoom", app.heat.zoom}, {"u0", app.heat.u0}, {"v0", app.heat.v0}};
   j["busy"] = app.busy();
   j["frames"] = app.frame;
   j["fps"] = app.fps;

@@ -267,11 +267,15 @@ ScriptInput::Next ScriptInput::start(const std::string& cmd, const std::string& 
     f.pos = point(a.at);
     f.what = t.what;
     frames_.push_back(f);
-    Frame turn;
-    turn.wheel = a.amount;
-    turn.expect_under = t.window;
-    turn.what = t.what;
-    frames_.push_back(turn);
+    // One notch a frame, as a wheel turns: widgets that zoom per event see every notch.
+    const int notches = std::max(1, static_cast<int>(std::lround(std::fabs(a.amount))));
+    for (int i = 0; i < notches; ++i) {
+      Frame turn;
+      turn.wheel = a.amount / notches;
+      turn.expect_under = i == 0 ? t.window : nullptr;
+      turn.what = t.what;
+      frames_.push_back(turn);
+    }
     frames_.push_back(Frame{});
   } else if (cmd == "drag") {
     if (a.to.x < 0) throw Error("drag TARGET [at FX FY] to FX FY [button B]");
@@ -334,6 +338,9 @@ void ScriptInput::apply(ImGuiIO& io) {
         popup = g.Windows[i];
     Target t;
     bool found = false;
+    const bool same_size =
+        popup && popup->Size.x == popup_size_.x && popup->Size.y == popup_size_.y;
+    if (popup) popup_size_ = popup->Size;
     bool any_visible = false;
     for (const probe::Item& it : probe::items()) any_visible |= it.window == popup && it.visible;
     if (popup) {
@@ -355,12 +362,13 @@ void ScriptInput::apply(ImGuiIO& io) {
       }
     }
     t.what = "'" + item + "' in " + then_what_;
-    if (found && t.clip.GetWidth() >= 1 && t.clip.GetHeight() >= 1) {
+    if (found && same_size && t.clip.GetWidth() >= 1 && t.clip.GetHeight() >= 1) {
       then_.clear();
       retries_ = 0;
       press(t, t.clip.GetCenter(), 0, false);
-    } else if (popup && (popup->Hidden || popup->Appearing || !any_visible) && ++retries_ < 10) {
-      frames_.push_back(Frame{});  // a list is sized on its first frames: wait for all of it
+    } else if (popup && (popup->Hidden || popup->Appearing || !any_visible || !same_size) &&
+               ++retries_ < 10) {
+      frames_.push_back(Frame{});  // a list is sized over its first frames: wait for all of it
     } else if (popup && popup->Scroll.y < popup->ScrollMax.y && ++retries_ < 200) {
       Frame f;
       f.move = true;

@@ -56,6 +56,7 @@ class ScriptInput {
   std::string then_what_;
   ImVec2 mouse_ = ImVec2(-FLT_MAX, -FLT_MAX);
   int retries_ = 0;
+  ImVec2 popup_size_;  // the open list's size when last looked at: it is used once it holds
   float default_dclick_ = -1;
   std::vector<std::string> errors_;
 };

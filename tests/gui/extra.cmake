@@ -16,6 +16,7 @@ if(CASTSCOPE_XVFB_RUN)
   # A file that claims to be .npy but is not: the app must report it and keep going.
   file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/gui_sessions/errors/hostile.npy "NUMPY? no: a truncated, hostile file\n")
   file(COPY ${PROJECT_SOURCE_DIR}/assets/demo_outliers.npy DESTINATION ${CMAKE_CURRENT_BINARY_DIR}/gui_sessions/npy)
+  file(COPY ${PROJECT_SOURCE_DIR}/assets/demo_outliers.npy DESTINATION ${CMAKE_CURRENT_BINARY_DIR}/gui_sessions/mouse_files/data)
   file(GLOB _gui_sessions ${CMAKE_CURRENT_SOURCE_DIR}/gui/scripts/*.txt)
   foreach(_script ${_gui_sessions})
     get_filename_component(_session ${_script} NAME_WE)
