@@ -25,6 +25,12 @@ if(CASTSCOPE_XVFB_RUN)
         $<TARGET_FILE:castscope_gui_check> ${_script} ${CMAKE_CURRENT_BINARY_DIR}/gui_sessions/${_session})
     set_tests_properties(gui.session.${_session} PROPERTIES LABELS gui TIMEOUT 180 RUN_SERIAL TRUE)
   endforeach()
+  # Every image of docs/screenshots made again from this build, each checked not blank, none
+  # left without a session that makes it (written to the build tree, not to docs/).
+  add_test(NAME gui.screenshots
+    COMMAND bash ${PROJECT_SOURCE_DIR}/scripts/screenshots.sh ${PROJECT_BINARY_DIR}
+      ${CMAKE_CURRENT_BINARY_DIR}/gui_screenshots)
+  set_tests_properties(gui.screenshots PROPERTIES LABELS gui TIMEOUT 900 RUN_SERIAL TRUE)
 else()
   message(STATUS "CastScope: xvfb-run not found; scripted GUI sessions are not tested")
 endif()
