@@ -7,6 +7,7 @@
 #include <cmath>
 #include <map>
 
+#include "map_groups.hpp"
 #include "panels.hpp"
 
 namespace castscope::gui {
@@ -63,22 +64,6 @@ std::string count_str(double n) {
   else
     std::snprintf(buf, sizeof buf, "%.0f", n);
   return buf;
-}
-
-// The group a row is listed under. Numbered layers come from the engine ("model.layers.3");
-// names without them are grouped by their scope: an ONNX node path ("/encoder/conv1/Conv" under
-// "/encoder/conv1") or a Paddle-style op name ("linear_85.w_0" under "linear_*").
-std::string display_group(const MapRow& r) {
-  if (!r.group.empty()) return r.group;
-  const size_t slash = r.name.rfind('/');
-  if (slash != std::string::npos && slash > 0) return r.name.substr(0, slash);
-  const size_t dot = r.name.find('.');
-  const std::string head = r.name.substr(0, dot);
-  const size_t us = head.rfind('_');
-  if (dot != std::string::npos && us != std::string::npos && us > 0 && us + 1 < head.size() &&
-      head.find_first_not_of("0123456789", us + 1) == std::string::npos)
-    return head.substr(0, us) + "_*";
-  return "";
 }
 
 }  // namespace
@@ -179,7 +164,7 @@ void draw_model_map_panel(AppState& app) {
     std::vector<std::string> groups(m->rows.size());
     std::map<std::string, size_t> first;
     for (size_t i = 0; i < m->rows.size(); ++i) {
-      groups[i] = display_group(m->rows[i]);
+      groups[i] = map_group(m->rows[i]);
       first.emplace(groups[i], i);
     }
     std::vector<size_t> order(m->rows.size());

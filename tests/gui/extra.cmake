@@ -1,6 +1,9 @@
 # The GUI area: the widget library for the view tests, then CTest entries that run the real
 # program: --headless, and scripted sessions under xvfb checked by castscope_gui_check.
 target_link_libraries(${_t} PRIVATE castscope_widgets)
+# App code without a window that the unit tests check directly.
+target_sources(${_t} PRIVATE ${PROJECT_SOURCE_DIR}/app/gui/map_groups.cpp)
+target_include_directories(${_t} PRIVATE ${PROJECT_SOURCE_DIR}/app/gui)
 
 add_executable(castscope_gui_check ${CMAKE_CURRENT_SOURCE_DIR}/gui/check/check_session.cpp)
 target_link_libraries(castscope_gui_check PRIVATE nlohmann_json::nlohmann_json stb)
