@@ -485,6 +485,7 @@ std::string state_json(const AppState& app, const std::vector<std::string>& scri
                       {"clipped_pct", r.analysis->stats.clipped_pct()},
                       {"tiles_differ", r.tiles_differ}});
     j["scale_modes"] = rows;
+    j["scale_mode_selected"] = to_string(static_cast<ScaleMode>(app.scale_mode_sel));
   }
   j["plan"] = nlohmann::json::parse(plan_to_json(app.plan), nullptr, false);
   if (const PlanResult* p = app.plan_eval.get()) {

@@ -71,7 +71,12 @@ std::vector<const Item*> find_items(const std::string& label, const std::string&
     if (!window.empty() && !window_matches(it.window, window) &&
         !(it.window && window_matches(it.window->RootWindow, window)))
       continue;
-    if (it.id != 0 && ImHashStr(label.c_str(), 0, it.seed) == it.id) out.push_back(&it);
+    if (it.id == 0) continue;
+    // A plain widget is GetID(label); the text field of InputInt / InputFloat with step buttons
+    // is drawn under PushID(label) with an empty label, so its ID is that pushed ID.
+    if (ImHashStr(label.c_str(), 0, it.seed) == it.id ||
+        (it.id == it.seed && ImHashStr(label.c_str(), 0, it.parent_seed) == it.id))
+      out.push_back(&it);
   }
   return out;
 }
@@ -133,6 +138,7 @@ void record_item(const ImRect& bb, ImGuiID id, bool visible) {
   Item it;
   it.id = id;
   it.seed = w->IDStack.empty() ? 0 : w->IDStack.back();
+  it.parent_seed = w->IDStack.Size >= 2 ? w->IDStack[w->IDStack.Size - 2] : 0;
   it.rect = bb;
   it.clip = w->ClipRect;
   it.window = w;

@@ -19,8 +19,9 @@ namespace castscope::gui::probe {
 struct Item {
   ImGuiID id = 0;
   ImGuiID seed = 0;  // the ID stack's top when the item was added: GetID(label) hashes with it
-  ImRect rect;       // the item's full rectangle
-  ImRect clip;       // its window's clip rectangle at the time
+  ImGuiID parent_seed = 0;  // the entry below it (composite widgets push their label's ID)
+  ImRect rect;              // the item's full rectangle
+  ImRect clip;              // its window's clip rectangle at the time
   ImGuiWindow* window = nullptr;
   bool visible = false;  // ImGui did not clip it away entirely
   bool disabled = false;
