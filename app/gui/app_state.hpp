@@ -32,6 +32,7 @@ struct AppOptions {
   std::string theme = "dark";
   bool headless = false;
   int width = 1600, height = 1000;
+  float ui_scale = 0;  // --ui-scale; 0: the monitor's content scale
 };
 
 // What the loader job publishes: the model (shared with earlier loads of the same file) and one
@@ -118,6 +119,9 @@ struct AppState {
   // UI.
   bool dark = true;
   float dpi_scale = 1.0f;
+  // analyses_done when the composer's current error appeared (-1: none): a later analysis
+  // resets the box and clears the error.
+  int64_t composer_error_since = -1;
   bool show[static_cast<int>(PanelId::Count)] = {true, true, true, true};
   ImVec4 panel_rect[static_cast<int>(PanelId::Count)] = {};  // x, y, w, h of the last frame
   // A pending "save view as PNG": panel and file, taken after the next frame.

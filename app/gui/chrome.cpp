@@ -77,7 +77,12 @@ void draw_status_bar(AppState& app) {
       ImGui::SameLine();
       if (ImGui::SmallButton("Cancel (Esc)")) app.loader.cancel(), app.analyzer.cancel();
     } else if (!app.messages.empty()) {
-      ImGui::TextDisabled("%s", app.messages.back().c_str());
+      // One line that stops before the frame rate; the whole history on hover.
+      const std::string& m = app.messages.back();
+      const float room = ImGui::GetWindowWidth() - ImGui::CalcTextSize("000 fps").x - 40;
+      std::string line = m.substr(0, m.find('\n'));
+      if (line.size() < m.size()) line += " ...";
+      ImGui::TextDisabled("%s", fit_text(line, room).c_str());
       if (ImGui::IsItemHovered()) {
         ImGui::BeginTooltip();
         for (const std::string& m : app.messages) ImGui::TextUnformatted(m.c_str());

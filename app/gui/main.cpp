@@ -17,6 +17,7 @@
 #include "panels.hpp"
 #include "screenshot.hpp"
 #include "script.hpp"
+#include "ui_probe.hpp"
 
 namespace castscope::gui {
 
@@ -41,7 +42,7 @@ void on_content_scale(GLFWwindow*, float, float) {
 void load_fonts(AppState& app, GLFWwindow* window) {
   float xs = 1, ys = 1;
   glfwGetWindowContentScale(window, &xs, &ys);
-  app.dpi_scale = std::max(1.0f, xs);
+  app.dpi_scale = app.opt.ui_scale > 0 ? app.opt.ui_scale : std::max(1.0f, xs);
   ImGuiIO& io = ImGui::GetIO();
   io.Fonts->Clear();
   const float px = 15.0f * app.dpi_scale;
@@ -129,10 +130,11 @@ int run_gui(AppOptions opt) {
   ImGuiIO& io = ImGui::GetIO();
   static std::string ini;
   if (!opt.script.empty()) {
-    // Scripted sessions start from the default layout every time and ignore the pointer, so
-    // screenshots do not depend on where the X server left its cursor.
+    // Scripted sessions start from the default layout every time and use the script's pointer
+    // instead of the real one, so screenshots do not depend on where the X server left its
+    // cursor; the frame's items and text are recorded for the script to find and check.
     io.IniFilename = nullptr;
-    io.ConfigFlags |= ImGuiConfigFlags_NoMouse;
+    probe::set_recording(true);
   } else if (const char* home = std::getenv("HOME")) {
     std::error_code ec;
     std::filesystem::create_directories(std::filesystem::path(home) / ".config" / "castscope", ec);
@@ -190,6 +192,7 @@ int run_gui(AppOptions opt) {
 
     ImGui_ImplOpenGL3_NewFrame();
     ImGui_ImplGlfw_NewFrame();
+    if (script) script->apply_input(io);
     ImGui::NewFrame();
     shortcuts(*app);
     draw_menu_bar(*app);
@@ -207,6 +210,7 @@ int run_gui(AppOptions opt) {
     draw_activations_panel(*app);
     draw_status_bar(*app);
     ImGui::Render();
+    probe::end_frame();
     int w = 0, h = 0;
     glfwGetFramebufferSize(window, &w, &h);
     glViewport(0, 0, w, h);
@@ -308,6 +312,9 @@ int main(int argc, char** argv) {
   cli.add_option("--theme", opt.theme, "dark or light")->check(CLI::IsMember({"dark", "light"}));
   cli.add_option("--width", opt.width, "window width")->check(CLI::Range(320, 16384));
   cli.add_option("--height", opt.height, "window height")->check(CLI::Range(240, 16384));
+  cli.add_option("--ui-scale", opt.ui_scale,
+                 "size of text and controls (default: the monitor's content scale)")
+      ->check(CLI::Range(0.5, 4.0));
   CLI11_PARSE(cli, argc, argv);
   try {
     DataType::parse(opt.dtype);

@@ -14,7 +14,7 @@
 namespace castscope::gui {
 
 void draw_activations_panel(AppState& app) {
-  if (!begin_panel(app, PanelId::Activations, "Activations", 0.25f, 0.0f, 0.75f, 1.0f)) return;
+  if (!begin_panel(app, PanelId::Activations, "Activations", 0.47f, 0.0f, 0.53f, 1.0f)) return;
   save_view_button(app, PanelId::Activations);
   const bool running = app.act_job.running();
   const Tensor* w = app.loaded && app.loaded->data ? &app.loaded->data : nullptr;
@@ -56,8 +56,7 @@ void draw_activations_panel(AppState& app) {
   if (ImGui::Button("Compute")) start_activations(app);
   ImGui::EndDisabled();
   job_line(app.act_job);
-  if (!app.act_error.empty())
-    ImGui::TextColored(ImVec4(1, 0.45f, 0.35f, 1), "%s", app.act_error.c_str());
+  if (!app.act_error.empty()) error_text(app.act_error);
   if (const LinearError* e = app.act_result.get()) {
     ImGui::Separator();
     ImGui::Text("%s: y = x W^T, %lld tokens x %lld in -> %lld out", app.act_weight.c_str(),

@@ -40,6 +40,33 @@ void save_view_button(AppState& app, PanelId id) {
                       panel_name(id));
 }
 
+std::string fit_text(const std::string& s, float width) {
+  if (ImGui::CalcTextSize(s.c_str()).x <= width) return s;
+  const char* dots = "...";
+  // Keep more of the end: a tensor's last parts (q_proj.weight) tell tensors of a layer apart.
+  size_t keep = s.size();
+  while (keep > 0) {
+    --keep;
+    const size_t head = keep / 3, tail = keep - head;
+    const std::string t = s.substr(0, head) + dots + s.substr(s.size() - tail);
+    if (ImGui::CalcTextSize(t.c_str()).x <= width) return t;
+  }
+  return dots;
+}
+
+void name_text(const std::string& s, float width) {
+  if (width <= 0) width = ImGui::GetContentRegionAvail().x;
+  const std::string shown = fit_text(s, width);
+  ImGui::TextUnformatted(shown.c_str());
+  if (shown != s && ImGui::IsItemHovered()) ImGui::SetTooltip("%s", s.c_str());
+}
+
+void error_text(const std::string& s) {
+  ImGui::PushStyleColor(ImGuiCol_Text, ImVec4(1, 0.45f, 0.35f, 1));
+  ImGui::TextWrapped("%s", s.c_str());
+  ImGui::PopStyleColor();
+}
+
 std::string human_bytes(double b) {
   const char* unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
   int u = 0;

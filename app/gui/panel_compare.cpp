@@ -1,6 +1,7 @@
 // Datatype comparison: pinned datatypes cast on the current tensor, their metrics in a table and
 // a bits-per-value vs SNR chart with the Pareto front.
 #include <imgui.h>
+#include <imgui_internal.h>
 
 #include <algorithm>
 #include <cmath>
@@ -71,14 +72,44 @@ void chart(const CompareResult& r, ImVec2 size) {
     dl->AddLine(ImVec2(X(plot[front[i - 1]].bits), Y(plot[front[i - 1]].snr_db)),
                 ImVec2(X(plot[front[i]].bits), Y(plot[front[i]].snr_db)),
                 IM_COL32(90, 200, 120, 255), 2.0f);
+  // Each point's label goes to the first spot beside it that stays inside the plot and clear of
+  // the labels placed before; a point with no such spot is named on hover only.
+  const ImRect area(ImVec2(a.x, a.y), ImVec2(p0.x + size.x - 2, b.y));
+  std::vector<ImRect> placed = {
+      ImRect(ImVec2(a.x + 4, a.y), ImVec2(a.x + 4 + ImGui::CalcTextSize("SNR (dB)").x, a.y + fs)),
+      ImRect(ImVec2(a.x + 4, a.y + fs * 1.2f),
+             ImVec2(a.x + 4 + ImGui::CalcTextSize("Pareto front").x, a.y + fs * 2.2f))};
   for (size_t i = 0; i < plot.size(); ++i) {
     const bool on = std::find(front.begin(), front.end(), i) != front.end();
     const ImVec2 c(X(plot[i].bits), Y(plot[i].snr_db));
     dl->AddCircleFilled(c, fs * 0.3f,
                         on ? IM_COL32(90, 200, 120, 255) : IM_COL32(150, 150, 160, 255));
+    placed.push_back(
+        ImRect(ImVec2(c.x - fs * 0.3f, c.y - fs * 0.3f), ImVec2(c.x + fs * 0.3f, c.y + fs * 0.3f)));
+  }
+  for (size_t i = 0; i < plot.size(); ++i) {
+    const ImVec2 c(X(plot[i].bits), Y(plot[i].snr_db));
     const std::string& label =
         r.rows[i]->dtype.name().empty() ? r.rows[i]->dtype.str() : r.rows[i]->dtype.name();
-    dl->AddText(ImVec2(c.x + fs * 0.4f, c.y - fs * 0.9f), text, label.c_str());
+    const ImVec2 ts = ImGui::CalcTextSize(label.c_str());
+    const ImVec2 spots[] = {
+        {c.x + fs * 0.4f, c.y - fs * 0.9f},        {c.x + fs * 0.4f, c.y - fs * 0.1f},
+        {c.x - ts.x - fs * 0.4f, c.y - fs * 0.9f}, {c.x - ts.x - fs * 0.4f, c.y - fs * 0.1f},
+        {c.x - ts.x / 2, c.y - fs * 1.5f},         {c.x - ts.x / 2, c.y + fs * 0.4f}};
+    for (const ImVec2& s : spots) {
+      const ImRect box(s, ImVec2(s.x + ts.x, s.y + ts.y));
+      if (!area.Contains(box)) continue;
+      bool free = true;
+      for (const ImRect& o : placed) free &= !o.Overlaps(box);
+      if (!free) continue;
+      dl->AddText(s, text, label.c_str());
+      placed.push_back(box);
+      break;
+    }
+  }
+  for (size_t i = 0; i < plot.size(); ++i) {
+    const bool on = std::find(front.begin(), front.end(), i) != front.end();
+    const ImVec2 c(X(plot[i].bits), Y(plot[i].snr_db));
     if (hovered) {
       const ImVec2 m = ImGui::GetIO().MousePos;
       if (std::hypot(m.x - c.x, m.y - c.y) < fs * 0.6f)
@@ -133,8 +164,7 @@ void draw_compare_panel(AppState& app) {
     ImGui::End();
     return;
   }
-  for (const std::string& e : r->errors)
-    ImGui::TextColored(ImVec4(1, 0.45f, 0.35f, 1), "%s", e.c_str());
+  for (const std::string& e : r->errors) error_text(e);
   const float table_h = std::min(ImGui::GetContentRegionAvail().y * 0.45f,
                                  ImGui::GetFrameHeightWithSpacing() * (r->rows.size() + 1.5f));
   std::string unpin;
@@ -142,17 +172,20 @@ void draw_compare_panel(AppState& app) {
           "##cmp", 7,
           ImGuiTableFlags_RowBg | ImGuiTableFlags_BordersInnerV | ImGuiTableFlags_ScrollY,
           ImVec2(0, table_h))) {
-    for (const char* h :
-         {"datatype", "bits/value", "SNR (dB)", "MSE", "clipped %", "max error", ""})
-      ImGui::TableSetupColumn(h);
+    // The datatype takes what the numbers leave; a long string is shortened with its full form
+    // on hover.
+    ImGui::TableSetupColumn("datatype", ImGuiTableColumnFlags_WidthStretch);
+    for (const char* h : {"bits/value", "SNR (dB)", "MSE", "clipped %", "max error", ""})
+      ImGui::TableSetupColumn(h, ImGuiTableColumnFlags_WidthFixed);
     ImGui::TableHeadersRow();
     for (size_t i = 0; i < r->rows.size(); ++i) {
       const widgets::Analysis& a = *r->rows[i];
       ImGui::TableNextRow();
       ImGui::TableNextColumn();
-      ImGui::TextUnformatted(a.dtype.name().empty() ? a.dtype.str().c_str()
-                                                    : a.dtype.name().c_str());
-      if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", a.dtype.describe().c_str());
+      const std::string name = a.dtype.name().empty() ? a.dtype.str() : a.dtype.name();
+      ImGui::TextUnformatted(fit_text(name, ImGui::GetContentRegionAvail().x).c_str());
+      if (ImGui::IsItemHovered())
+        ImGui::SetTooltip("%s\n%s", a.dtype.label().c_str(), a.dtype.describe().c_str());
       ImGui::TableNextColumn();
       ImGui::Text("%.4g", a.bits_per_value);
       ImGui::TableNextColumn();

@@ -1,5 +1,6 @@
 // Composer panel: the datatype composer widget; a change restarts the analysis.
 #include <imgui.h>
+#include <imgui_internal.h>
 
 #include "panels.hpp"
 
@@ -14,6 +15,17 @@ void draw_composer_panel(AppState& app) {
   // Loading a tensor replaces the input under the composer: hold edits until it is in.
   app.composer.disabled = app.loader.running();
   if (widgets::draw_composer(app.composer)) app.recompute = true;
+  // A rejected string and its error stay while the person is on it; once another change has
+  // produced new views the box shows the datatype in force again.
+  if (app.composer.error.empty()) {
+    app.composer_error_since = -1;
+  } else if (app.composer_error_since < 0) {
+    app.composer_error_since = static_cast<int64_t>(app.analyses_done);
+  } else if (static_cast<int64_t>(app.analyses_done) > app.composer_error_since &&
+             ImGui::GetActiveID() == 0) {
+    app.composer.set(app.composer.dtype);
+    app.composer_error_since = -1;
+  }
   // A block Hadamard rotation before the cast (inverted after), so every view shows its effect.
   ImGui::Separator();
   ImGui::BeginDisabled(app.composer.disabled);

@@ -38,9 +38,7 @@ void draw_export_panel(AppState& app) {
     ImGui::SameLine();
     if (ImGui::Button("Cancel")) app.export_job.cancel();
   }
-  if (!app.export_error.empty())
-    ImGui::TextColored(ImVec4(1, 0.45f, 0.35f, 1), "export failed, nothing written: %s",
-                       app.export_error.c_str());
+  if (!app.export_error.empty()) error_text("export failed, nothing written: " + app.export_error);
   if (const ExportDone* d = app.export_done.get()) {
     const ExportReport& r = d->report;
     ImGui::Separator();
@@ -51,7 +49,10 @@ void draw_export_panel(AppState& app) {
                 human_bytes(static_cast<double>(r.bytes_in)).c_str(),
                 human_bytes(static_cast<double>(r.bytes_out)).c_str(),
                 r.bytes_in ? 100.0 * r.bytes_out / r.bytes_in : 0.0, d->seconds);
-    for (const std::string& f : r.files) ImGui::BulletText("%s", f.c_str());
+    for (const std::string& f : r.files) {
+      ImGui::Bullet();
+      name_text(f);
+    }
     if (ImGui::BeginTable(
             "##exp", 4,
             ImGuiTableFlags_RowBg | ImGuiTableFlags_ScrollY | ImGuiTableFlags_BordersInnerV)) {
@@ -63,7 +64,7 @@ void draw_export_panel(AppState& app) {
       for (const ExportedTensor& t : r.tensors) {
         ImGui::TableNextRow();
         ImGui::TableNextColumn();
-        ImGui::TextUnformatted(t.name.c_str());
+        name_text(t.name);
         ImGui::TableNextColumn();
         ImGui::TextUnformatted(t.dtype.c_str());
         ImGui::TableNextColumn();

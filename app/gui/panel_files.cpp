@@ -73,16 +73,21 @@ void draw_files_panel(AppState& app) {
   }
   if (ImGui::BeginTabBar("##src")) {
     if (ImGui::BeginTabItem("Browse")) {
-      ImGui::TextDisabled("%s", listing.dir.string().c_str());
-      if (!listing.error.empty())
-        ImGui::TextColored(ImVec4(1, 0.4f, 0.35f, 1), "%s", listing.error.c_str());
+      {
+        const std::string dir = listing.dir.string();
+        const std::string shown = fit_text(dir, ImGui::GetContentRegionAvail().x);
+        ImGui::TextDisabled("%s", shown.c_str());
+        if (shown != dir && ImGui::IsItemHovered()) ImGui::SetTooltip("%s", dir.c_str());
+      }
+      if (!listing.error.empty()) error_text(listing.error);
       ImGui::BeginChild("##list", ImVec2(0, 0), false);
       if (ImGui::Selectable("..")) list_dir(listing, listing.dir.parent_path());
       std::filesystem::path go;
       for (const auto& e : listing.entries) {
         std::error_code ec;
         const bool dir = e.is_directory(ec);
-        const std::string label = (dir ? "[dir] " : "") + e.path().filename().string();
+        const std::string name = (dir ? "[dir] " : "") + e.path().filename().string();
+        const std::string label = fit_text(name, ImGui::GetContentRegionAvail().x) + "###" + name;
         if (ImGui::Selectable(label.c_str(), false, ImGuiSelectableFlags_AllowDoubleClick) &&
             (ImGui::IsMouseDoubleClicked(0) || !dir)) {
           if (dir)
@@ -91,7 +96,8 @@ void draw_files_panel(AppState& app) {
             open_source(app, e.path().string());
         }
         if (!dir && ImGui::IsItemHovered())
-          ImGui::SetTooltip("%s", human_bytes(static_cast<double>(e.file_size(ec))).c_str());
+          ImGui::SetTooltip("%s\n%s", name.c_str(),
+                            human_bytes(static_cast<double>(e.file_size(ec))).c_str());
       }
       if (!go.empty()) list_dir(listing, go);
       ImGui::EndChild();
@@ -110,7 +116,8 @@ void draw_files_panel(AppState& app) {
     if (ImGui::BeginTabItem("Recent")) {
       if (app.recent.empty()) ImGui::TextDisabled("no recent files");
       for (const std::string& r : app.recent)
-        if (ImGui::Selectable(r.c_str())) {
+        if (ImGui::Selectable(
+                (fit_text(r, ImGui::GetContentRegionAvail().x) + "###" + r).c_str())) {
           const std::string copy = r;  // open_source reorders the list
           open_source(app, copy);
           break;

@@ -53,12 +53,17 @@ void draw_matmul_panel(AppState& app) {
   }
   if (ImGui::Button("Run")) start_gemm(app);
   ImGui::EndDisabled();
+  if (checked == 2) {
+    // A control that cannot act says why, next to it and on hover.
+    if (ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled))
+      ImGui::SetTooltip("Disabled: %s", reason.c_str());
+    ImGui::SameLine();
+    ImGui::TextDisabled("(disabled: needs a CUDA build and an NVIDIA GPU)");
+  }
   job_line(app.gemm_job);
-  if (!app.gemm_error.empty())
-    ImGui::TextColored(ImVec4(1, 0.45f, 0.35f, 1), "%s", app.gemm_error.c_str());
+  if (!app.gemm_error.empty()) error_text(app.gemm_error);
   if (const GemmRun* g = app.gemm.get()) {
-    for (const std::string& e : g->errors)
-      ImGui::TextColored(ImVec4(1, 0.45f, 0.35f, 1), "%s", e.c_str());
+    for (const std::string& e : g->errors) error_text(e);
     if (ImGui::BeginTable("##gemm", 6, ImGuiTableFlags_RowBg | ImGuiTableFlags_BordersInnerV)) {
       for (const char* h : {"kind", "M x N x K", "ms", "TFLOP/s", "rel. error", "note"})
         ImGui::TableSetupColumn(h);

@@ -5,7 +5,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 
+#include "map_groups.hpp"
 #include "panels.hpp"
 
 namespace castscope::gui {
@@ -23,6 +25,45 @@ ImU32 cell_colour(double v, double lo, double hi, bool higher_better, bool log_s
   const int r = static_cast<int>(200 * (1 - t) + 40 * t),
             g = static_cast<int>(60 * (1 - t) + 170 * t);
   return IM_COL32(r, g, 60, 170);
+}
+
+// Breaks `s` into lines no wider than `width`, after '_' or ' ' where it can (a datatype string
+// "e4m3fn_e8m0_t32" becomes "e4m3fn_" / "e8m0_t32"), inside a part only when one part is wider.
+std::string wrap_words(const std::string& s, float width) {
+  std::string out, line;
+  size_t i = 0;
+  while (i < s.size()) {
+    size_t j = s.find_first_of("_ ", i);
+    j = j == std::string::npos ? s.size() : j + 1;
+    std::string part = s.substr(i, j - i);
+    i = j;
+    if (!line.empty() && ImGui::CalcTextSize((line + part).c_str()).x > width) {
+      out += line + "\n";
+      line.clear();
+    }
+    while (ImGui::CalcTextSize(part.c_str()).x > width && part.size() > 1) {
+      size_t k = part.size() - 1;
+      while (k > 1 && ImGui::CalcTextSize(part.substr(0, k).c_str()).x > width) --k;
+      out += part.substr(0, k) + "\n";
+      part = part.substr(k);
+    }
+    line += part;
+  }
+  return out + line;
+}
+
+// "12.3K", "4.19M": a parameter count in a narrow column.
+std::string count_str(double n) {
+  char buf[32];
+  if (n >= 1e9)
+    std::snprintf(buf, sizeof buf, "%.3gG", n / 1e9);
+  else if (n >= 1e6)
+    std::snprintf(buf, sizeof buf, "%.3gM", n / 1e6);
+  else if (n >= 1e3)
+    std::snprintf(buf, sizeof buf, "%.3gK", n / 1e3);
+  else
+    std::snprintf(buf, sizeof buf, "%.0f", n);
+  return buf;
 }
 
 }  // namespace
@@ -70,8 +111,7 @@ void draw_model_map_panel(AppState& app) {
         "activations of the Activations panel (file, or synthetic with outlier channels); "
         "activations cast to the column's datatype");
   job_line(app.map_job);
-  if (!app.map_error.empty())
-    ImGui::TextColored(ImVec4(1, 0.45f, 0.35f, 1), "%s", app.map_error.c_str());
+  if (!app.map_error.empty()) error_text(app.map_error);
   const ModelMap* m = app.model_map.get();
   if (!m) {
     ImGui::TextWrapped(
@@ -95,44 +135,79 @@ void draw_model_map_panel(AppState& app) {
       const double v = cell_value(c, metric);
       if (std::isfinite(v)) lo = std::min(lo, v), hi = std::max(hi, v);
     }
-  const int ncol = static_cast<int>(m->columns.size()) + 2;
-  if (ImGui::BeginTable("##map", std::min(ncol, 64),
+  constexpr int kFixed = 4;  // tensor, shape, parameters, plan
+  const int ncol = std::min(static_cast<int>(m->columns.size()) + kFixed, 64);
+  const float fs = ImGui::GetFontSize();
+  if (ImGui::BeginTable("##map", ncol,
                         ImGuiTableFlags_ScrollY | ImGuiTableFlags_ScrollX |
                             ImGuiTableFlags_BordersInner | ImGuiTableFlags_SizingFixedFit,
                         ImVec2(0, 0))) {
     ImGui::TableSetupScrollFreeze(1, 1);
-    ImGui::TableSetupColumn("tensor", ImGuiTableColumnFlags_WidthFixed, ImGui::GetFontSize() * 18);
-    ImGui::TableSetupColumn("plan", ImGuiTableColumnFlags_WidthFixed, ImGui::GetFontSize() * 6);
-    for (int c = 0; c + 2 < std::min(ncol, 64); ++c)
+    ImGui::TableSetupColumn("tensor", ImGuiTableColumnFlags_WidthFixed, fs * 14);
+    ImGui::TableSetupColumn("shape", ImGuiTableColumnFlags_WidthFixed, fs * 6.5f);
+    ImGui::TableSetupColumn("params", ImGuiTableColumnFlags_WidthFixed, fs * 3.5f);
+    ImGui::TableSetupColumn("plan", ImGuiTableColumnFlags_WidthFixed, fs * 6);
+    for (int c = 0; c + kFixed < ncol; ++c)
       ImGui::TableSetupColumn(m->columns[static_cast<size_t>(c)].c_str(),
-                              ImGuiTableColumnFlags_WidthFixed, ImGui::GetFontSize() * 5.5f);
-    ImGui::TableHeadersRow();
-    std::string group = "\x01";
+                              ImGuiTableColumnFlags_WidthFixed, fs * 5.5f);
+    // Headers wrap (a datatype string breaks after its '_') instead of being cut.
+    ImGui::TableNextRow(ImGuiTableRowFlags_Headers);
+    for (int c = 0; c < ncol; ++c) {
+      ImGui::TableSetColumnIndex(c);
+      const char* name = ImGui::TableGetColumnName(c);
+      ImGui::TextUnformatted(wrap_words(name, ImGui::GetContentRegionAvail().x).c_str());
+      if (c >= kFixed && ImGui::IsItemHovered())
+        ImGui::SetTooltip("%s\n%s", name,
+                          m->dtypes[static_cast<size_t>(c - kFixed)].label().c_str());
+    }
+    // Rows of one group together, groups in the order they first appear.
+    std::vector<std::string> groups(m->rows.size());
+    std::map<std::string, size_t> first;
     for (size_t i = 0; i < m->rows.size(); ++i) {
+      groups[i] = map_group(m->rows[i]);
+      first.emplace(groups[i], i);
+    }
+    std::vector<size_t> order(m->rows.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::stable_sort(order.begin(), order.end(),
+                     [&](size_t x, size_t y) { return first[groups[x]] < first[groups[y]]; });
+    std::string group = "\x01";
+    for (const size_t i : order) {
       const MapRow& r = m->rows[i];
-      if (r.group != group) {
-        group = r.group;
+      const std::string& g = groups[i];
+      if (g != group) {
+        group = g;
         ImGui::TableNextRow();
         ImGui::TableNextColumn();
-        ImGui::TextDisabled("%s", group.empty() ? "(outside layers)" : group.c_str());
+        ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyle().Colors[ImGuiCol_TextDisabled]);
+        name_text(group.empty() ? "(outside layers)" : group);
+        ImGui::PopStyleColor();
       }
       ImGui::TableNextRow();
       ImGui::TableNextColumn();
-      const std::string shown = r.group.empty() ? r.name : r.name.substr(r.group.size() + 1);
-      ImGui::Text("  %s", shown.c_str());
+      const std::string shown = !group.empty() && r.name.size() > group.size() &&
+                                        r.name.compare(0, group.size(), group) == 0
+                                    ? r.name.substr(group.size() + 1)
+                                    : r.name;
+      ImGui::Indent(fs * 0.6f);
+      const std::string fitted = fit_text(shown, ImGui::GetContentRegionAvail().x);
+      ImGui::TextUnformatted(fitted.c_str());
       if (ImGui::IsItemHovered())
-        ImGui::SetTooltip("%s\n%s %s", r.name.c_str(), r.stored_dtype.c_str(),
-                          shape_str(r.shape).c_str());
+        ImGui::SetTooltip("%s\n%s %s, %lld values", r.name.c_str(), r.stored_dtype.c_str(),
+                          shape_str(r.shape).c_str(), static_cast<long long>(r.numel));
+      ImGui::Unindent(fs * 0.6f);
+      ImGui::TableNextColumn();
+      name_text(shape_str(r.shape));
+      ImGui::TableNextColumn();
+      ImGui::TextUnformatted(count_str(static_cast<double>(r.numel)).c_str());
       const auto assigned =
           app.plan.dtype_for({r.name, r.stored_dtype, r.shape, r.stored_bytes, ""});
       ImGui::TableNextColumn();
-      ImGui::TextUnformatted(
-          assigned ? (assigned->name().empty() ? assigned->str().c_str() : assigned->name().c_str())
-                   : "keep");
-      for (size_t c = 0; c < r.cells.size() && c + 2 < 64; ++c) {
+      name_text(assigned ? (assigned->name().empty() ? assigned->str() : assigned->name())
+                         : std::string("keep"));
+      for (size_t c = 0; c < r.cells.size() && c + kFixed < 64; ++c) {
         ImGui::TableNextColumn();
         const MapCell& cell = r.cells[c];
-        ImGui::PushID(static_cast<int>(i * 64 + c));
         char buf[48];
         const double v = cell_value(cell, metric);
         if (std::isnan(v)) {
@@ -146,7 +221,9 @@ void draw_model_map_panel(AppState& app) {
             std::snprintf(buf, sizeof buf, "%.2e", v);
         }
         const bool chosen = assigned && *assigned == m->dtypes[c];
-        if (ImGui::Selectable(buf, chosen)) assign_from_map(app, i, c);
+        // "###TENSOR|DATATYPE" keeps the cell's ID off its value: scripts click a cell by name.
+        const std::string label = std::string(buf) + "###" + r.name + "|" + m->columns[c];
+        if (ImGui::Selectable(label.c_str(), chosen)) assign_from_map(app, i, c);
         if (ImGui::IsItemHovered()) {
           if (cell.error.empty()) {
             ImGui::SetTooltip(
@@ -164,7 +241,6 @@ void draw_model_map_panel(AppState& app) {
             ImGui::SetTooltip("%s", cell.error.c_str());
           }
         }
-        ImGui::PopID();
       }
     }
     ImGui::EndTable();

@@ -77,10 +77,12 @@ void draw_plan_panel(AppState& app) {
   ImGui::SameLine();
   ImGui::Checkbox("embeddings", &app.auto_include_embeddings);
   ImGui::SameLine();
-  ImGui::TextDisabled(
+  ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyle().Colors[ImGuiCol_TextDisabled]);
+  ImGui::TextWrapped(
       "quantization axis %s (composer; auto: a linear weight's in-features, a "
       "conv weight's I*kh*kw)",
       app.composer.axis.str().c_str());
+  ImGui::PopStyleColor();
   job_line(app.auto_job);
   job_line(app.plan_job);
 

@@ -42,17 +42,33 @@ bool contains_ci(const std::string& s, const char* needle) {
   return a.find(b) != std::string::npos;
 }
 
+// Columns after the name, as many as the panel's width leaves the name at least ~9 characters.
+int g_columns = 4;
+
 void leaf_columns(AppState& app, const io::TensorInfo& t, const char* label) {
   const bool sel = app.selected == t.name;
   if (ImGui::Selectable(label, sel, ImGuiSelectableFlags_SpanAllColumns) && !sel)
     select_tensor(app, t.name);
-  if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s\n%s", t.name.c_str(), t.file.c_str());
+  if (ImGui::IsItemHovered())
+    ImGui::SetTooltip("%s\n%s %s, %s\n%s", t.name.c_str(), t.dtype.c_str(),
+                      shape_str(t.shape).c_str(),
+                      human_bytes(static_cast<double>(t.nbytes)).c_str(), t.file.c_str());
   ImGui::TableNextColumn();
   ImGui::TextUnformatted(shape_str(t.shape).c_str());
-  ImGui::TableNextColumn();
-  ImGui::TextUnformatted(t.dtype.c_str());
-  ImGui::TableNextColumn();
-  ImGui::TextUnformatted(human_bytes(static_cast<double>(t.nbytes)).c_str());
+  if (g_columns > 2) {
+    ImGui::TableNextColumn();
+    ImGui::TextUnformatted(t.dtype.c_str());
+  }
+  if (g_columns > 3) {
+    ImGui::TableNextColumn();
+    ImGui::TextUnformatted(human_bytes(static_cast<double>(t.nbytes)).c_str());
+  }
+}
+
+// A tree label shortened to the name column, its ID kept from the full label.
+std::string tree_label(const std::string& label) {
+  const float room = ImGui::GetContentRegionAvail().x - ImGui::GetTreeNodeToLabelSpacing();
+  return fit_text(label, room) + "###" + label;
 }
 
 void draw_node(AppState& app, const std::string& label, const Node& n,
@@ -60,14 +76,15 @@ void draw_node(AppState& app, const std::string& label, const Node& n,
   ImGui::TableNextRow();
   ImGui::TableNextColumn();
   if (n.tensor >= 0 && n.kids.empty()) {
-    ImGui::TreeNodeEx(label.c_str(), ImGuiTreeNodeFlags_Leaf | ImGuiTreeNodeFlags_NoTreePushOnOpen |
-                                         ImGuiTreeNodeFlags_Bullet);
+    ImGui::TreeNodeEx(tree_label(label).c_str(), ImGuiTreeNodeFlags_Leaf |
+                                                     ImGuiTreeNodeFlags_NoTreePushOnOpen |
+                                                     ImGuiTreeNodeFlags_Bullet);
     ImGui::SameLine();
-    leaf_columns(app, ts[n.tensor], ("##" + ts[n.tensor].name).c_str());
+    leaf_columns(app, ts[n.tensor], ("###" + ts[n.tensor].name).c_str());
     return;
   }
   const bool open = ImGui::TreeNodeEx(
-      label.c_str(), ImGuiTreeNodeFlags_SpanFullWidth | ImGuiTreeNodeFlags_DefaultOpen);
+      tree_label(label).c_str(), ImGuiTreeNodeFlags_SpanFullWidth | ImGuiTreeNodeFlags_DefaultOpen);
   if (open) {
     for (const auto& [k, child] : n.kids) draw_node(app, k, child, ts);
     ImGui::TreePop();
@@ -99,25 +116,28 @@ void draw_tensors_panel(AppState& app) {
                      human_bytes(static_cast<double>(total)).c_str());
   ImGui::SetNextItemWidth(-FLT_MIN);
   ImGui::InputTextWithHint("##filter", "filter by name", app.filter, sizeof app.filter);
-  if (!app.load_error.empty())
-    ImGui::TextColored(ImVec4(1, 0.4f, 0.35f, 1), "%s", app.load_error.c_str());
+  if (!app.load_error.empty()) error_text(app.load_error);
   // Loading another tensor while one loads would race for the views: wait for it.
   ImGui::BeginDisabled(app.loader.running());
   const ImGuiTableFlags tf = ImGuiTableFlags_RowBg | ImGuiTableFlags_ScrollY |
                              ImGuiTableFlags_Resizable | ImGuiTableFlags_BordersInnerV;
-  if (ImGui::BeginTable("##tensors", 4, tf)) {
+  const float fs = ImGui::GetFontSize(), avail = ImGui::GetContentRegionAvail().x;
+  g_columns = avail >= 27 * fs ? 4 : avail >= 22 * fs ? 3 : 2;
+  if (ImGui::BeginTable("##tensors", g_columns, tf)) {
     ImGui::TableSetupScrollFreeze(0, 1);
     ImGui::TableSetupColumn("name", ImGuiTableColumnFlags_WidthStretch);
     ImGui::TableSetupColumn("shape", ImGuiTableColumnFlags_WidthFixed);
-    ImGui::TableSetupColumn("dtype", ImGuiTableColumnFlags_WidthFixed);
-    ImGui::TableSetupColumn("size", ImGuiTableColumnFlags_WidthFixed);
+    if (g_columns > 2) ImGui::TableSetupColumn("dtype", ImGuiTableColumnFlags_WidthFixed);
+    if (g_columns > 3) ImGui::TableSetupColumn("size", ImGuiTableColumnFlags_WidthFixed);
     ImGui::TableHeadersRow();
     if (app.filter[0]) {
       for (const auto& t : ts) {
         if (!contains_ci(t.name, app.filter)) continue;
         ImGui::TableNextRow();
         ImGui::TableNextColumn();
-        leaf_columns(app, t, t.name.c_str());
+        const std::string label =
+            fit_text(t.name, ImGui::GetContentRegionAvail().x) + "###" + t.name;
+        leaf_columns(app, t, label.c_str());
       }
     } else {
       for (const auto& [k, child] : root.kids) draw_node(app, k, child, ts);

@@ -94,8 +94,7 @@ void draw_views_panel(AppState& app) {
     if (!a->device_note.empty() && ImGui::IsItemHovered())
       ImGui::SetTooltip("views computed on the CPU: %s", a->device_note.c_str());
   }
-  if (!app.analysis_error.empty())
-    ImGui::TextColored(ImVec4(1, 0.4f, 0.35f, 1), "%s", app.analysis_error.c_str());
+  if (!app.analysis_error.empty()) error_text(app.analysis_error);
   if (!a) {
     ImGui::TextDisabled(app.busy() ? "working..." : "open a tensor to see its views");
     ImGui::End();

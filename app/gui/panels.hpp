@@ -7,6 +7,7 @@
 #include <imgui.h>
 
 #include <cstdio>
+#include <string>
 
 #include "app_state.hpp"
 
@@ -53,6 +54,15 @@ void job_line(Job<R>& job) {
 // the app asks.
 bool begin_panel(AppState& app, PanelId id, const char* title, float x, float y, float w, float h,
                  ImGuiWindowFlags flags = 0);
+
+// `s` shortened in the middle ("model.lay...q_proj.weight") to fit `width` pixels; `s` itself
+// when it fits.
+std::string fit_text(const std::string& s, float width);
+// A name in at most `width` pixels (0: what is left of the line), shortened in the middle when it
+// does not fit, with the full name on hover.
+void name_text(const std::string& s, float width = 0);
+// An error in red that wraps at the window's edge instead of running past it.
+void error_text(const std::string& s);
 
 // Formats a byte count as "12.3 MiB".
 std::string human_bytes(double bytes);

@@ -36,12 +36,13 @@ const char* const kCommands[] = {"open",          "tensor",
                                  "act-synthetic", "act-dtypes",
                                  "act-rotate",    "act-run",
                                  "rotate",        "map-activations",
-                                 "axis",          "plan-candidates"};
+                                 "axis",          "plan-candidates",
+                                 "expect"};
 
 bool known(const std::string& c) {
   for (const char* k : kCommands)
     if (c == k) return true;
-  return false;
+  return ScriptInput::handles(c);
 }
 
 bool on_off(const std::string& a) {
@@ -50,6 +51,23 @@ bool on_off(const std::string& a) {
 
 double finite_or(double v, double alt) {
   return std::isfinite(v) ? v : alt;
+}
+
+// The value at a dotted path of the state ("analysis.tiles.0"), as text; nullptr if absent.
+const nlohmann::json* json_at(const nlohmann::json& j, const std::string& path) {
+  const nlohmann::json* cur = &j;
+  std::istringstream ss(path);
+  std::string part;
+  while (std::getline(ss, part, '.')) {
+    if (cur->is_object() && cur->contains(part))
+      cur = &(*cur)[part];
+    else if (cur->is_array() && !part.empty() &&
+             std::isdigit(static_cast<unsigned char>(part[0])) && std::stoul(part) < cur->size())
+      cur = &(*cur)[std::stoul(part)];
+    else
+      return nullptr;
+  }
+  return cur;
 }
 
 }  // namespace
@@ -61,8 +79,18 @@ Script::Script(const std::string& path) : path_(path) {
   int n = 0;
   while (std::getline(f, text)) {
     ++n;
-    const size_t hash = text.find('#');
-    if (hash != std::string::npos) text.resize(hash);
+    // A comment starts at a '#' outside quotes at the start of a line or after a space; "##"
+    // begins a widget ID ("##preset"), not a comment.
+    bool quoted = false;
+    for (size_t i = 0; i < text.size(); ++i) {
+      if (text[i] == '"') quoted = !quoted;
+      if (text[i] == '#' && !quoted &&
+          (i == 0 || std::isspace(static_cast<unsigned char>(text[i - 1]))) &&
+          !(i + 1 < text.size() && text[i + 1] == '#')) {
+        text.resize(i);
+        break;
+      }
+    }
     std::istringstream ss(text);
     Line l;
     l.number = n;
@@ -82,7 +110,13 @@ std::string Script::take_screenshot_path() {
   return p;
 }
 
+void Script::apply_input(ImGuiIO& io) {
+  input_.apply(io);
+  for (const std::string& e : input_.take_errors()) errors_.push_back(input_where_ + e);
+}
+
 void Script::step(AppState& app) {
+  if (input_.busy()) return;
   if (frames_left_ > 0) {
     --frames_left_;
     return;
@@ -107,6 +141,7 @@ void Script::step(AppState& app) {
     frames_left_ = 2;  // let the panels lay out the new result before the next command
     return;
   }
+  ran_other_ = false;  // a frame was drawn since the last call
   while (pc_ < lines_.size()) {
     const Line& l = lines_[pc_++];
     const std::string where = path_ + ":" + std::to_string(l.number) + ": ";
@@ -115,6 +150,20 @@ void Script::step(AppState& app) {
       app.note(where + msg);
     };
     try {
+      if (ScriptInput::handles(l.cmd)) {
+        // The mouse acts on what is on screen: a frame drawn after the last other command.
+        if (ran_other_) {
+          --pc_;
+          ran_other_ = false;
+          frames_left_ = 1;
+          return;
+        }
+        input_where_ = where;
+        if (input_.start(l.cmd, l.arg) == ScriptInput::Next::Retry) --pc_;
+        if (input_.busy()) return;
+        continue;
+      }
+      ran_other_ = true;
       if (l.cmd == "open") {
         open_source(app, l.arg.empty() ? "demo" : l.arg);
       } else if ((l.cmd == "tensor" || l.cmd == "plan-auto" || l.cmd == "export" ||
@@ -325,6 +374,19 @@ void Script::step(AppState& app) {
           shot_wait_ = 1;  // capture after one more full frame
           return;
         }
+      } else if (l.cmd == "expect") {
+        // expect PATH=VALUE or PATH~TEXT (contains): the state as it is now, mid-session.
+        const size_t op = l.arg.find_first_of("=~");
+        if (op == std::string::npos) throw Error("expect PATH=VALUE or PATH~TEXT");
+        const nlohmann::json state = nlohmann::json::parse(state_json(app, errors_));
+        const nlohmann::json* v = json_at(state, l.arg.substr(0, op));
+        const std::string want = l.arg.substr(op + 1);
+        const std::string got = !v               ? "(absent)"
+                                : v->is_string() ? v->get<std::string>()
+                                                 : v->dump();
+        if (l.arg[op] == '=' ? got != want : got.find(want) == std::string::npos)
+          fail(l.arg.substr(0, op) + " is '" + got + "', expected " +
+               (l.arg[op] == '=' ? "'" : "to contain '") + want + "'");
       } else if (l.cmd == "state") {
         const std::string text = state_json(app, errors_);
         io::write_atomically(l.arg, [&](const auto& put) { put(text.data(), text.size()); });
@@ -347,11 +409,15 @@ std::string state_json(const AppState& app, const std::vector<std::string>& scri
   j["dtype"] = app.composer.dtype.str();
   j["dtype_name"] = app.composer.dtype.name();
   j["composer_error"] = app.composer.error;
+  j["composer_text"] = app.composer.text;
   j["round"] = to_string(app.composer.round);
   j["axis"] = app.composer.axis.str();
   j["scale_mode"] = to_string(app.composer.scale_mode);
   j["overflow"] = to_string(app.composer.overflow);
   j["theme"] = app.dark ? "dark" : "light";
+  j["log_y"] = app.hist_log_y;
+  j["log_x"] = app.hist_log_x;
+  j["heat"] = {{"zoom", app.heat.zoom}, {"u0", app.heat.u0}, {"v0", app.heat.v0}};
   j["busy"] = app.busy();
   j["frames"] = app.frame;
   j["fps"] = app.fps;
@@ -423,6 +489,7 @@ std::string state_json(const AppState& app, const std::vector<std::string>& scri
                       {"clipped_pct", r.analysis->stats.clipped_pct()},
                       {"tiles_differ", r.tiles_differ}});
     j["scale_modes"] = rows;
+    j["scale_mode_selected"] = to_string(static_cast<ScaleMode>(app.scale_mode_sel));
   }
   j["plan"] = nlohmann::json::parse(plan_to_json(app.plan), nullptr, false);
   if (const PlanResult* p = app.plan_eval.get()) {

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "app_state.hpp"
+#include "script_input.hpp"
 
 namespace castscope::gui {
 
@@ -18,7 +19,10 @@ class Script {
   // Called after the frame was rendered: a pending screenshot is taken now.
   bool wants_screenshot() const { return !shot_.empty() && shot_wait_ == 0; }
   std::string take_screenshot_path();
-  bool done() const { return pc_ >= lines_.size(); }
+  // Call between the platform backend's NewFrame and ImGui::NewFrame: the script's mouse and
+  // keyboard replace the real ones for the whole session.
+  void apply_input(ImGuiIO& io);
+  bool done() const { return pc_ >= lines_.size() && !input_.busy(); }
   const std::vector<std::string>& errors() const { return errors_; }
 
  private:
@@ -36,6 +40,9 @@ class Script {
   std::string shot_;
   int shot_wait_ = 0;
   std::vector<std::string> errors_;
+  ScriptInput input_;
+  std::string input_where_;  // "file:line: " of the input command whose frames are running
+  bool ran_other_ = false;   // a command other than input ran since the last drawn frame
 };
 
 // The app's state as JSON: what scripted tests check.

@@ -1,6 +1,9 @@
 # The GUI area: the widget library for the view tests, then CTest entries that run the real
 # program: --headless, and scripted sessions under xvfb checked by castscope_gui_check.
 target_link_libraries(${_t} PRIVATE castscope_widgets)
+# App code without a window that the unit tests check directly.
+target_sources(${_t} PRIVATE ${PROJECT_SOURCE_DIR}/app/gui/map_groups.cpp)
+target_include_directories(${_t} PRIVATE ${PROJECT_SOURCE_DIR}/app/gui)
 
 add_executable(castscope_gui_check ${CMAKE_CURRENT_SOURCE_DIR}/gui/check/check_session.cpp)
 target_link_libraries(castscope_gui_check PRIVATE nlohmann_json::nlohmann_json stb)
@@ -16,6 +19,7 @@ if(CASTSCOPE_XVFB_RUN)
   # A file that claims to be .npy but is not: the app must report it and keep going.
   file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/gui_sessions/errors/hostile.npy "NUMPY? no: a truncated, hostile file\n")
   file(COPY ${PROJECT_SOURCE_DIR}/assets/demo_outliers.npy DESTINATION ${CMAKE_CURRENT_BINARY_DIR}/gui_sessions/npy)
+  file(COPY ${PROJECT_SOURCE_DIR}/assets/demo_outliers.npy DESTINATION ${CMAKE_CURRENT_BINARY_DIR}/gui_sessions/mouse_files/data)
   file(GLOB _gui_sessions ${CMAKE_CURRENT_SOURCE_DIR}/gui/scripts/*.txt)
   foreach(_script ${_gui_sessions})
     get_filename_component(_session ${_script} NAME_WE)
@@ -24,6 +28,12 @@ if(CASTSCOPE_XVFB_RUN)
         $<TARGET_FILE:castscope_gui_check> ${_script} ${CMAKE_CURRENT_BINARY_DIR}/gui_sessions/${_session})
     set_tests_properties(gui.session.${_session} PROPERTIES LABELS gui TIMEOUT 180 RUN_SERIAL TRUE)
   endforeach()
+  # Every image of docs/screenshots made again from this build, each checked not blank, none
+  # left without a session that makes it (written to the build tree, not to docs/).
+  add_test(NAME gui.screenshots
+    COMMAND bash ${PROJECT_SOURCE_DIR}/scripts/screenshots.sh ${PROJECT_BINARY_DIR}
+      ${CMAKE_CURRENT_BINARY_DIR}/gui_screenshots)
+  set_tests_properties(gui.screenshots PROPERTIES LABELS gui TIMEOUT 900 RUN_SERIAL TRUE)
 else()
   message(STATUS "CastScope: xvfb-run not found; scripted GUI sessions are not tested")
 endif()

@@ -184,7 +184,10 @@ bool draw_composer(ComposerState& s) {
     ImGui::EndCombo();
   }
 
-  ImGui::SetNextItemWidth(-ImGui::GetFontSize() * 4);
+  // Room for the label and the "(?)" after it, at any font size.
+  const ImGuiStyle& st = ImGui::GetStyle();
+  ImGui::SetNextItemWidth(-(ImGui::CalcTextSize("string").x + ImGui::CalcTextSize("(?)").x +
+                            st.ItemInnerSpacing.x + st.ItemSpacing.x + 1));
   if (ImGui::InputText("string", s.text, sizeof s.text, ImGuiInputTextFlags_EnterReturnsTrue) ||
       (ImGui::IsItemDeactivatedAfterEdit())) {
     changed |= s.set_text(s.text);
