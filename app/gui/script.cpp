@@ -417,7 +417,10 @@ std::string state_json(const AppState& app, const std::vector<std::string>& scri
   j["theme"] = app.dark ? "dark" : "light";
   j["log_y"] = app.hist_log_y;
   j["log_x"] = app.hist_log_x;
-  j["heat"] = {{"zoom", app.heat.zoom}, {"u0", app.heat.u0}, {"v0", app.heat.v0}};
+  j["heat"] = {{"zoom", app.heat.view.zx},
+               {"zoom_y", app.heat.view.zy},
+               {"u0", app.heat.view.u0},
+               {"v0", app.heat.view.v0}};
   j["busy"] = app.busy();
   j["frames"] = app.frame;
   j["fps"] = app.fps;
