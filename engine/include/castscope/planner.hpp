@@ -40,8 +40,8 @@ struct KnapsackSolution {
 
 struct KnapsackOptions {
   // The LP bound of the groups not yet decided is read from per-depth tables (fast) unless they
-  // would hold more than this many entries; then it is computed at every node (less memory).
-  uint64_t max_table_entries = 8u << 20;
+  // would hold more than this many entries (16 bytes each); then it is computed at every node.
+  uint64_t max_table_entries = 4u << 20;
 };
 
 // Exact: branch and bound over the groups with the bound of the LP relaxation (docs/planning.md

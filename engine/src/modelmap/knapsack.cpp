@@ -143,8 +143,12 @@ class Search {
       const size_t p = static_cast<size_t>(std::upper_bound(t.size.begin(), t.size.end(), room) -
                                            t.size.begin());
       double gain = t.gain[p - 1];
-      if (p < t.size.size())
-        gain += static_cast<double>(room - t.size[p - 1]) * t.slope[p];  // t.slope[p]: step p
+      if (p < t.size.size()) {
+        // Part of step p, at its slope.
+        const double slope =
+            (t.gain[p] - t.gain[p - 1]) / static_cast<double>(t.size[p] - t.size[p - 1]);
+        gain += static_cast<double>(room - t.size[p - 1]) * slope;
+      }
       return min_error_[k] - gain;
     }
     double gain = 0;
@@ -164,7 +168,6 @@ class Search {
   struct Table {
     std::vector<uint64_t> size;  // cumulative, with a leading 0
     std::vector<double> gain;    // cumulative, with a leading 0
-    std::vector<double> slope;   // slope[i]: of the i-th step (1-based; slope[0] unused)
   };
 
   void build_tables() {
@@ -174,12 +177,10 @@ class Search {
       Table& t = tables_[k];
       t.size.push_back(0);
       t.gain.push_back(0);
-      t.slope.push_back(0);
       for (const Segment& s : segments_) {
         if (depth_of_[static_cast<size_t>(s.group)] < k) continue;
         t.size.push_back(t.size.back() + s.size);
         t.gain.push_back(t.gain.back() + s.gain);
-        t.slope.push_back(s.slope());
       }
     }
   }
