@@ -447,3 +447,30 @@ TEST(AutoPlan, CheapestMeetingIsTheOneSearch) {
     }
   }
 }
+
+TEST(Planner, OptimalOnTheDemoTensorsAgainstBruteForce) {
+  // The four demo tensors of assets/ (Gaussian, a layer with outlier columns, outliers,
+  // Student-t), read from their .npy files, with every default candidate.
+  MemoryModel m;
+  for (const char* n : {"demo_gaussian", "demo_layer", "demo_outliers", "demo_student_t"}) {
+    const auto f = io::open_model(std::string(CASTSCOPE_SOURCE_DIR) + "/assets/" + n + ".npy");
+    m.add(n, f->load(f->tensors().at(0).name));
+  }
+  for (bool synthetic : {false, true}) {
+    BudgetPlanOptions o;
+    o.cast.device = Device::CPU;
+    o.synthetic = synthetic;
+    const PlanTable t = build_plan_table(m, o);
+    ASSERT_EQ(t.tensors.size(), 4u);
+    for (const PlanTensor& pt : t.tensors) EXPECT_EQ(pt.options.size(), 8u) << pt.name;
+    for (double bpw : {4.25, 4.3, 4.5, 5.0, 6.0, 6.4, 7.0, 8.25, 8.4, 10.0, 16.0}) {
+      const uint64_t cap = budget_bits_for(t, bpw);
+      const BudgetChoice c = choose_within(t, cap);
+      const Best ref = table_brute_force(t, cap);
+      ASSERT_EQ(c.feasible, ref.feasible) << bpw;
+      if (!ref.feasible) continue;
+      EXPECT_LE(c.bits, cap) << bpw;
+      EXPECT_NEAR(c.error, ref.error, 1e-11 * std::max(ref.error, 1e-300)) << bpw;
+    }
+  }
+}
