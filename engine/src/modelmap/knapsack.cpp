@@ -23,6 +23,7 @@ struct Front {
 // bits buy `gain` less error.
 struct Segment {
   int group = 0;
+  int to = 0;  // the front index of the hull point the step ends at
   uint64_t size = 0;
   double gain = 0;
   double slope() const { return gain / static_cast<double>(size); }
@@ -57,16 +58,20 @@ std::vector<Segment> hull_of(const Front& f, int g) {
     // Drop the last hull point while it lies on or above the line from its predecessor to i.
     while (h.size() >= 2) {
       const size_t a = h[h.size() - 2], b = h.back();
-      const double s1 = (f.error[a] - f.error[b]) / static_cast<double>(f.size[b] - f.size[a]);
-      const double s2 = (f.error[b] - f.error[i]) / static_cast<double>(f.size[i] - f.size[b]);
-      if (s2 < s1) break;
+      // slope(b, i) < slope(a, b), cross-multiplied so no division rounds.
+      const long double l = static_cast<long double>(f.error[b] - f.error[i]) *
+                            static_cast<long double>(f.size[b] - f.size[a]);
+      const long double r = static_cast<long double>(f.error[a] - f.error[b]) *
+                            static_cast<long double>(f.size[i] - f.size[b]);
+      if (l < r) break;
       h.pop_back();
     }
     h.push_back(i);
   }
   std::vector<Segment> s;
   for (size_t k = 1; k < h.size(); ++k)
-    s.push_back({g, f.size[h[k]] - f.size[h[k - 1]], f.error[h[k - 1]] - f.error[h[k]]});
+    s.push_back({g, static_cast<int>(h[k]), f.size[h[k]] - f.size[h[k - 1]],
+                 f.error[h[k - 1]] - f.error[h[k]]});
   return s;
 }
 
@@ -199,10 +204,7 @@ class Search {
         continue;
       }
       room -= s.size;
-      // Move to the hull point this step ends at.
-      const Front& f = fronts_[g];
-      const uint64_t target = f.size[static_cast<size_t>(at[g])] + s.size;
-      while (f.size[static_cast<size_t>(at[g])] < target) ++at[g];
+      at[g] = s.to;
     }
     best_ = at;
     best_error_ = 0;
