@@ -245,7 +245,9 @@ void plan_cmd(CLI::App& app) {
   sub->add_option("--snr", a.snr, "SNR target in dB (default 30)");
   sub->add_option("--candidates", a.candidates,
                   "Datatypes to choose from, comma-separated (default: mxfp8e4, mxfp6e2, "
-                  "mxfp4e2, nvfp4, e4m3fn_float32_t0, e4m3fn_float32_t128_t128, bfloat16)")
+                  "mxfp4e2, nvfp4, e4m3fn_float32_t0, e4m3fn_float32_t128_t128, bfloat16; with "
+                  "--budget, --budget-bytes or --pareto: mxfp4e2, nvfp4, q4_k, mxfp6e2, q6_k, "
+                  "mxfp8e4, q8_0, bfloat16)")
       ->delimiter(',');
   sub->add_flag("--include-1d", a.include_1d, "Also assign 1-D tensors (norms, biases)");
   sub->add_flag("--include-embeddings", a.include_embeddings, "Also assign embedding tables");
@@ -256,7 +258,7 @@ void plan_cmd(CLI::App& app) {
   auto* budget = sub->add_option(
       "--budget", a.budget,
       "Bits per weight (over the planned tensors): the exact least-predicted-error plan within "
-      "it (default candidates: mxfp4e2, nvfp4, q4_k, mxfp6e2, q6_k, mxfp8e4, q8_0, bfloat16)");
+      "it (docs/planning.md)");
   budget->check(CLI::NonNegativeNumber);
   auto* bytes = sub->add_option("--budget-bytes", a.budget_bytes,
                                 "Budget in bytes of the planned tensors instead of --budget");
