@@ -1,11 +1,20 @@
 // castscope-cli plan MODEL [-o plan.json] [--snr DB] [--candidates a,b,...] [--include-1d]
 // [--include-embeddings]: per-layer auto-assignment of the cheapest candidate datatype that
-// reaches an SNR target, written as a plan file for `export --plan`.
+// reaches an SNR target, written as a plan file for `export --plan`. With --budget BPW or
+// --budget-bytes N the exact least-predicted-error choice within the size (docs/planning.md);
+// --pareto prints the curve of optimal plans.
+#include <unistd.h>
+
+#include <atomic>
+#include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
 #include "castscope/autoplan.hpp"
 #include "castscope/io.hpp"
+#include "castscope/linear_error.hpp"
+#include "castscope/planner.hpp"
 #include "cli/command.hpp"
 
 namespace castscope::cli {
@@ -16,8 +25,215 @@ struct PlanArgs {
   std::vector<std::string> candidates;
   double snr = 30.0;
   std::string axis = "auto";
-  bool include_1d = false, include_embeddings = false, json = false;
+  bool include_1d = false, include_embeddings = false, json = false, csv = false;
+  double budget = -1;
+  int64_t budget_bytes = -1;
+  bool pareto = false, no_role_weights = false;
+  std::string activations;
+  int64_t tokens = 64;
+  int points = 48;
 };
+
+std::atomic<JobControl*> g_plan_job{nullptr};
+void plan_on_sigint(int) {
+  if (JobControl* j = g_plan_job.load()) j->cancel = true;
+}
+
+nlohmann::ordered_json finite_or_null(double v) {
+  return std::isfinite(v) ? nlohmann::ordered_json(v) : nlohmann::ordered_json();
+}
+
+// "synthetic[:TOKENS[:OUTLIERS[:SCALE[:SEED]]]]" (sized per tensor) or a file.
+void set_activations(BudgetPlanOptions& o, const std::string& spec) {
+  if (spec.rfind("synthetic", 0) != 0) {
+    o.activations = load_activations(spec).to_f32();
+    return;
+  }
+  o.synthetic = true;
+  const std::string rest = spec.substr(9);
+  if (rest.empty()) return;
+  long long tokens = o.tokens;
+  int outliers = o.outliers;
+  double scale = o.outlier_scale;
+  unsigned long long seed = o.seed;
+  char extra = 0;
+  const int n =
+      std::sscanf(rest.c_str(), ":%lld:%d:%lf:%llu%c", &tokens, &outliers, &scale, &seed, &extra);
+  if (n < 1 || n > 4 || tokens <= 0 || outliers < 0 || !(scale > 0))
+    throw Error("--activations '" + spec +
+                "': expected synthetic[:TOKENS[:OUTLIERS[:SCALE[:SEED]]]] (the features follow "
+                "each tensor)");
+  o.tokens = tokens;
+  o.outliers = outliers;
+  o.outlier_scale = scale;
+  o.seed = seed;
+}
+
+// The budget planner's output: the chosen plan, the Pareto curve, or both.
+void run_budget(const PlanArgs& a, const CastOptions& cast) {
+  BudgetPlanOptions o;
+  if (!a.candidates.empty()) o.candidates = a.candidates;
+  o.include_1d = a.include_1d;
+  o.include_embeddings = a.include_embeddings;
+  o.cast = cast;
+  o.role_weights = !a.no_role_weights;
+  o.tokens = a.tokens;
+  if (!a.activations.empty()) set_activations(o, a.activations);
+  const std::unique_ptr<io::Model> model = io::open_model(a.model);
+  JobControl job;
+  const bool tty = ::isatty(2) != 0;
+  job.on_progress = [tty](double f) {
+    static std::atomic<int> last{-1};
+    const int pct = static_cast<int>(f * 100);
+    if (!tty || last.exchange(pct) == pct) return;
+    std::fprintf(stderr, "\r\033[Kplan: %3d%%", pct);
+  };
+  g_plan_job = &job;
+  auto prev = std::signal(SIGINT, plan_on_sigint);
+  PlanTable t;
+  std::optional<BudgetChoice> choice;
+  std::vector<ParetoPoint> curve;
+  try {
+    t = build_plan_table(*model, o, &job);
+    if (tty) std::fprintf(stderr, "\r\033[K");
+    if (t.tensors.empty()) throw Error("plan: no tensor of '" + a.model + "' to choose for");
+    if (a.budget >= 0 || a.budget_bytes >= 0) {
+      const uint64_t bits =
+          a.budget >= 0 ? budget_bits_for(t, a.budget) : static_cast<uint64_t>(a.budget_bytes) * 8;
+      choice = choose_or_refuse(t, bits, &job);
+    }
+    if (a.pareto) curve = pareto_curve(t, a.points, &job);
+  } catch (...) {
+    std::signal(SIGINT, prev);
+    g_plan_job = nullptr;
+    if (tty) std::fprintf(stderr, "\r\033[K");
+    throw;
+  }
+  std::signal(SIGINT, prev);
+  g_plan_job = nullptr;
+  const double v = static_cast<double>(t.values);
+  if (choice && a.pareto) {
+    // The chosen plan is Pareto-optimal too: it joins the curve where the sampling missed it.
+    auto at = std::lower_bound(curve.begin(), curve.end(), choice->bits,
+                               [](const ParetoPoint& p, uint64_t b) { return p.bits < b; });
+    if (at == curve.end() || at->bits != choice->bits)
+      curve.insert(at, {choice->bits, choice->bits / v, choice->error});
+  }
+  if (choice && !a.out.empty()) {
+    ExportPlan p = plan_from_choice(t, *choice);
+    if (a.budget >= 0) p.budget->bits_per_weight = a.budget;
+    save_plan(a.out, p);
+  }
+  auto chosen_dtype = [&](size_t i) {
+    const PlanTensor& pt = t.tensors[i];
+    return t.candidates[static_cast<size_t>(
+        pt.options[static_cast<size_t>(choice->option[i])].candidate)];
+  };
+  if (a.csv) {
+    if (a.pareto) {
+      std::printf("bits,bits_per_weight,predicted_error,chosen\n");
+      for (const ParetoPoint& p : curve)
+        std::printf("%llu,%.6f,%.9g,%d\n", static_cast<unsigned long long>(p.bits),
+                    p.bits_per_weight, p.error, choice && p.bits == choice->bits ? 1 : 0);
+      return;
+    }
+    std::printf(
+        "tensor,shape,axis,dtype,bits,bits_per_value,predicted_error,weight_snr_db,"
+        "predictor,role\n");
+    for (size_t i = 0; i < t.tensors.size(); ++i) {
+      const PlanTensor& pt = t.tensors[i];
+      const PlanOption& po = pt.options[static_cast<size_t>(choice->option[i])];
+      std::string shape = shape_str(pt.shape);
+      for (char& c : shape)
+        if (c == ',') c = 'x';
+      std::printf("\"%s\",%s,%s,%s,%llu,%.6f,%.9g,%.4f,%s,%g\n", pt.name.c_str(), shape.c_str(),
+                  pt.axis.c_str(), chosen_dtype(i).c_str(),
+                  static_cast<unsigned long long>(po.bits),
+                  static_cast<double>(po.bits) / static_cast<double>(pt.numel), po.error, po.snr_db,
+                  pt.predictor.c_str(), pt.role);
+    }
+    return;
+  }
+  if (a.json) {
+    nlohmann::ordered_json j;
+    j["model"] = a.model;
+    j["candidates"] = t.candidates;
+    j["activations"] = t.activations;
+    j["values"] = t.values;
+    j["kept_bits"] = t.kept_bits;
+    if (choice) {
+      j["budget"] = {{"bits_per_weight", a.budget >= 0 ? a.budget : choice->budget_bits / v},
+                     {"bits", choice->budget_bits}};
+      j["plan"] = {{"bits", choice->bits},
+                   {"bits_per_weight", choice->bits / v},
+                   {"predicted_error", choice->error},
+                   {"min_bits", choice->min_bits},
+                   {"search_nodes", choice->nodes}};
+      nlohmann::ordered_json rows = nlohmann::ordered_json::array();
+      for (size_t i = 0; i < t.tensors.size(); ++i) {
+        const PlanTensor& pt = t.tensors[i];
+        const PlanOption& po = pt.options[static_cast<size_t>(choice->option[i])];
+        nlohmann::ordered_json opts = nlohmann::ordered_json::array();
+        for (const PlanOption& x : pt.options)
+          opts.push_back({{"dtype", t.candidates[static_cast<size_t>(x.candidate)]},
+                          {"bits", x.bits},
+                          {"predicted_error", x.error},
+                          {"weight_snr_db", finite_or_null(x.snr_db)}});
+        rows.push_back({{"tensor", pt.name},
+                        {"shape", pt.shape},
+                        {"axis", pt.axis},
+                        {"dtype", chosen_dtype(i)},
+                        {"bits", po.bits},
+                        {"predicted_error", po.error},
+                        {"weight_snr_db", finite_or_null(po.snr_db)},
+                        {"predictor", pt.predictor},
+                        {"role", pt.role},
+                        {"options", opts}});
+      }
+      j["tensors"] = rows;
+    }
+    if (a.pareto) {
+      nlohmann::ordered_json c = nlohmann::ordered_json::array();
+      for (const ParetoPoint& p : curve)
+        c.push_back({{"bits", p.bits},
+                     {"bits_per_weight", p.bits_per_weight},
+                     {"predicted_error", p.error},
+                     {"chosen", choice && p.bits == choice->bits}});
+      j["pareto"] = c;
+    }
+    j["kept"] = nlohmann::ordered_json::array();
+    for (const auto& [name, why] : t.kept) j["kept"].push_back({{"tensor", name}, {"reason", why}});
+    std::printf("%s\n", j.dump(2).c_str());
+    return;
+  }
+  if (choice) {
+    std::printf("%-48s %-14s %-9s %-10s %8s %12s %8s\n", "tensor", "shape", "axis", "dtype",
+                "bits/w", "pred. error", "SNR dB");
+    for (size_t i = 0; i < t.tensors.size(); ++i) {
+      const PlanTensor& pt = t.tensors[i];
+      const PlanOption& po = pt.options[static_cast<size_t>(choice->option[i])];
+      std::printf("%-48s %-14s %-9s %-10s %8.4f %12.5g %8.2f\n", pt.name.c_str(),
+                  shape_str(pt.shape).c_str(), pt.axis.c_str(), chosen_dtype(i).c_str(),
+                  static_cast<double>(po.bits) / static_cast<double>(pt.numel), po.error,
+                  po.snr_db);
+    }
+    std::printf(
+        "plan: %.4f bits per weight (%llu bytes) within %.4f (%llu bytes) over %lld "
+        "weights; predicted error %.6g; %zu tensors kept as stored (%llu bytes)%s\n",
+        choice->bits / v, static_cast<unsigned long long>((choice->bits + 7) / 8),
+        choice->budget_bits / v, static_cast<unsigned long long>(choice->budget_bits / 8),
+        static_cast<long long>(t.values), choice->error, t.kept.size(),
+        static_cast<unsigned long long>(t.kept_bits / 8),
+        a.out.empty() ? "" : (", plan written to " + a.out).c_str());
+  }
+  if (a.pareto) {
+    std::printf("%12s %14s %14s\n", "bits/weight", "bits", "pred. error");
+    for (const ParetoPoint& p : curve)
+      std::printf("%12.4f %14llu %14.6g%s\n", p.bits_per_weight,
+                  static_cast<unsigned long long>(p.bits), p.error,
+                  choice && p.bits == choice->bits ? "  <- chosen" : "");
+  }
+}
 
 void plan_cmd(CLI::App& app) {
   static PlanArgs a;
@@ -29,7 +245,9 @@ void plan_cmd(CLI::App& app) {
   sub->add_option("--snr", a.snr, "SNR target in dB (default 30)");
   sub->add_option("--candidates", a.candidates,
                   "Datatypes to choose from, comma-separated (default: mxfp8e4, mxfp6e2, "
-                  "mxfp4e2, nvfp4, e4m3fn_float32_t0, e4m3fn_float32_t128_t128, bfloat16)")
+                  "mxfp4e2, nvfp4, e4m3fn_float32_t0, e4m3fn_float32_t128_t128, bfloat16; with "
+                  "--budget, --budget-bytes or --pareto: mxfp4e2, nvfp4, q4_k, mxfp6e2, q6_k, "
+                  "mxfp8e4, q8_0, bfloat16)")
       ->delimiter(',');
   sub->add_flag("--include-1d", a.include_1d, "Also assign 1-D tensors (norms, biases)");
   sub->add_flag("--include-embeddings", a.include_embeddings, "Also assign embedding tables");
@@ -37,7 +255,47 @@ void plan_cmd(CLI::App& app) {
   add_rounding_options(sub, a.round, a.scale_mode);
   add_device_option(sub, a.device);
   sub->add_flag("--json", a.json, "Print the picks as JSON");
+  auto* budget = sub->add_option(
+      "--budget", a.budget,
+      "Bits per weight (over the planned tensors): the exact least-predicted-error plan within "
+      "it (docs/planning.md)");
+  budget->check(CLI::NonNegativeNumber);
+  auto* bytes = sub->add_option("--budget-bytes", a.budget_bytes,
+                                "Budget in bytes of the planned tensors instead of --budget");
+  bytes->check(CLI::NonNegativeNumber);
+  budget->excludes(bytes);
+  bytes->excludes(budget);
+  sub->add_flag("--pareto", a.pareto,
+                "The Pareto curve of optimal plans (bits per weight against predicted error)");
+  sub->add_option("--points", a.points, "Budgets sampled for --pareto (default 48)")
+      ->check(CLI::Range(2, 10000));
+  sub->add_flag("--csv", a.csv, "Print CSV (the curve with --pareto, else the budget plan)");
+  sub->add_option("--activations", a.activations,
+                  "Budget planner: activations [tokens, features] (.npy / .safetensors) for "
+                  "every tensor whose quantization axis has that length, or "
+                  "synthetic[:TOKENS[:OUTLIERS[:SCALE[:SEED]]]] for every tensor");
+  sub->add_option("--tokens", a.tokens, "Activation rows used (default 64; 0: all)")
+      ->check(CLI::NonNegativeNumber);
+  sub->add_flag("--no-role-weights", a.no_role_weights,
+                "Budget planner: every tensor's error counts once (no role weights)");
   sub->callback([] {
+    if (a.json && a.csv) throw Error("plan: choose one of --csv and --json");
+    const bool budgeted = a.budget >= 0 || a.budget_bytes >= 0 || a.pareto;
+    if (!budgeted && (a.csv || !a.activations.empty() || a.no_role_weights))
+      throw Error(
+          "plan: --csv, --activations and --no-role-weights go with --budget, "
+          "--budget-bytes or --pareto");
+    if (budgeted) {
+      CastOptions c;
+      AxisSpec::parse(a.axis).apply(c);
+      c.round = parse_round(a.round);
+      c.scale_mode = parse_scale_mode(a.scale_mode);
+      c.device = parse_device(a.device);
+      if (a.csv && !a.pareto && a.budget < 0 && a.budget_bytes < 0)
+        throw Error("plan: --csv needs --budget, --budget-bytes or --pareto");
+      run_budget(a, c);
+      return;
+    }
     AutoPlanOptions o;
     o.snr_target_db = a.snr;
     if (!a.candidates.empty()) o.candidates = a.candidates;

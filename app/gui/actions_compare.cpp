@@ -9,6 +9,7 @@
 
 #include "app_state.hpp"
 #include "castscope/autoplan.hpp"
+#include "castscope/planner.hpp"
 
 namespace castscope::gui {
 
@@ -17,15 +18,6 @@ namespace {
 std::string options_key(const AppState& app) {
   return std::string(to_string(app.composer.round)) + "/" + to_string(app.composer.overflow) + "/" +
          app.composer.axis.str();
-}
-
-CastOptions cast_options(const AppState& app) {
-  CastOptions o;
-  o.round = app.composer.round;
-  o.scale_mode = app.composer.scale_mode;
-  o.overflow = app.composer.overflow;
-  app.composer.axis.apply(o);
-  return o;
 }
 
 template <class R>
@@ -43,6 +35,15 @@ void collect(Job<R>& job, std::shared_ptr<const R>* out, std::string* error, App
 }
 
 }  // namespace
+
+CastOptions composer_cast_options(const AppState& app) {
+  CastOptions o;
+  o.round = app.composer.round;
+  o.scale_mode = app.composer.scale_mode;
+  o.overflow = app.composer.overflow;
+  app.composer.axis.apply(o);
+  return o;
+}
 
 void update_decision_jobs(AppState& app) {
   collect(app.scale_job, &app.scale_modes, nullptr, app);
@@ -83,7 +84,7 @@ void update_decision_jobs(AppState& app) {
       app.started_scale = key;
       auto in = app.loaded;
       const DataType d = app.composer.dtype;
-      const CastOptions o = cast_options(app);
+      const CastOptions o = composer_cast_options(app);
       app.scale_job.start("compare scale modes", [in, d, o, key](JobControl& job) {
         auto r = std::make_shared<ScaleModeResult>();
         r->key = key;
@@ -100,7 +101,7 @@ void update_decision_jobs(AppState& app) {
       app.started_compare = key;
       auto in = app.loaded;
       const auto pinned = app.pinned;
-      const CastOptions o = cast_options(app);
+      const CastOptions o = composer_cast_options(app);
       app.compare_job.start("compare datatypes", [in, pinned, o, key](JobControl& job) {
         auto r = std::make_shared<CompareResult>();
         r->key = key;
@@ -131,7 +132,7 @@ void update_decision_jobs(AppState& app) {
       app.started_plan = key;
       auto model = app.model;
       const ExportPlan plan = app.plan;
-      const CastOptions o = cast_options(app);
+      const CastOptions o = composer_cast_options(app);
       app.plan_job.start("evaluate plan", [model, plan, o, key](JobControl& job) {
         auto r = std::make_shared<PlanResult>();
         r->key = key;
@@ -165,7 +166,13 @@ void update_decision_jobs(AppState& app) {
             } catch (const Error&) {
               row.bits = d->bits_per_value(t.shape.empty() ? 1 : t.shape.back());
             }
-            row.bytes_out = static_cast<uint64_t>(std::ceil(row.bits * n / 8.0));
+            try {
+              const uint64_t bits = storage_bits(*d, t.shape, co);
+              row.bytes_out = (bits + 7) / 8;
+              if (n) row.bits = static_cast<double>(bits) / static_cast<double>(n);
+            } catch (const Error&) {
+              row.bytes_out = static_cast<uint64_t>(std::ceil(row.bits * n / 8.0));
+            }
             try {
               co.mode = CastMode::Virtual;
               co.rotate = plan.rotation_for(t);
@@ -222,7 +229,7 @@ void start_auto_assign(AppState& app) {
   auto model = app.model;
   AutoPlanOptions ao;
   ao.snr_target_db = app.snr_target;
-  ao.cast = cast_options(app);
+  ao.cast = composer_cast_options(app);
   ao.include_1d = app.auto_include_1d;
   ao.include_embeddings = app.auto_include_embeddings;
   std::vector<std::string> cands;
@@ -239,15 +246,8 @@ void start_auto_assign(AppState& app) {
   if (!cands.empty()) ao.candidates = cands;
   app.auto_job.start("auto-assign datatypes", [model, ao](JobControl& job) {
     auto r = std::make_shared<AutoAssignResult>();
-    const auto& ts = model->tensors();
-    for (size_t i = 0; i < ts.size(); ++i) {
-      const io::TensorInfo& t = ts[i];
-      job.check();
-      if (!auto_considers(t, ao)) continue;
-      const AutoPlanPick p = auto_pick(t.name, model->load(t.name), ao, &job);
-      r->picks.emplace_back(t.name, widgets::AutoPick{p.dtype, p.bits, p.snr_db, p.met});
-      job.report(static_cast<double>(i + 1) / ts.size());
-    }
+    for (const AutoPlanPick& p : auto_assign(*model, ao, &job))
+      r->picks.emplace_back(p.tensor, widgets::AutoPick{p.dtype, p.bits, p.snr_db, p.met});
     return std::shared_ptr<const AutoAssignResult>(r);
   });
 }
@@ -263,7 +263,7 @@ void start_export(AppState& app) {
   const Layout layouts[] = {Layout::Native, Layout::GptOss, Layout::CompressedTensors,
                             Layout::GGUF};
   eo.layout = layouts[std::clamp(app.export_layout, 0, 3)];
-  eo.cast = cast_options(app);
+  eo.cast = composer_cast_options(app);
   const std::string out = app.export_path;
   app.export_error.clear();
   app.export_done.reset();

@@ -14,6 +14,7 @@
 #include "castscope/linear_error.hpp"
 #include "castscope/modelmap.hpp"
 #include "castscope/matmul.hpp"
+#include "castscope/planner.hpp"
 #include "castscope/widgets/decisions.hpp"
 #include "castscope/widgets/analysis.hpp"
 #include "castscope/widgets/composer.hpp"
@@ -87,6 +88,20 @@ struct PlanResult {
 struct AutoAssignResult {
   std::vector<std::pair<std::string, widgets::AutoPick>> picks;
 };
+// The budget planner's table and curve for one model and set of inputs (actions_budget.cpp).
+struct BudgetTable {
+  std::string key;
+  PlanTable table;
+  std::vector<ParetoPoint> curve;
+  uint64_t min_bits = 0, max_bits = 0;  // the curve's range: smallest plan, least-error plan
+};
+// The exact plan for one budget.
+struct BudgetPick {
+  std::string key;
+  double budget_bpw = 0;
+  BudgetChoice choice;
+  ExportPlan plan;  // with the budget recorded; empty rules when the budget has no plan
+};
 struct GemmRun {
   std::vector<GemmResult> results;
   std::vector<std::string> errors;
@@ -157,6 +172,16 @@ struct AppState {
   std::shared_ptr<const PlanResult> plan_eval;
   Job<AutoAssignResult> auto_job;
   std::shared_ptr<const AutoAssignResult> auto_result;
+  // Budget planner (actions_budget.cpp, panel_plan_budget.cpp): candidates ("" = the planner's
+  // default set), synthetic activations or weight error, the budget in bits per weight.
+  char budget_candidates[512] = "";
+  bool budget_activations = false;
+  double plan_budget = 4.5;
+  Job<BudgetTable> budget_job;
+  std::shared_ptr<const BudgetTable> budget_table;
+  std::string budget_error, started_pick;
+  Job<BudgetPick> pick_job;
+  std::shared_ptr<const BudgetPick> budget_pick;
 
   // Export.
   int export_layout = 0;
@@ -235,7 +260,7 @@ struct AppState {
   bool busy() const {
     return loader.running() || analyzer.running() || scale_job.running() || compare_job.running() ||
            plan_job.running() || auto_job.running() || export_job.running() || gemm_job.running() ||
-           map_job.running() || act_job.running();
+           map_job.running() || act_job.running() || budget_job.running() || pick_job.running();
   }
   bool shown(PanelId p) const { return show[static_cast<int>(p)]; }
 };
@@ -247,7 +272,14 @@ bool set_dtype(AppState& app, const std::string& text);  // false (and a message
 void update_jobs(AppState& app);  // once per frame: collect results, start pending work
 void set_theme(AppState& app, bool dark);
 void update_decision_jobs(AppState& app);  // comparison / plan panels (actions_compare.cpp)
+// The composer's round, scale mode, overflow and axis: what the plan panels cast with.
+CastOptions composer_cast_options(const AppState& app);
 void start_auto_assign(AppState& app);
+// Budget planner (actions_budget.cpp): the table and curve of the open model, the plan for
+// app.plan_budget (started when the budget or table changed), and its rules into app.plan.
+void start_budget_table(AppState& app);
+void update_budget_jobs(AppState& app);
+void apply_budget_plan(AppState& app);
 void start_export(AppState& app);
 void start_gemm(AppState& app);
 void add_plan_rule(AppState& app, const std::string& pattern, const std::string& dtype);

@@ -1,6 +1,7 @@
 // Per-layer plan: every tensor of the model with the datatype the plan gives it, bits per value,
 // SNR and size; rules by name pattern; auto-assignment of the cheapest registry datatype that
-// meets an SNR target; totals; the plan saved and loaded as the JSON the CLI reads.
+// meets an SNR target; the budget planner (panel_plan_budget.cpp); totals; the plan saved and
+// loaded as the JSON the CLI reads.
 #include <imgui.h>
 
 #include <cmath>
@@ -84,6 +85,7 @@ void draw_plan_panel(AppState& app) {
       app.composer.axis.str().c_str());
   ImGui::PopStyleColor();
   job_line(app.auto_job);
+  draw_plan_budget(app);
   job_line(app.plan_job);
 
   if (ImGui::TreeNode("rules", "Rules (%zu, first match wins; default %s)", app.plan.rules.size(),

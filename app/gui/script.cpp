@@ -37,6 +37,8 @@ const char* const kCommands[] = {"open",          "tensor",
                                  "act-rotate",    "act-run",
                                  "rotate",        "map-activations",
                                  "axis",          "plan-candidates",
+                                 "plan-budget",   "budget-cands",
+                                 "budget-act",    "budget-apply",
                                  "expect"};
 
 bool known(const std::string& c) {
@@ -225,6 +227,17 @@ void Script::step(AppState& app) {
         start_auto_assign(app);
       } else if (l.cmd == "snr-target") {
         app.snr_target = std::stof(l.arg);
+      } else if (l.cmd == "plan-budget") {
+        app.plan_budget = std::stod(l.arg);
+        if (!app.budget_table && !app.budget_job.running()) start_budget_table(app);
+      } else if (l.cmd == "budget-cands") {
+        std::snprintf(app.budget_candidates, sizeof app.budget_candidates, "%s", l.arg.c_str());
+        app.budget_table.reset();
+      } else if (l.cmd == "budget-act") {
+        app.budget_activations = l.arg == "on";
+        app.budget_table.reset();
+      } else if (l.cmd == "budget-apply") {
+        apply_budget_plan(app);
       } else if (l.cmd == "plan-candidates") {
         std::snprintf(app.auto_candidates, sizeof app.auto_candidates, "%s", l.arg.c_str());
       } else if (l.cmd == "axis") {
@@ -517,6 +530,20 @@ std::string state_json(const AppState& app, const std::vector<std::string>& scri
     j["auto_assign"] = picks;
   }
   j["snr_target"] = app.snr_target;
+  if (const BudgetTable* bt = app.budget_table.get()) {
+    const double v = static_cast<double>(std::max<int64_t>(bt->table.values, 1));
+    nlohmann::json b = {{"curve_points", bt->curve.size()},
+                        {"tensors", bt->table.tensors.size()},
+                        {"min_bpw", static_cast<double>(bt->min_bits) / v},
+                        {"budget_bpw", app.plan_budget}};
+    if (const BudgetPick* p = app.budget_pick.get())
+      b["pick"] = {{"feasible", p->choice.feasible},
+                   {"within", p->choice.bits <= p->choice.budget_bits},
+                   {"bpw", static_cast<double>(p->choice.bits) / v},
+                   {"budget_bpw", p->budget_bpw},
+                   {"error", p->choice.error}};
+    j["budget_planner"] = b;
+  }
   j["export_error"] = app.export_error;
   if (const ExportDone* d = app.export_done.get())
     j["export"] = {{"files", d->report.files},

@@ -73,27 +73,8 @@ std::vector<Candidate> registry_candidates(int64_t channel_length) {
 AutoPick cheapest_meeting(const Tensor& x, double target_db,
                           const std::vector<Candidate>& candidates, const CastOptions& o,
                           JobControl* job) {
-  AutoPick best;
-  best.snr_db = -std::numeric_limits<double>::infinity();
-  const Tensor xf = x.dtype() == DType::F32 ? x : x.to_f32();
-  for (const Candidate& c : candidates) {
-    if (job) job->check();
-    CastOptions co = o;
-    co.mode = CastMode::Virtual;
-    co.job = nullptr;
-    CastResult r;
-    try {
-      r = cast(xf, c.dtype, co);
-    } catch (const Cancelled&) {
-      throw;
-    } catch (const Error&) {
-      continue;  // this datatype's tiles do not fit the tensor
-    }
-    const Stats s = compute_stats(xf, r.values, r.counts.clipped);
-    if (s.snr_db >= target_db) return {c.name, c.bits, s.snr_db, true};
-    if (s.snr_db > best.snr_db) best = {c.name, c.bits, s.snr_db, false};
-  }
-  return best;
+  const AutoPlanPick p = castscope::cheapest_meeting("", x, target_db, candidates, o, job);
+  return {p.dtype, p.bits, p.snr_db, p.met};
 }
 
 std::string glob_escape(const std::string& name) {

@@ -2,6 +2,7 @@
 // set (the formats the user's hardware runs) whose SNR reaches a target, as a plan.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,25 @@ bool is_embedding_name(const std::string& name);
 // include_1d, not an embedding unless include_embeddings).
 bool auto_considers(const io::TensorInfo& info, const AutoPlanOptions& o);
 
+// A candidate datatype as the user gave it (a registry name stays a name in a plan), parsed, with
+// its bits per value on one tensor.
+struct RankedCandidate {
+  std::string name;
+  DataType dtype;
+  double bits = 0;
+};
+// The candidates parsed (Error naming a bad one) and ordered by bits per value at this length of
+// the quantization axis, cheapest first; equal bits keep the given order.
+std::vector<RankedCandidate> rank_candidates(const std::vector<std::string>& texts,
+                                             int64_t axis_length);
+
+// Casts xf (float32) to each datatype in turn, virtual values with `o` resolved for the tensor;
+// `on_cast(i, result)` returns false to stop. A datatype whose layout does not fit this tensor (a
+// 2-D tile on a vector) goes to `on_skip(i, why)` instead. Cancelled passes through.
+void cast_each(const Tensor& xf, const std::vector<DataType>& dtypes, const CastOptions& o,
+               JobControl* job, const std::function<bool(size_t, const CastResult&)>& on_cast,
+               const std::function<void(size_t, const std::string&)>& on_skip = {});
+
 struct AutoPlanPick {
   std::string tensor;
   std::string dtype;  // the candidate as given; empty: no candidate casts this tensor
@@ -36,6 +56,11 @@ struct AutoPlanPick {
   bool met = false;  // false: no candidate reached the target; dtype is the best SNR found
   std::string axis;  // the quantization axis it was cast on (AxisSpec::str(), resolved)
 };
+// The candidates tried in the order given: the first whose SNR reaches target_db, else the one of
+// best SNR (met false). The one search behind auto_pick and the app's plan decisions.
+AutoPlanPick cheapest_meeting(const std::string& name, const Tensor& x, double target_db,
+                              const std::vector<RankedCandidate>& candidates, const CastOptions& o,
+                              JobControl* job = nullptr);
 // The candidates tried cheapest first (bits per value at the length of the tensor's quantization
 // axis, flattened where o.cast says so).
 AutoPlanPick auto_pick(const std::string& name, const Tensor& x, const AutoPlanOptions& o,

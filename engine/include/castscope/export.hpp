@@ -74,11 +74,23 @@ struct PlanRule {
   std::shared_ptr<std::regex> re;
 };
 
+// What the budget planner recorded with a plan (docs/planning.md): the keys "budget" and
+// "predicted" of a plan file; other plans have neither.
+struct PlanBudget {
+  double bits_per_weight = 0;  // the budget, over the planned tensors' values
+  uint64_t budget_bits = 0;
+  int64_t values = 0;          // elements of the planned tensors
+  uint64_t plan_bits = 0;      // the plan's storage of them (storage_bits)
+  double predicted_error = 0;  // the sum the planner minimized
+  std::string predictor;       // "activations", "weights" or "mixed"
+};
+
 struct ExportPlan {
   std::string source = "<plan>";          // file name, for messages
   std::optional<DataType> default_dtype;  // empty: keep
   std::string default_text = "keep";
   std::vector<PlanRule> rules;
+  std::optional<PlanBudget> budget;
 
   // The datatype a tensor is cast to; empty: kept as stored. Non-float tensors are always kept.
   // The first matching rule wins; unmatched tensors get the default.

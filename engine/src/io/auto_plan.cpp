@@ -33,61 +33,81 @@ bool auto_considers(const io::TensorInfo& info, const AutoPlanOptions& o) {
   return true;
 }
 
-namespace {
-
-struct Ranked {
-  std::string text;  // as the user gave it (a registry name stays a name in the plan)
-  DataType dtype;
-  double bits;
-};
-
-std::vector<Ranked> ranked(const AutoPlanOptions& o, int64_t channel) {
-  std::vector<Ranked> c;
-  for (const std::string& s : o.candidates) {
+std::vector<RankedCandidate> rank_candidates(const std::vector<std::string>& texts,
+                                             int64_t axis_length) {
+  std::vector<RankedCandidate> c;
+  for (const std::string& s : texts) {
     DataType d;
     try {
       d = DataType::parse(s);
     } catch (const Error& e) {
-      throw Error("auto-assign candidate '" + s + "': " + e.what());
+      throw Error("candidate '" + s + "': " + e.what());
     }
-    c.push_back({s, d, d.bits_per_value(channel)});
+    c.push_back({s, d, d.bits_per_value(axis_length)});
   }
-  std::stable_sort(c.begin(), c.end(),
-                   [](const Ranked& a, const Ranked& b) { return a.bits < b.bits; });
+  std::stable_sort(c.begin(), c.end(), [](const RankedCandidate& a, const RankedCandidate& b) {
+    return a.bits < b.bits;
+  });
   return c;
 }
 
-}  // namespace
+void cast_each(const Tensor& xf, const std::vector<DataType>& dtypes, const CastOptions& o,
+               JobControl* job, const std::function<bool(size_t, const CastResult&)>& on_cast,
+               const std::function<void(size_t, const std::string&)>& on_skip) {
+  CastOptions co = resolve_axis(o, xf.shape());
+  co.mode = CastMode::Virtual;
+  co.job = nullptr;
+  for (size_t i = 0; i < dtypes.size(); ++i) {
+    if (job) job->check();
+    CastResult r;
+    try {
+      r = cast(xf, dtypes[i], co);
+    } catch (const Cancelled&) {
+      throw;
+    } catch (const Error& e) {
+      if (on_skip) on_skip(i, e.what());
+      continue;
+    }
+    if (!on_cast(i, r)) return;
+  }
+}
+
+AutoPlanPick cheapest_meeting(const std::string& name, const Tensor& x, double target_db,
+                              const std::vector<RankedCandidate>& candidates, const CastOptions& o,
+                              JobControl* job) {
+  const CastOptions base = resolve_axis(o, x.shape());
+  AutoPlanPick best{
+      name, "", 0, -std::numeric_limits<double>::infinity(), false, AxisSpec::from(base).str()};
+  const Tensor xf = x.dtype() == DType::F32 ? x : x.to_f32();
+  std::vector<DataType> dts;
+  for (const RankedCandidate& c : candidates) dts.push_back(c.dtype);
+  cast_each(xf, dts, base, job, [&](size_t i, const CastResult& r) {
+    const Stats s = compute_stats(xf, r.values, r.counts.clipped);
+    const RankedCandidate& c = candidates[i];
+    if (s.snr_db >= target_db) {
+      best = {name, c.name, c.bits, s.snr_db, true, best.axis};
+      return false;
+    }
+    if (s.snr_db > best.snr_db) best = {name, c.name, c.bits, s.snr_db, false, best.axis};
+    return true;
+  });
+  return best;
+}
 
 AutoPlanPick auto_pick(const std::string& name, const Tensor& x, const AutoPlanOptions& o,
                        JobControl* job) {
-  AutoPlanPick best{name, "", 0, -std::numeric_limits<double>::infinity(), false, ""};
   const CastOptions base = resolve_axis(o.cast, x.shape());
-  best.axis = AxisSpec::from(base).str();
-  const Tensor xf = x.dtype() == DType::F32 ? x : x.to_f32();
-  for (const auto& [text, d, bits] : ranked(o, axis_length(base, x.shape()))) {
-    if (job) job->check();
-    CastOptions co = base;
-    co.mode = CastMode::Virtual;
-    co.job = nullptr;
-    CastResult r;
-    try {
-      r = cast(xf, d, co);
-    } catch (const Cancelled&) {
-      throw;
-    } catch (const Error&) {
-      continue;  // e.g. a 2-D tile on a tensor of rank 1
-    }
-    const Stats s = compute_stats(xf, r.values, r.counts.clipped);
-    if (s.snr_db >= o.snr_target_db) return {name, text, bits, s.snr_db, true, best.axis};
-    if (s.snr_db > best.snr_db) best = {name, text, bits, s.snr_db, false, best.axis};
-  }
-  return best;
+  return cheapest_meeting(name, x, o.snr_target_db,
+                          rank_candidates(o.candidates, axis_length(base, x.shape())), base, job);
 }
 
 std::vector<AutoPlanPick> auto_assign(const io::Model& model, const AutoPlanOptions& o,
                                       JobControl* job) {
-  ranked(o, 1);  // a bad candidate fails before any work
+  try {
+    rank_candidates(o.candidates, 1);  // a bad candidate fails before any work
+  } catch (const Error& e) {
+    throw Error(std::string("auto-assign ") + e.what());
+  }
   std::vector<AutoPlanPick> picks;
   const auto& ts = model.tensors();
   for (size_t i = 0; i < ts.size(); ++i) {

@@ -1,4 +1,6 @@
 // Per-layer export plans: tensor-name patterns to datatypes (docs/export-formats.md).
+#include <cmath>
+#include <cstdint>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -102,6 +104,40 @@ std::optional<DataType> parse_target(const std::string& text, const std::string&
   }
 }
 
+// "budget": {"bits_per_weight", "bits", "values"}, "predicted": {"bits", "error", "predictor"}:
+// written together by the budget planner.
+PlanBudget parse_budget(const json& j, const std::string& source) {
+  const std::string where = "plan '" + source + "'";
+  if (!j.contains("budget") || !j.contains("predicted") || !j["budget"].is_object() ||
+      !j["predicted"].is_object())
+    throw Error(where + ": \"budget\" and \"predicted\" go together, each an object");
+  const json& b = j["budget"];
+  const json& p = j["predicted"];
+  auto number = [&](const json& o, const char* key, const std::string& in) {
+    if (!o.contains(key) || !o[key].is_number() || !std::isfinite(o[key].get<double>()) ||
+        o[key].get<double>() < 0)
+      throw Error(where + ": \"" + in + "\" needs \"" + key + "\", a non-negative number");
+    return o[key].get<double>();
+  };
+  auto count = [&](const json& o, const char* key, const std::string& in) {
+    if (!o.contains(key))
+      throw Error(where + ": \"" + in + "\" needs \"" + key + "\", a non-negative integer");
+    return io::detail::json_unsigned(o[key], "", where + ": \"" + in + "." + key + "\"");
+  };
+  PlanBudget r;
+  r.bits_per_weight = number(b, "bits_per_weight", "budget");
+  r.budget_bits = count(b, "bits", "budget");
+  r.values = static_cast<int64_t>(count(b, "values", "budget"));
+  r.plan_bits = count(p, "bits", "predicted");
+  r.predicted_error = number(p, "error", "predicted");
+  if (p.contains("predictor")) {
+    if (!p["predictor"].is_string())
+      throw Error(where + ": \"predicted.predictor\" must be a string");
+    r.predictor = p["predictor"].get<std::string>();
+  }
+  return r;
+}
+
 }  // namespace
 
 ExportPlan parse_plan(const std::string& text, const std::string& source) {
@@ -116,9 +152,11 @@ ExportPlan parse_plan(const std::string& text, const std::string& source) {
   if (!j.is_object())
     throw Error("plan '" + source + "': expected a JSON object with \"default\" and \"rules\"");
   for (auto it = j.begin(); it != j.end(); ++it)
-    if (it.key() != "default" && it.key() != "rules" && it.key() != "comment")
+    if (it.key() != "default" && it.key() != "rules" && it.key() != "comment" &&
+        it.key() != "budget" && it.key() != "predicted")
       throw Error("plan '" + source + "': unknown key \"" + it.key() +
-                  "\" (expected default, rules, comment)");
+                  "\" (expected default, rules, comment, budget, predicted)");
+  if (j.contains("budget") || j.contains("predicted")) plan.budget = parse_budget(j, source);
   if (j.contains("default")) {
     if (!j["default"].is_string())
       throw Error("plan '" + source + "': \"default\" must be a string (\"keep\" or a datatype)");
@@ -209,6 +247,16 @@ std::string plan_to_json(const ExportPlan& plan) {
         o["axis"] = r.axis->str();
     }
     j["rules"].push_back(o);
+  }
+  if (plan.budget) {
+    const PlanBudget& b = *plan.budget;
+    const double v = static_cast<double>(b.values > 0 ? b.values : 1);
+    j["budget"] = {
+        {"bits_per_weight", b.bits_per_weight}, {"bits", b.budget_bits}, {"values", b.values}};
+    j["predicted"] = {{"bits", b.plan_bits},
+                      {"bits_per_weight", static_cast<double>(b.plan_bits) / v},
+                      {"error", b.predicted_error},
+                      {"predictor", b.predictor}};
   }
   return j.dump(2) + "\n";
 }

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "castscope/autoplan.hpp"
 #include "castscope/widgets/analysis.hpp"
 
 namespace castscope::widgets {
@@ -31,11 +32,7 @@ std::vector<ScaleModeRun> compare_scale_modes(const Tensor& x, const DataType& d
 
 // Registry datatypes that can be tried on a tensor, cheapest first (bits per value with the
 // tensor's channel length; equal bits keep registry order).
-struct Candidate {
-  std::string name;
-  DataType dtype;
-  double bits = 0;
-};
+using Candidate = RankedCandidate;
 std::vector<Candidate> registry_candidates(int64_t channel_length);
 
 struct AutoPick {
@@ -44,8 +41,8 @@ struct AutoPick {
   double snr_db = 0;
   bool met = false;  // false: no candidate reached the target; dtype is the best SNR found
 };
-// Tries candidates in order (cheapest first) and returns the first whose SNR reaches target_db.
-// Candidates that cannot cast this tensor (a tile longer than its axis) are skipped.
+// Tries candidates in order (cheapest first) and returns the first whose SNR reaches target_db
+// (castscope::cheapest_meeting). Candidates that cannot cast this tensor are skipped.
 AutoPick cheapest_meeting(const Tensor& x, double target_db,
                           const std::vector<Candidate>& candidates, const CastOptions& o,
                           JobControl* job = nullptr);

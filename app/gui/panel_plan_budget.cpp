@@ -1,0 +1,74 @@
+// The plan panel's budget planner: candidates and predictor, the Pareto curve of optimal plans
+// (bits per weight against predicted error) with the budget dragged along it, the plan chosen for
+// the budget, and a button that makes it the panel's plan.
+#include <imgui.h>
+
+#include <cmath>
+
+#include "castscope/widgets/pareto_plot.hpp"
+#include "panels.hpp"
+
+namespace castscope::gui {
+
+void draw_plan_budget(AppState& app) {
+  if (!ImGui::CollapsingHeader("Budget planner", ImGuiTreeNodeFlags_DefaultOpen)) return;
+  ImGui::BeginDisabled(app.budget_job.running());
+  ImGui::SetNextItemWidth(ImGui::GetFontSize() * 24);
+  ImGui::InputTextWithHint("##budgetcands", "mxfp4e2,nvfp4,q4_k,mxfp6e2,q6_k,mxfp8e4,q8_0,...",
+                           app.budget_candidates, sizeof app.budget_candidates);
+  if (ImGui::IsItemHovered())
+    ImGui::SetTooltip(
+        "Datatypes the planner chooses from, comma-separated; empty: mxfp4e2, nvfp4, q4_k, "
+        "mxfp6e2, q6_k, mxfp8e4, q8_0, bfloat16");
+  ImGui::SameLine();
+  ImGui::Checkbox("synthetic activations", &app.budget_activations);
+  if (ImGui::IsItemHovered())
+    ImGui::SetTooltip(
+        "Predict each tensor's output error ||XW - XQ(W)||^2 with synthetic activations "
+        "(outlier channels); off: the weights' squared error, weighted by role");
+  ImGui::SameLine();
+  if (ImGui::Button("Plan")) start_budget_table(app);
+  ImGui::EndDisabled();
+  job_line(app.budget_job);
+  if (!app.budget_error.empty())
+    ImGui::TextColored(ImVec4(1, 0.45f, 0.35f, 1), "%s", app.budget_error.c_str());
+  const BudgetTable* t = app.budget_table.get();
+  if (!t) {
+    ImGui::TextDisabled("Plan: the least predicted error within a size budget (exact)");
+    return;
+  }
+  const double v = static_cast<double>(t->table.values);
+  const double lo = static_cast<double>(t->min_bits) / v, hi = static_cast<double>(t->max_bits) / v;
+  ImGui::SetNextItemWidth(ImGui::GetFontSize() * 12);
+  ImGui::InputDouble("budget (bits per weight)", &app.plan_budget, 0.05, 0.5, "%.4f");
+  std::vector<widgets::ParetoPlotPoint> pts;
+  for (const ParetoPoint& p : t->curve) pts.push_back({p.bits_per_weight, p.error});
+  widgets::ParetoPlotOptions po;
+  po.min_bpw = lo;
+  po.max_bpw = hi;
+  const BudgetPick* pick = app.budget_pick.get();
+  if (pick && pick->choice.feasible) {
+    po.chosen_bpw = pick->choice.bits_per_weight(t->table);
+    po.chosen_error = pick->choice.error;
+  }
+  widgets::draw_pareto_plot("pareto", pts, po, &app.plan_budget,
+                            ImVec2(-1, ImGui::GetFontSize() * 11));
+  job_line(app.pick_job);
+  if (!pick) return;
+  if (!pick->choice.feasible) {
+    ImGui::TextColored(ImVec4(1, 0.6f, 0.3f, 1),
+                       "%.4f bits per weight is below the smallest plan: %.4f bits per weight",
+                       pick->budget_bpw, static_cast<double>(pick->choice.min_bits) / v);
+    return;
+  }
+  ImGui::Text(
+      "plan %.4f bits per weight (%s) for %.4f; predicted error %.5g; %zu tensors, %zu "
+      "kept as stored",
+      pick->choice.bits_per_weight(t->table),
+      human_bytes(static_cast<double>(pick->choice.bits) / 8).c_str(), pick->budget_bpw,
+      pick->choice.error, t->table.tensors.size(), t->table.kept.size());
+  ImGui::SameLine();
+  if (ImGui::Button("Use this plan")) apply_budget_plan(app);
+}
+
+}  // namespace castscope::gui

@@ -1,0 +1,337 @@
+// The budget planner (castscope/planner.hpp, docs/planning.md): the predicted error of every
+// candidate on every tensor, and the exact choice under a size budget.
+#include "castscope/planner.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <map>
+
+#include "castscope/autoplan.hpp"
+#include "castscope/linear_error.hpp"
+#include "castscope/metrics.hpp"
+#include "parallel.hpp"
+
+namespace castscope {
+
+const std::vector<std::string>& default_budget_candidates() {
+  static const std::vector<std::string> k = {"mxfp4e2", "nvfp4",   "q4_k", "mxfp6e2",
+                                             "q6_k",    "mxfp8e4", "q8_0", "bfloat16"};
+  return k;
+}
+
+double role_weight(const std::string& tensor_name) {
+  std::string l = tensor_name;
+  for (char& c : l) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  // HF Llama / Mistral / Qwen, GGUF, Meta's originals, GPT-2 / OPT-style MLP outputs.
+  for (const char* k : {"v_proj", "attn_v.", ".wv.", "down_proj", "ffn_down", ".w2.", "mlp.c_proj",
+                        ".fc2.", "lm_head", "output.weight"})
+    if (l.find(k) != std::string::npos) return 2.0;
+  return 1.0;
+}
+
+namespace {
+
+// sum over rows r and tokens t of (x_t . e_r)^2, e = q - w laid out [rows, len], x [tokens, len].
+// Each row's sum is kept apart and the rows added in order, so the result does not depend on the
+// thread count.
+double output_sse(const float* x, int64_t tokens, const std::vector<float>& e, int64_t len,
+                  int threads, JobControl* job) {
+  const int64_t rows = static_cast<int64_t>(e.size()) / len;
+  std::vector<double> per_row(static_cast<size_t>(rows));
+  detail::parallel_for(rows, 16, threads, job, [&](int64_t lo, int64_t hi) {
+    for (int64_t r = lo; r < hi; ++r) {
+      const float* b = e.data() + r * len;
+      double acc = 0;
+      for (int64_t t = 0; t < tokens; ++t) {
+        const float* a = x + t * len;
+        float lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        int64_t k = 0;
+        for (; k + 8 <= len; k += 8)
+          for (int j = 0; j < 8; ++j) lane[j] += a[k + j] * b[k + j];
+        for (; k < len; ++k) lane[k % 8] += a[k] * b[k];
+        const double y = ((lane[0] + lane[1]) + (lane[2] + lane[3])) +
+                         ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+        acc += y * y;
+      }
+      per_row[static_cast<size_t>(r)] = acc;
+    }
+  });
+  double s = 0;
+  for (double v : per_row) s += v;
+  return s;
+}
+
+struct Activations {
+  const float* x = nullptr;
+  int64_t tokens = 0;
+  double mean_square = 1;
+};
+
+class ActivationSource {
+ public:
+  explicit ActivationSource(const BudgetPlanOptions& o) : o_(o) {
+    if (o.activations.defined() && o.activations.numel() > 0) {
+      Tensor a = o.activations.to_f32();
+      const int64_t f = a.shape().empty() ? 1 : a.shape().back();
+      file_ = a.reshaped({a.numel() / f, f});
+    }
+  }
+  // Activations for a quantization axis of `len` values; none when there are none of that width.
+  std::optional<Activations> get(int64_t len) {
+    const Tensor* t = nullptr;
+    if (o_.synthetic) {
+      auto it = synth_.find(len);
+      if (it == synth_.end()) {
+        const int outliers = static_cast<int>(std::min<int64_t>(o_.outliers, len));
+        it = synth_
+                 .emplace(len, synthetic_activations(o_.tokens > 0 ? o_.tokens : 64, len, outliers,
+                                                     o_.outlier_scale, o_.seed))
+                 .first;
+      }
+      t = &it->second;
+    } else if (file_.defined() && file_.shape()[1] == len) {
+      t = &file_;
+    }
+    if (!t) return std::nullopt;
+    Activations a;
+    a.x = t->ptr<float>();
+    a.tokens = t->shape()[0];
+    if (o_.tokens > 0) a.tokens = std::min(a.tokens, o_.tokens);
+    double ss = 0;
+    for (int64_t i = 0; i < a.tokens * len; ++i) ss += static_cast<double>(a.x[i]) * a.x[i];
+    a.mean_square = ss / static_cast<double>(a.tokens * len);
+    if (!(a.mean_square > 0) || !std::isfinite(a.mean_square))
+      throw Error("activations of " + std::to_string(len) +
+                  " features are all zero or not finite: they cannot weight an error");
+    return a;
+  }
+  bool any() const { return o_.synthetic || file_.defined(); }
+
+ private:
+  const BudgetPlanOptions& o_;
+  Tensor file_;
+  std::map<int64_t, Tensor> synth_;
+};
+
+}  // namespace
+
+PlanTable build_plan_table(const io::Model& model, const BudgetPlanOptions& o, JobControl* job) {
+  PlanTable t;
+  t.candidates = o.candidates;
+  std::vector<DataType> dts;
+  for (const std::string& s : o.candidates) {
+    try {
+      dts.push_back(DataType::parse(s));
+    } catch (const Error& e) {
+      throw Error("plan: candidate '" + s + "': " + e.what());
+    }
+  }
+  if (dts.empty()) throw Error("plan: no candidate datatypes");
+  ActivationSource acts(o);
+  t.activations = o.synthetic ? "synthetic" : acts.any() ? "file" : "none";
+  AutoPlanOptions consider;
+  consider.include_1d = o.include_1d;
+  consider.include_embeddings = o.include_embeddings;
+  const auto& ts = model.tensors();
+  for (size_t ti = 0; ti < ts.size(); ++ti) {
+    if (job) job->check();
+    const io::TensorInfo& info = ts[ti];
+    if (!auto_considers(info, consider)) {
+      t.kept.emplace_back(info.name, "not considered (1-D, embedding or not floating point)");
+      t.kept_bits += 8 * info.nbytes;
+      continue;
+    }
+    try {
+      const Tensor w = model.load(info.name).to_f32();
+      const CastOptions r = resolve_axis(o.cast, info.shape);
+      PlanTensor pt;
+      pt.name = info.name;
+      pt.shape = info.shape;
+      pt.numel = numel(info.shape);
+      pt.axis = AxisSpec::from(r).str();
+      pt.role = o.role_weights ? role_weight(info.name) : 1.0;
+      const int64_t len = std::max<int64_t>(axis_length(r, info.shape), 1);
+      const int rank = static_cast<int>(info.shape.size());
+      const int ax = r.axis < 0 ? r.axis + rank : r.axis;
+      // The error matrix reads as [rows, len] when the axis is the last (or flattened to it); a
+      // 2-D weight quantized along axis 0 ([in, out], GPT-2's Conv1D) is transposed.
+      const bool last = r.flatten || ax == rank - 1;
+      const bool transposed = !last && rank == 2 && ax == 0;
+      std::optional<Activations> a;
+      if (last || transposed) a = acts.get(len);
+      pt.predictor = a ? "activations" : "weights";
+      const float* pw = w.ptr<float>();
+      std::vector<float> e(static_cast<size_t>(pt.numel));
+      cast_each(
+          w, dts, o.cast, job,
+          [&](size_t i, const CastResult& cr) {
+            const Tensor q = cr.values.to_f32();
+            const float* pq = q.ptr<float>();
+            double sse = 0;
+            for (int64_t k = 0; k < pt.numel; ++k) {
+              const float d = pq[k] - pw[k];
+              sse += static_cast<double>(d) * d;
+            }
+            if (!std::isfinite(sse)) {
+              pt.failed.emplace_back(o.candidates[i], "its error is not finite");
+              return true;
+            }
+            PlanOption po;
+            po.candidate = static_cast<int>(i);
+            po.bits = storage_bits(dts[i], info.shape, r);
+            po.weight_sse = sse;
+            po.snr_db = compute_stats(w, cr.values, cr.counts.clipped).snr_db;
+            double err = sse;
+            if (a) {
+              if (transposed) {
+                const int64_t out = info.shape[1];
+                for (int64_t k = 0; k < len; ++k)
+                  for (int64_t c = 0; c < out; ++c)
+                    e[static_cast<size_t>(c * len + k)] = pq[k * out + c] - pw[k * out + c];
+              } else {
+                for (int64_t k = 0; k < pt.numel; ++k) e[static_cast<size_t>(k)] = pq[k] - pw[k];
+              }
+              err = output_sse(a->x, a->tokens, e, len, o.cast.threads, job) /
+                    (static_cast<double>(a->tokens) * a->mean_square);
+            }
+            po.error = pt.role * err;
+            if (!std::isfinite(po.error)) {
+              pt.failed.emplace_back(o.candidates[i], "its output error is not finite");
+              return true;
+            }
+            pt.options.push_back(po);
+            return true;
+          },
+          [&](size_t i, const std::string& why) { pt.failed.emplace_back(o.candidates[i], why); });
+      if (pt.options.empty()) {
+        t.kept.emplace_back(info.name, "no candidate casts it");
+        t.kept_bits += 8 * info.nbytes;
+      } else {
+        t.values += pt.numel;
+        t.tensors.push_back(std::move(pt));
+      }
+    } catch (const Cancelled&) {
+      throw;
+    } catch (const Error& e) {
+      throw Error("tensor '" + info.name + "' of '" + model.path() + "': " + e.what());
+    }
+    io::release_pages(model, info.name);
+    if (job) job->report(static_cast<double>(ti + 1) / static_cast<double>(ts.size()));
+  }
+  return t;
+}
+
+uint64_t budget_bits_for(const PlanTable& t, double bits_per_weight) {
+  if (!(bits_per_weight >= 0) || !std::isfinite(bits_per_weight))
+    throw Error("budget: bits per weight must be a finite non-negative number");
+  return static_cast<uint64_t>(std::floor(bits_per_weight * static_cast<double>(t.values)));
+}
+
+namespace {
+
+std::vector<std::vector<KnapsackItem>> groups_of(const PlanTable& t) {
+  std::vector<std::vector<KnapsackItem>> g;
+  g.reserve(t.tensors.size());
+  for (const PlanTensor& pt : t.tensors) {
+    std::vector<KnapsackItem> items;
+    for (const PlanOption& po : pt.options) items.push_back({po.bits, po.error});
+    g.push_back(std::move(items));
+  }
+  return g;
+}
+
+}  // namespace
+
+BudgetChoice choose_within(const PlanTable& t, uint64_t budget_bits, JobControl* job) {
+  const KnapsackSolution s = solve_mckp(groups_of(t), budget_bits, job);
+  BudgetChoice c;
+  c.budget_bits = budget_bits;
+  c.min_bits = s.min_size;
+  c.feasible = s.feasible;
+  c.nodes = s.nodes;
+  if (!s.feasible) return c;
+  c.option = s.choice;
+  c.bits = s.size;
+  c.error = s.error;
+  return c;
+}
+
+BudgetChoice choose_or_refuse(const PlanTable& t, uint64_t budget_bits, JobControl* job) {
+  BudgetChoice c = choose_within(t, budget_bits, job);
+  if (c.feasible) return c;
+  const double v = static_cast<double>(std::max<int64_t>(t.values, 1));
+  char buf[320];
+  std::snprintf(buf, sizeof buf,
+                "budget of %.4f bits per weight (%llu bytes) over %lld weights is below the "
+                "smallest plan the candidates allow: %.4f bits per weight (%llu bytes)",
+                static_cast<double>(budget_bits) / v,
+                static_cast<unsigned long long>(budget_bits / 8), static_cast<long long>(t.values),
+                static_cast<double>(c.min_bits) / v,
+                static_cast<unsigned long long>((c.min_bits + 7) / 8));
+  throw Error(buf);
+}
+
+std::vector<ParetoPoint> pareto_curve(const PlanTable& t, int points, JobControl* job) {
+  std::vector<ParetoPoint> out;
+  if (t.tensors.empty()) return out;
+  uint64_t lo = 0, hi = 0;
+  for (const PlanTensor& pt : t.tensors) {
+    uint64_t mn = UINT64_MAX;
+    double least = INFINITY;
+    uint64_t at_least = 0;
+    for (const PlanOption& po : pt.options) {
+      mn = std::min(mn, po.bits);
+      // Beyond the least-error option's size more bits buy nothing.
+      if (po.error < least || (po.error == least && po.bits < at_least)) {
+        least = po.error;
+        at_least = po.bits;
+      }
+    }
+    lo += mn;
+    hi += at_least;
+  }
+  const double v = static_cast<double>(std::max<int64_t>(t.values, 1));
+  points = std::max(points, 2);
+  for (int i = 0; i < points; ++i) {
+    if (job) job->check();
+    const uint64_t b = lo + static_cast<uint64_t>(static_cast<double>(hi - lo) * i / (points - 1));
+    const BudgetChoice c = choose_within(t, i == points - 1 ? hi : b, job);
+    if (!c.feasible) continue;
+    if (!out.empty() && out.back().bits == c.bits) continue;
+    // A budget that buys no less error than a smaller one repeats that one's plan.
+    if (!out.empty() && c.error >= out.back().error) continue;
+    out.push_back({c.bits, static_cast<double>(c.bits) / v, c.error});
+    if (job) job->report(static_cast<double>(i + 1) / points);
+  }
+  return out;
+}
+
+ExportPlan plan_from_choice(const PlanTable& t, const BudgetChoice& c) {
+  if (!c.feasible) throw Error("plan: the budget has no plan");
+  std::vector<AutoPlanPick> picks;
+  bool act = false, weights = false;
+  for (size_t i = 0; i < t.tensors.size(); ++i) {
+    const PlanTensor& pt = t.tensors[i];
+    const PlanOption& po = pt.options[static_cast<size_t>(c.option[i])];
+    AutoPlanPick p;
+    p.tensor = pt.name;
+    p.dtype = t.candidates[static_cast<size_t>(po.candidate)];
+    p.axis = pt.axis;
+    picks.push_back(p);
+    (pt.predictor == "activations" ? act : weights) = true;
+  }
+  ExportPlan plan = plan_from_picks(picks);
+  PlanBudget b;
+  b.budget_bits = c.budget_bits;
+  b.values = t.values;
+  b.bits_per_weight = t.values ? static_cast<double>(c.budget_bits) / t.values : 0.0;
+  b.plan_bits = c.bits;
+  b.predicted_error = c.error;
+  b.predictor = act && weights ? "mixed" : act ? "activations" : "weights";
+  plan.budget = b;
+  return plan;
+}
+
+}  // namespace castscope

@@ -1,0 +1,41 @@
+#!/bin/sh
+# castscope-cli plan --budget / --budget-bytes / --pareto on the demo layer, the refusal of a
+# budget below the smallest plan, and export of the plan it writes:
+#   cli_plan.sh CLI SOURCE_DIR WORKDIR
+set -eu
+cli=$1 src=$2 work=$3
+mkdir -p "$work"
+layer="$src/assets/demo_layer.npy"
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+out=$("$cli" plan "$layer" --budget 6.3 --device cpu -o "$work/plan.json")
+echo "$out" | grep -q 'mxfp6e2' || fail "6.3 bits per weight should buy mxfp6e2: $out"
+grep -q '"budget"' "$work/plan.json" || fail "plan has no budget: $(cat "$work/plan.json")"
+grep -q '"bits_per_weight": 6.3' "$work/plan.json" || fail "budget figure: $(cat "$work/plan.json")"
+grep -q '"predicted"' "$work/plan.json" || fail "plan has no predicted error"
+"$cli" export "$layer" "$work/out.safetensors" --plan "$work/plan.json" --device cpu -q \
+  >/dev/null || fail "export of the budget plan"
+
+# One byte short of the smallest plan (mxfp4e2: 4.25 bits of 192x256) is refused, naming it.
+min=$((192 * 256 * 17 / 32))
+if err=$("$cli" plan "$layer" --budget-bytes $((min - 1)) --device cpu 2>&1); then
+  fail "a budget below the smallest plan was accepted: $err"
+fi
+echo "$err" | grep -q "smallest plan the candidates allow: 4.2500 bits per weight ($min bytes)" ||
+  fail "refusal message: $err"
+"$cli" plan "$layer" --budget-bytes $min --device cpu >/dev/null || fail "the smallest plan fits"
+
+csv=$("$cli" plan "$layer" --pareto --budget 6.3 --csv --device cpu --activations synthetic:16)
+echo "$csv" | head -n 1 | grep -q '^bits,bits_per_weight,predicted_error,chosen$' ||
+  fail "pareto csv header: $csv"
+[ "$(echo "$csv" | grep -c ',1$')" -eq 1 ] || fail "one chosen point: $csv"
+# Bits ascend and the error descends along the curve.
+echo "$csv" | tail -n +2 | awk -F, 'NR > 1 && ($1 <= b || $3 >= e) { exit 1 } { b = $1; e = $3 }' ||
+  fail "curve not monotone: $csv"
+
+json=$("$cli" plan "$layer" --pareto --json --device cpu)
+echo "$json" | grep -q '"pareto"' || fail "pareto json: $json"
+if "$cli" plan "$layer" --budget 5 --budget-bytes 100 >/dev/null 2>&1; then
+  fail "--budget and --budget-bytes together"
+fi
+echo "cli_plan: ok"
