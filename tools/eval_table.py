@@ -54,7 +54,7 @@ def cli_plan(cli: str, model: str, extra: list, out: str):
     p = subprocess.run([cli, "plan", model, "-o", out, *extra], capture_output=True, text=True)
     if p.returncode != 0:
         msg = (p.stderr.strip() or p.stdout.strip()).splitlines()
-        return None, (msg[-1] if msg else f"exit status {p.returncode}")
+        return None, (msg[0] if msg else f"exit status {p.returncode}")
     return out, None
 
 
@@ -116,8 +116,9 @@ def table(model: str, rows, skipped) -> str:
 
 
 def make_tiny(root: str, seed: int = 7) -> None:
-    """Tiny transformers models with heavy-tailed weights and outlier input channels: Llama,
-    GPT-2 (Conv1D) and a Mixtral MoE (4 experts)."""
+    """Tiny transformers models: Llama and GPT-2 (Conv1D) as transformers initializes them, and
+    a Mixtral MoE (4 experts) with heavy-tailed weights (Student-t, 3 degrees of freedom) and
+    outlier input channels (one in 32 scaled by 8) in every linear and expert weight."""
     import torch
     import transformers
 
@@ -133,14 +134,14 @@ def make_tiny(root: str, seed: int = 7) -> None:
         "tiny-mixtral": transformers.MixtralForCausalLM(transformers.MixtralConfig(
             **common, num_local_experts=4, num_experts_per_tok=2)),
     }
+    with torch.no_grad():
+        for name, p in models["tiny-mixtral"].named_parameters():
+            if p.dim() >= 2 and "embed" not in name and "lm_head" not in name:
+                w = rng.standard_t(3, tuple(p.shape)).astype(np.float32) * 0.02
+                cols = rng.choice(p.shape[-1], size=max(1, p.shape[-1] // 32), replace=False)
+                w[..., cols] *= 8
+                p.copy_(torch.from_numpy(w))
     for name, m in models.items():
-        with torch.no_grad():
-            for p in m.parameters():
-                if p.dim() >= 2:
-                    w = rng.standard_t(3, tuple(p.shape)).astype(np.float32) * 0.04
-                    cols = rng.choice(p.shape[-1], size=max(1, p.shape[-1] // 32), replace=False)
-                    w[..., cols] *= 15
-                    p.copy_(torch.from_numpy(w))
         m.save_pretrained(os.path.join(root, name))
         print(os.path.join(root, name))
 

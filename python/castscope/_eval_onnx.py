@@ -135,7 +135,11 @@ def _run(ort, sess, feeds, job: Job, what: str) -> List[np.ndarray]:
         t.join()
         raise
     if "err" in box:
-        raise EvalError(f"onnxruntime failed running the {what} model: {box['err']}") from None
+        hint = ""
+        if what == "quantized":
+            hint = (" (a plan that casts small float constants the graph computes shapes or "
+                    "exponents from breaks it: limit the rules to weights, e.g. \"rank\": 2 and 4)")
+        raise EvalError(f"onnxruntime failed running the {what} model: {box['err']}{hint}") from None
     return box["out"]
 
 

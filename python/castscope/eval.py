@@ -74,6 +74,10 @@ def main(argv: Optional[List[str]] = None) -> int:
                     help="print 'progress FRACTION STAGE' lines on stderr")
     a = ap.parse_args(argv)
 
+    import warnings
+
+    # The engine's one-time note that a CPU build casts on the CPU is not news here.
+    warnings.filterwarnings("ignore", message="no usable GPU", category=RuntimeWarning)
     try:
         import castscope
     except ImportError as e:  # the compiled module missing from a source checkout
