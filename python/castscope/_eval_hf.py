@@ -169,9 +169,17 @@ def _act_hooks(torch, transformers, model, act_dtype: str, cast_opts) -> Tuple[L
         pass
     head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
 
+    from . import backend_info
+
+    # A CPU-only engine casts CUDA activations through host memory (same bits, slower).
+    via_host = not backend_info()["cuda_available"]
+
     def hook(module, args):
         x = args[0]
-        q = cast(x.contiguous(), act_dtype, axis=-1, **cast_opts)
+        if x.is_cuda and via_host:
+            q = cast(x.detach().cpu().contiguous(), act_dtype, axis=-1, **cast_opts).to(x.device)
+        else:
+            q = cast(x.contiguous(), act_dtype, axis=-1, **cast_opts)
         return (q.to(x.dtype),) + tuple(args[1:])
 
     handles, notes = [], []

@@ -215,3 +215,27 @@ def test_gguf_quantized_file_holds_the_cast(tmp_path, rng):
     assert np.array_equal(t["blk.0.attn_k.weight"].reshape(k.shape), k)
     assert rd.fields["llama.block_count"].contents() == 1
     assert rd.fields["tokenizer.ggml.tokens"].contents() == ["a", "b", "c"]
+
+
+@pytest.mark.skipif(not (torch.cuda.is_available() and castscope.backend_info()["cuda_available"]),
+                    reason="needs a CUDA GPU and a CUDA build")
+def test_cuda_runs_the_cpu_bits(tmp_path, rng):
+    """On the GPU: the weights PyTorch ran are the CPU engine's cast, bit for bit, and the
+    activation hooks cast CUDA tensors in place as castscope.cast does on the CPU."""
+    path = make_model("llama", tmp_path / "llama", rng)
+    ids = rng.integers(0, 96, size=(2, 24)).astype(np.int64)
+    saved = tmp_path / "ran.safetensors"
+    r = castscope.evaluate(path, PLAN, inputs=ids, act_dtype="mxfp8e4", device="cuda",
+                           save_quantized=saved)
+    assert r.device == "cuda"
+    src = safetensors_torch.load_file(str(path / "model.safetensors"))
+    ran = safetensors_torch.load_file(str(saved))
+    for name, w in src.items():
+        d = rule_for(name, w.shape)
+        want = w if d == "keep" else castscope.cast(w.float().contiguous(), d, device="cpu")
+        assert torch.equal(ran[name], want.float()), name
+    x = torch.from_numpy(rng.standard_normal((3, 24, 64)).astype(np.float32))
+    on_gpu = castscope.cast(x.cuda(), "mxfp8e4", axis=-1)
+    assert on_gpu.is_cuda and torch.equal(on_gpu.cpu(), castscope.cast(x, "mxfp8e4", axis=-1))
+    cpu = castscope.evaluate(path, PLAN, inputs=ids, act_dtype="mxfp8e4", device="cpu")
+    assert r.top1 == pytest.approx(cpu.top1, abs=0.05) and r.kl == pytest.approx(cpu.kl, rel=0.05)
