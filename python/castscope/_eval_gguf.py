@@ -122,7 +122,11 @@ def run(path, plan, plan_desc, inputs, act_dtype, device, seed, cast_opts, axis,
     llama_cpp = _llama()
     from . import Model
 
-    n_gpu = -1 if device in ("auto", "cuda") else 0
+    gpu = bool(getattr(llama_cpp, "llama_supports_gpu_offload", lambda: False)())
+    if device == "cuda" and not gpu:
+        raise EvalError("device cuda: this llama-cpp-python was built without GPU offload "
+                        "(CMAKE_ARGS=-DGGML_CUDA=on pip install llama-cpp-python)")
+    n_gpu = -1 if device in ("auto", "cuda") and gpu else 0
     job.enter(0.0, 0.05, "loading")
     cmodel = Model(path)
     # ggml quantizes rows: the gguf layout resolves every "auto" axis to the last one.
