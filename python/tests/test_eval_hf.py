@@ -239,3 +239,87 @@ def test_cuda_runs_the_cpu_bits(tmp_path, rng):
     assert on_gpu.is_cuda and torch.equal(on_gpu.cpu(), castscope.cast(x, "mxfp8e4", axis=-1))
     cpu = castscope.evaluate(path, PLAN, inputs=ids, act_dtype="mxfp8e4", device="cpu")
     assert r.top1 == pytest.approx(cpu.top1, abs=0.05) and r.kl == pytest.approx(cpu.kl, rel=0.05)
+
+
+def make_tiny_gguf(path, rng, vocab=96, embd=64, ff=128, heads=4, kv=2):
+    """A one-block Llama GGUF that llama.cpp loads: F32 weights, a small SentencePiece-style
+    vocabulary (with the newline byte token llama.cpp looks up)."""
+    gguf = pytest.importorskip("gguf")
+    w = gguf.GGUFWriter(str(path), arch="llama")
+    w.add_context_length(64)
+    w.add_embedding_length(embd)
+    w.add_block_count(1)
+    w.add_feed_forward_length(ff)
+    w.add_head_count(heads)
+    w.add_head_count_kv(kv)
+    w.add_layer_norm_rms_eps(1e-5)
+    w.add_rope_dimension_count(embd // heads)
+    w.add_tokenizer_model("llama")
+    w.add_token_list(["<unk>", "<s>", "</s>", "<0x0A>"] + [f"\u2581t{i}" for i in range(vocab - 4)])
+    w.add_token_scores([0.0] * vocab)
+    w.add_token_types([2, 3, 3, 6] + [1] * (vocab - 4))
+    w.add_bos_token_id(1)
+    w.add_eos_token_id(2)
+    w.add_unk_token_id(0)
+    hd = embd // heads
+    tensors = {}
+
+    def add(name, *shape, scale=0.1, offset=0.0):
+        tensors[name] = (offset + rng.standard_normal(shape) * scale).astype(np.float32)
+        w.add_tensor(name, tensors[name])
+
+    add("token_embd.weight", vocab, embd, scale=1.0)
+    add("blk.0.attn_norm.weight", embd, offset=1.0)
+    add("blk.0.attn_q.weight", embd, embd)
+    add("blk.0.attn_k.weight", kv * hd, embd)
+    add("blk.0.attn_v.weight", kv * hd, embd)
+    add("blk.0.attn_output.weight", embd, embd)
+    add("blk.0.ffn_norm.weight", embd, offset=1.0)
+    add("blk.0.ffn_gate.weight", ff, embd)
+    add("blk.0.ffn_up.weight", ff, embd)
+    add("blk.0.ffn_down.weight", embd, ff)
+    add("output_norm.weight", embd, offset=1.0)
+    add("output.weight", vocab, embd, scale=0.3)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return tensors
+
+
+def test_gguf_runs_in_llama_cpp(tmp_path, rng):
+    llama_cpp = pytest.importorskip("llama_cpp")
+    gguf = pytest.importorskip("gguf")
+    src = make_tiny_gguf(tmp_path / "m.gguf", rng)
+    plan = {"default": "keep", "rules": [{"pattern": "*attn_v*", "dtype": "q6_k"},
+                                         {"pattern": "*", "dtype": "nvfp4", "rank": 2}]}
+    ids = rng.integers(0, 96, size=(2, 20)).astype(np.int64)
+    r = castscope.evaluate(tmp_path / "m.gguf", plan, inputs=ids, device="cpu",
+                           save_quantized=tmp_path / "q.gguf")
+    assert r.format == "gguf" and r.device == "cpu" and r.size["tensors_cast"] == 9
+    # The GGUF llama.cpp ran: the cast values as F32, bit for bit; norms as they were.
+    ran = {t.name: np.asarray(t.data) for t in gguf.GGUFReader(str(tmp_path / "q.gguf")).tensors}
+    for name, w in src.items():
+        want = w if w.ndim == 1 else castscope.cast(w, "q6_k" if "attn_v" in name else "nvfp4")
+        assert np.array_equal(ran[name].reshape(w.shape), want), name
+
+    def logits(p):
+        llm = llama_cpp.Llama(model_path=str(p), n_ctx=64, logits_all=True, n_gpu_layers=0,
+                              verbose=False)
+        out = []
+        for row in ids:
+            llm.reset()
+            llm.eval([int(x) for x in row])
+            out.append(np.array(llm.scores[: ids.shape[1]], dtype=np.float64))
+        return np.stack(out)
+
+    ref, out = logits(tmp_path / "m.gguf"), logits(tmp_path / "q.gguf")
+    lp = ref - ref.max(-1, keepdims=True)
+    lp -= np.log(np.exp(lp).sum(-1, keepdims=True))
+    lq = out - out.max(-1, keepdims=True)
+    lq -= np.log(np.exp(lq).sum(-1, keepdims=True))
+    kl = np.mean(np.sum(np.exp(lp) * (lp - lq), -1))
+    assert r.kl == pytest.approx(kl, rel=1e-3) and r.kl > 0
+    assert r.top1 == pytest.approx(np.mean(ref.argmax(-1) == out.argmax(-1)))
+    nll = -np.take_along_axis(lp[:, :-1], ids[:, 1:, None], -1).mean()
+    assert r.perplexity["original"] == pytest.approx(np.exp(nll), rel=1e-4)
