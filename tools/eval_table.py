@@ -143,6 +143,54 @@ def make_tiny(root: str, seed: int = 7) -> None:
     for name, m in models.items():
         m.save_pretrained(os.path.join(root, name))
         print(os.path.join(root, name))
+    tiny_gguf(os.path.join(root, "tiny-llama.gguf"), rng)
+    print(os.path.join(root, "tiny-llama.gguf"))
+
+
+def tiny_gguf(path: str, rng, vocab=512, embd=256, ff=512, heads=4, kv=2, blocks=4) -> None:
+    """A Llama GGUF for llama.cpp (F32 weights, normal with std 0.02, a SentencePiece-style
+    vocabulary of placeholder tokens)."""
+    import gguf
+
+    w = gguf.GGUFWriter(path, arch="llama")
+    w.add_context_length(256)
+    w.add_embedding_length(embd)
+    w.add_block_count(blocks)
+    w.add_feed_forward_length(ff)
+    w.add_head_count(heads)
+    w.add_head_count_kv(kv)
+    w.add_layer_norm_rms_eps(1e-5)
+    w.add_rope_dimension_count(embd // heads)
+    w.add_tokenizer_model("llama")
+    w.add_token_list(["<unk>", "<s>", "</s>", "<0x0A>"] + [f"\u2581t{i}" for i in range(vocab - 4)])
+    w.add_token_scores([0.0] * vocab)
+    w.add_token_types([2, 3, 3, 6] + [1] * (vocab - 4))
+    w.add_bos_token_id(1)
+    w.add_eos_token_id(2)
+    w.add_unk_token_id(0)
+    hd = embd // heads
+
+    def add(name, *shape, norm=False):
+        a = np.ones(shape) if norm else rng.standard_normal(shape) * 0.02
+        w.add_tensor(name, a.astype(np.float32))
+
+    add("token_embd.weight", vocab, embd)
+    for i in range(blocks):
+        add(f"blk.{i}.attn_norm.weight", embd, norm=True)
+        add(f"blk.{i}.attn_q.weight", embd, embd)
+        add(f"blk.{i}.attn_k.weight", kv * hd, embd)
+        add(f"blk.{i}.attn_v.weight", kv * hd, embd)
+        add(f"blk.{i}.attn_output.weight", embd, embd)
+        add(f"blk.{i}.ffn_norm.weight", embd, norm=True)
+        add(f"blk.{i}.ffn_gate.weight", ff, embd)
+        add(f"blk.{i}.ffn_up.weight", ff, embd)
+        add(f"blk.{i}.ffn_down.weight", embd, ff)
+    add("output_norm.weight", embd, norm=True)
+    add("output.weight", vocab, embd)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
 
 
 def text_lines(out: str, seed: int = 7) -> None:
