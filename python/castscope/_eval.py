@@ -109,8 +109,13 @@ def plan_size(layout: List[Mapping[str, Any]]) -> Dict[str, Any]:
             cast_bits += n * b
         elif str(e["stored"]).upper() in stored_bits:
             b = float(stored_bits[str(e["stored"]).upper()])
+        elif str(e["stored"]).upper().startswith(("Q", "IQ")):
+            try:  # a GGUF block type kept as stored: its registry datatype's width
+                b = _core.DataType(str(e["stored"]).lower()).bits_per_value()
+            except _core.Error:
+                continue
         else:
-            continue  # integer / block-quantized storage: not a float weight the plan could cast
+            continue  # integer storage: not a float weight the plan could cast
         if len(e["shape"]) >= 2:
             all_n += n
             all_bits += n * b
