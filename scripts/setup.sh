@@ -37,6 +37,24 @@ python3 -c "import gguf" 2>/dev/null || python3 -m pip install -q gguf
 # llama.cpp itself, through its Python binding, for tests/interop/test_llama_cpp.py: compiled once
 # from PyPI's source into ~/.cache/castscope/wheels, installed from there afterwards.
 bash "$(dirname "$0")/setup-llama-cpp.sh"
+# End-to-end evaluation (castscope.evaluate / castscope-cli eval) runs ONNX models in
+# onnxruntime, edits their graphs with onnx, and its tests render text-line images with Pillow.
+python3 -c "import onnx, onnxruntime, PIL" 2>/dev/null ||
+  PIP_BREAK_SYSTEM_PACKAGES=1 python3 -m pip install -q onnx onnxruntime Pillow
+# The real model of the evaluation tests: PaddleOCR v4's text recognizer, as shipped in the
+# rapidocr-onnxruntime wheel (downloaded once, only the model kept; tests look for it here).
+models="${CASTSCOPE_TEST_MODELS:-$HOME/.cache/castscope/models}"
+if [ ! -s "$models/ch_PP-OCRv4_rec_infer.onnx" ]; then
+  mkdir -p "$models"
+  wheel_dir=$(mktemp -d)
+  if python3 -m pip download -q --no-deps rapidocr-onnxruntime==1.4.4 -d "$wheel_dir"; then
+    python3 -c "import sys, zipfile; z = zipfile.ZipFile(sys.argv[1]); \
+open(sys.argv[2], 'wb').write(z.read('rapidocr_onnxruntime/models/ch_PP-OCRv4_rec_infer.onnx'))" \
+      "$wheel_dir"/rapidocr_onnxruntime-1.4.4-*.whl "$models/ch_PP-OCRv4_rec_infer.onnx.part" &&
+      mv "$models/ch_PP-OCRv4_rec_infer.onnx.part" "$models/ch_PP-OCRv4_rec_infer.onnx"
+  fi
+  rm -rf "$wheel_dir"
+fi
 # nvcc ships with the CUDA toolkit under /usr/local/cuda when it is installed.
 if [ -x /usr/local/cuda/bin/nvcc ] && ! command -v nvcc >/dev/null; then
   echo "note: add /usr/local/cuda/bin to PATH to build the CUDA backend"

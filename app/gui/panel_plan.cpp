@@ -116,6 +116,7 @@ void draw_plan_panel(AppState& app) {
               human_bytes(static_cast<double>(p->bytes_out)).c_str(),
               p->bytes_in ? 100.0 * p->bytes_out / p->bytes_in : 0.0, p->avg_bits,
               static_cast<unsigned long long>(p->values));
+  draw_plan_evaluate(app);
   const ImGuiTableFlags tf = ImGuiTableFlags_RowBg | ImGuiTableFlags_BordersInnerV |
                              ImGuiTableFlags_ScrollY | ImGuiTableFlags_Resizable;
   if (ImGui::BeginTable("##plan", 6, tf)) {

@@ -27,6 +27,8 @@ void draw_scale_modes_panel(AppState& app);
 void draw_compare_panel(AppState& app);
 void draw_plan_panel(AppState& app);
 void draw_plan_budget(AppState& app);  // the plan panel's budget planner (panel_plan_budget.cpp)
+void draw_plan_evaluate(
+    AppState& app);  // the plan panel's end-to-end "Evaluate" (plan_evaluate.cpp)
 void draw_export_panel(AppState& app);
 void draw_matmul_panel(AppState& app);
 void draw_teach_panel(AppState& app);

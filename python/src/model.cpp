@@ -116,6 +116,46 @@ void bind_model(nb::module_& m) {
       "model"_a, "out"_a, "plan_kind"_a, "plan"_a, "layout"_a, "round"_a, "scale_mode"_a, "seed"_a,
       "axis"_a, "device"_a, "config_path"_a, "metadata"_a, "progress"_a.none());
 
+  // Which datatype and axis the plan gives each tensor, resolved exactly as export_model does
+  // (ExportPlan::dtype_for and the exporters' cast_options), so that evaluation casts every
+  // weight the way an export of the same plan would.
+  m.def(
+      "_plan_layout",
+      [](const io::Model& model, const std::string& plan_kind, const std::string& plan,
+         const std::string& axis, const std::string& layout) {
+        const ExportPlan p = plan_kind == "json"   ? parse_plan(plan, "<plan>")
+                             : plan_kind == "file" ? load_plan(plan)
+                                                   : plan_for_dtype(plan);
+        ExportOptions o;
+        o.layout = parse_layout(layout);
+        AxisSpec::parse(axis).apply(o.cast);
+        nb::list out;
+        for (const io::TensorInfo& info : model.tensors()) {
+          const std::optional<DataType> d = p.dtype_for(info);
+          nb::dict e;
+          e["name"] = info.name;
+          e["shape"] = info.shape;
+          e["stored"] = info.dtype;
+          e["rule"] = p.match(info.name, static_cast<int>(info.shape.size()));
+          if (d) {
+            const CastOptions c =
+                exportdetail::cast_options(o, CastMode::Virtual, nullptr, p, info);
+            e["dtype"] = d->str();
+            e["dtype_label"] = d->label();
+            e["axis"] = AxisSpec::from(c).str();
+            e["axis_desc"] = describe_axis(c, info.shape);
+            e["bits_per_value"] = d->bits_per_value(axis_length(c, info.shape));
+            const Rotation rot = p.rotation_for(info);
+            e["rotate"] = rot.enabled() ? rot.str() : std::string();
+          } else {
+            e["dtype"] = nb::none();
+          }
+          out.append(e);
+        }
+        return out;
+      },
+      "model"_a, "plan_kind"_a, "plan"_a, "axis"_a, "layout"_a);
+
   m.def(
       "gemm_available",
       [] {

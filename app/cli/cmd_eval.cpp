@@ -1,0 +1,151 @@
+// castscope-cli eval MODEL --plan plan.json [--inputs FILE] [--act-dtype D] [--json|--csv]:
+// end-to-end evaluation of a plan in the model's own runtime (onnxruntime, PyTorch +
+// transformers, llama.cpp). Those runtimes are Python libraries, so the command runs the castscope
+// Python package (python3 -m castscope.eval) with the same arguments; $CASTSCOPE_PYTHON names
+// another interpreter.
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "cli/command.hpp"
+
+extern char** environ;
+
+namespace castscope::cli {
+namespace {
+
+struct EvalArgs {
+  std::string model, plan, inputs, act_dtype, device = "auto", round = "even", scale_mode = "floor",
+                                              axis = "auto", save;
+  int64_t seed = 0;
+  int max_tokens = 512;
+  bool json = false, csv = false, progress = false;
+};
+
+std::string python_exe() {
+  const char* p = std::getenv("CASTSCOPE_PYTHON");
+  return p && *p ? p : "python3";
+}
+
+// Runs argv with this process's stdio; SIGINT (Ctrl+C reaches the whole foreground group) is left
+// to the child, which stops and exits 130, while this process waits for its status.
+int run_child(const std::vector<std::string>& args, bool quiet) {
+  std::vector<char*> argv;
+  for (const std::string& s : args) argv.push_back(const_cast<char*>(s.c_str()));
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  if (quiet) {
+    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+    posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+  }
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  sigset_t defaults;
+  sigemptyset(&defaults);
+  sigaddset(&defaults, SIGINT);
+  sigaddset(&defaults, SIGTERM);
+  posix_spawnattr_setsigdefault(&attr, &defaults);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF);
+  struct sigaction ignore {
+  }, old_int{}, old_term{};
+  ignore.sa_handler = SIG_IGN;
+  sigaction(SIGINT, &ignore, &old_int);
+  sigaction(SIGTERM, &ignore, &old_term);
+  pid_t pid = -1;
+  const int rc = posix_spawnp(&pid, argv[0], &fa, &attr, argv.data(), environ);
+  int status = 0;
+  if (rc == 0)
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+  sigaction(SIGINT, &old_int, nullptr);
+  sigaction(SIGTERM, &old_term, nullptr);
+  posix_spawn_file_actions_destroy(&fa);
+  posix_spawnattr_destroy(&attr);
+  if (rc != 0) return -1;
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return 1;
+}
+
+void eval_cmd(CLI::App& app) {
+  static EvalArgs a;
+  auto* sub = app.add_subcommand(
+      "eval",
+      "Run the original and the plan-quantized model in its own runtime (onnxruntime, PyTorch + "
+      "transformers, llama.cpp) and compare outputs: SNR, KL divergence, top-1, perplexity");
+  sub->add_option("model", a.model, "ONNX file, Hugging Face model directory or GGUF file")
+      ->required();
+  sub->add_option("--plan", a.plan, "Plan JSON (castscope-cli plan / export --plan) or a datatype")
+      ->required();
+  sub->add_option("--inputs", a.inputs,
+                  "ONNX: .npy / .npz; language models: token ids (.npy) or a text file read with "
+                  "the model's tokenizer (default: synthesized from the input spec, seeded)");
+  sub->add_option("--act-dtype", a.act_dtype,
+                  "Also cast the inputs of Linear / Conv1D layers to this datatype (PyTorch)");
+  add_device_option(sub, a.device);
+  sub->add_option("--seed", a.seed, "Seed of synthetic inputs and stochastic rounding");
+  add_rounding_options(sub, a.round, a.scale_mode);
+  add_axis_option(sub, a.axis);
+  sub->add_option("--max-tokens", a.max_tokens, "Tokens per sequence at most (default 512)")
+      ->check(CLI::PositiveNumber);
+  sub->add_option("--save-quantized", a.save,
+                  "Also write the quantized model as the runtime ran it");
+  auto* json = sub->add_flag("--json", a.json, "Print the result as JSON");
+  sub->add_flag("--csv", a.csv, "Print one CSV row per output")->excludes(json);
+  sub->add_flag("--progress", a.progress, "Print 'progress FRACTION STAGE' lines on stderr");
+  sub->callback([] {
+    const std::string py = python_exe();
+    // A missing package would otherwise surface as Python's "No module named" in the middle of
+    // the command's output; ask first, quietly, and say how to install it.
+    const int probe = run_child({py, "-c", "import castscope.eval"}, true);
+    if (probe != 0)
+      throw Error(
+          (probe < 0 ? "'" + py + "' cannot be run"
+                     : "'" + py +
+                           "' cannot import the castscope "
+                           "Python package") +
+          "; eval runs the package (python3 -m castscope.eval). Install it from the CastScope "
+          "source tree with: PIP_BREAK_SYSTEM_PACKAGES=1 python3 -m pip install . (plus "
+          "onnxruntime and onnx for ONNX models, torch and transformers for Hugging Face "
+          "directories, llama-cpp-python for GGUF), or set CASTSCOPE_PYTHON to an interpreter "
+          "that has it");
+    std::vector<std::string> args = {py, "-m", "castscope.eval", a.model, "--plan", a.plan};
+    auto opt = [&](const char* flag, const std::string& v) {
+      if (!v.empty()) args.insert(args.end(), {flag, v});
+    };
+    opt("--inputs", a.inputs);
+    opt("--act-dtype", a.act_dtype);
+    opt("--device", a.device);
+    opt("--seed", std::to_string(a.seed));
+    opt("--round", a.round);
+    opt("--scale-mode", a.scale_mode);
+    opt("--axis", a.axis);
+    opt("--max-tokens", std::to_string(a.max_tokens));
+    opt("--save-quantized", a.save);
+    if (a.json) args.push_back("--json");
+    if (a.csv) args.push_back("--csv");
+    if (a.progress) args.push_back("--progress");
+    std::fflush(nullptr);
+    const int rc = run_child(args, false);
+    if (rc < 0) throw Error("'" + py + "' cannot be run");
+    if (rc != 0) {
+      // The child printed its own message; keep its status (1 error, 130 cancelled).
+      std::fflush(nullptr);
+      std::exit(rc);
+    }
+  });
+}
+
+Register reg(eval_cmd);
+
+}  // namespace
+}  // namespace castscope::cli

@@ -1,0 +1,254 @@
+// The plan panel's "Evaluate": the plan run end to end in the model's own runtime (onnxruntime,
+// PyTorch + transformers, llama.cpp) through the castscope Python package, as a background job
+// with progress and cancel, its KL divergence, top-1 agreement and SNR shown beside the plan's
+// size. The runtimes are Python libraries, so the job runs `python3 -m castscope.eval` (as
+// castscope-cli eval does) and reads its progress lines and JSON result.
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "panels.hpp"
+
+extern char** environ;
+
+namespace castscope::gui {
+namespace {
+
+struct EvalOutput {
+  std::string name, distribution;
+  double snr_db = 0, kl = NAN, top1 = NAN;
+};
+
+struct EvalSummary {
+  std::string runtime, device, inputs, plan_text;
+  bool synthetic = false;
+  double bpw = NAN, bpw_cast = NAN, ppl_ref = NAN, ppl_q = NAN, seconds = 0;
+  int tensors_cast = 0;
+  std::vector<EvalOutput> outputs;
+  std::vector<std::string> notes;
+};
+
+struct EvalState {
+  Job<EvalSummary> job;
+  std::shared_ptr<const EvalSummary> result;
+  std::string error;
+  char inputs[512] = "";
+  char act_dtype[64] = "";
+};
+
+EvalState& state() {
+  static EvalState s;
+  return s;
+}
+
+double num(const nlohmann::json& j, const char* key) {
+  if (!j.contains(key) || !j[key].is_number()) return NAN;
+  return j[key].get<double>();
+}
+
+EvalSummary parse_result(const std::string& text) {
+  const nlohmann::json j = nlohmann::json::parse(text);
+  EvalSummary s;
+  s.runtime = j.value("runtime", "");
+  s.device = j.value("device", "");
+  s.inputs = j["inputs"].value("description", "");
+  s.synthetic = j["inputs"].value("synthetic", false);
+  s.bpw = num(j["size"], "bits_per_weight");
+  s.bpw_cast = num(j["size"], "bits_per_weight_cast");
+  s.tensors_cast = j["size"].value("tensors_cast", 0);
+  if (j.contains("perplexity") && j["perplexity"].is_object()) {
+    s.ppl_ref = num(j["perplexity"], "original");
+    s.ppl_q = num(j["perplexity"], "quantized");
+  }
+  s.seconds = num(j, "seconds");
+  for (const auto& o : j["outputs"]) {
+    EvalOutput e;
+    e.name = o.value("name", "");
+    e.distribution = o["distribution"].is_string() ? o["distribution"].get<std::string>() : "";
+    e.snr_db = o["snr_db"].is_number() ? o["snr_db"].get<double>() : INFINITY;
+    e.kl = num(o, "kl");
+    e.top1 = num(o, "top1");
+    s.outputs.push_back(e);
+  }
+  for (const auto& n : j["notes"]) s.notes.push_back(n.get<std::string>());
+  return s;
+}
+
+// Runs the evaluation child; stderr lines "progress F STAGE" drive the job's progress, the rest
+// of stderr is the error message; a cancel sends SIGINT, on which the child stops and exits 130.
+std::shared_ptr<const EvalSummary> run_eval(JobControl& ctl, std::vector<std::string> args,
+                                            const std::string& plan_file) {
+  struct Cleanup {
+    std::string path;
+    ~Cleanup() {
+      std::error_code ec;
+      std::filesystem::remove(path, ec);
+    }
+  } cleanup{plan_file};
+  int out[2], err[2];
+  if (pipe(out) != 0 || pipe(err) != 0) throw Error("cannot create pipes for the evaluation");
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+  posix_spawn_file_actions_adddup2(&fa, err[1], 2);
+  posix_spawn_file_actions_addclose(&fa, out[0]);
+  posix_spawn_file_actions_addclose(&fa, err[0]);
+  std::vector<char*> argv;
+  for (std::string& s : args) argv.push_back(s.data());
+  argv.push_back(nullptr);
+  pid_t pid = -1;
+  const int rc = posix_spawnp(&pid, argv[0], &fa, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  close(out[1]);
+  close(err[1]);
+  if (rc != 0) {
+    close(out[0]);
+    close(err[0]);
+    throw Error("cannot run '" + args[0] + "' for the evaluation (set CASTSCOPE_PYTHON)");
+  }
+  std::string stdout_text, stderr_text, line;
+  bool sent_int = false;
+  pollfd fds[2] = {{out[0], POLLIN, 0}, {err[0], POLLIN, 0}};
+  int open_fds = 2;
+  char buf[4096];
+  while (open_fds > 0) {
+    if (ctl.cancel && !sent_int) {
+      kill(pid, SIGINT);
+      sent_int = true;
+    }
+    if (poll(fds, 2, 100) < 0 && errno != EINTR) break;
+    for (int i = 0; i < 2; ++i) {
+      if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      const ssize_t n = read(fds[i].fd, buf, sizeof buf);
+      if (n <= 0) {
+        close(fds[i].fd);
+        fds[i].fd = -1;
+        --open_fds;
+        continue;
+      }
+      if (i == 0) {
+        stdout_text.append(buf, static_cast<size_t>(n));
+        continue;
+      }
+      for (ssize_t k = 0; k < n; ++k) {
+        if (buf[k] != '\n') {
+          line += buf[k];
+          continue;
+        }
+        double f = 0;
+        if (std::sscanf(line.c_str(), "progress %lf", &f) == 1)
+          ctl.progress = std::min(std::max(f, 0.0), 1.0);
+        else
+          stderr_text += line + "\n";
+        line.clear();
+      }
+    }
+  }
+  stderr_text += line;
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  if (ctl.cancel || code == 130) throw Cancelled();
+  if (code != 0) {
+    if (stderr_text.find("No module named") != std::string::npos)
+      throw Error("'" + args[0] +
+                  "' cannot import the castscope Python package: install it from the source "
+                  "tree with pip install . (and onnxruntime / torch + transformers / "
+                  "llama-cpp-python for the model's runtime), or set CASTSCOPE_PYTHON");
+    // The message is the child's "error: ..." line; runtime log lines before it are noise here.
+    const size_t at = stderr_text.rfind("error: ");
+    if (at != std::string::npos) throw Error(stderr_text.substr(at + 7));
+    throw Error(stderr_text.empty() ? "evaluation failed (exit status " + std::to_string(code) + ")"
+                                    : stderr_text);
+  }
+  try {
+    return std::make_shared<const EvalSummary>(parse_result(stdout_text));
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(std::string("the evaluation's result is not the JSON expected: ") + e.what());
+  }
+}
+
+void start_evaluate(AppState& app) {
+  EvalState& s = state();
+  const char* py = std::getenv("CASTSCOPE_PYTHON");
+  const std::string plan_file = (std::filesystem::temp_directory_path() /
+                                 ("castscope-eval-plan-" + std::to_string(getpid()) + ".json"))
+                                    .string();
+  try {
+    save_plan(plan_file, app.plan);
+  } catch (const Error& e) {
+    s.error = e.what();
+    return;
+  }
+  std::vector<std::string> args = {py && *py ? py : "python3",
+                                   "-m",
+                                   "castscope.eval",
+                                   app.model->path(),
+                                   "--plan",
+                                   plan_file,
+                                   "--json",
+                                   "--progress"};
+  if (s.inputs[0]) args.insert(args.end(), {"--inputs", s.inputs});
+  if (s.act_dtype[0]) args.insert(args.end(), {"--act-dtype", s.act_dtype});
+  s.error.clear();
+  s.job.start("evaluate",
+              [args, plan_file](JobControl& ctl) { return run_eval(ctl, args, plan_file); });
+}
+
+}  // namespace
+
+void draw_plan_evaluate(AppState& app) {
+  EvalState& s = state();
+  std::shared_ptr<const EvalSummary> got;
+  std::string err;
+  bool cancelled = false;
+  if (s.job.poll(&got, &err, &cancelled)) {
+    s.error = cancelled ? "evaluation cancelled" : err;
+    if (got) s.result = got;  // a failed or cancelled run keeps the last result on screen
+  }
+  ImGui::BeginDisabled(s.job.running());
+  if (ImGui::Button("Evaluate")) start_evaluate(app);
+  ImGui::EndDisabled();
+  if (ImGui::IsItemHovered())
+    ImGui::SetTooltip(
+        "Run the original and the plan-quantized model in the model's own runtime "
+        "(onnxruntime, PyTorch + transformers, llama.cpp) and compare their outputs");
+  ImGui::SameLine();
+  ImGui::SetNextItemWidth(ImGui::GetFontSize() * 12);
+  ImGui::InputTextWithHint("##evalinputs", "inputs (.npy / .npz / text)", s.inputs,
+                           sizeof s.inputs);
+  ImGui::SameLine();
+  ImGui::SetNextItemWidth(ImGui::GetFontSize() * 7);
+  ImGui::InputTextWithHint("##evalact", "activations", s.act_dtype, sizeof s.act_dtype);
+  job_line(s.job);
+  if (!s.error.empty()) ImGui::TextColored(ImVec4(1, 0.45f, 0.35f, 1), "%s", s.error.c_str());
+  const EvalSummary* r = s.result.get();
+  if (!r) return;
+  ImGui::Text("end to end: %.3f bits per weight (%.3f over the %d cast tensors)", r->bpw,
+              r->bpw_cast, r->tensors_cast);
+  for (const EvalOutput& o : r->outputs) {
+    if (o.distribution.empty())
+      ImGui::Text("  %s: SNR %.2f dB", o.name.c_str(), o.snr_db);
+    else
+      ImGui::Text("  %s: KL %.4g, top-1 %.2f%%, SNR %.2f dB", o.name.c_str(), o.kl, 100 * o.top1,
+                  o.snr_db);
+  }
+  if (!std::isnan(r->ppl_ref)) ImGui::Text("  perplexity %.4f -> %.4f", r->ppl_ref, r->ppl_q);
+  ImGui::TextDisabled("%s on %s; inputs %s%s", r->runtime.c_str(), r->device.c_str(),
+                      r->synthetic ? "SYNTHETIC: " : "", r->inputs.c_str());
+  for (const std::string& n : r->notes) ImGui::TextDisabled("%s", n.c_str());
+}
+
+}  // namespace castscope::gui

@@ -1,0 +1,331 @@
+"""End-to-end evaluation of a plan: the original and the plan-quantized model run in the model's
+own runtime (onnxruntime, PyTorch + transformers, llama.cpp) on the same inputs, their outputs
+compared. The runtimes live in _eval_onnx, _eval_hf and _eval_gguf; this module holds what they
+share: the plan resolved per tensor, the cast weights, the comparison and the result."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Mapping, Optional, Union
+
+import numpy as np
+
+from . import _core
+
+PlanLike = Union[str, os.PathLike, Mapping[str, Any]]
+
+
+class EvalError(_core.Error):
+    """Evaluation input the runtime cannot use (model, plan, inputs); the message names it."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Progress and cancel
+
+
+class Job:
+    """Progress over the stages of one evaluation, and its cancel check.
+
+    ``progress(fraction, stage)`` is called with each new fraction; ``cancel()`` returning True
+    (or ``progress`` raising) stops the evaluation with castscope.Cancelled."""
+
+    def __init__(self, progress: Optional[Callable[..., Any]], cancel: Optional[Callable[[], bool]]):
+        self._progress = progress
+        self._cancel = cancel
+        self.base, self.width, self.stage = 0.0, 1.0, ""
+        self._last = 0.0
+
+    def enter(self, base: float, width: float, stage: str) -> None:
+        self.base, self.width, self.stage = base, width, stage
+        self.report(0.0)
+
+    def report(self, frac: float) -> None:
+        self.check()
+        if self._progress is not None:
+            # Never backwards, not even by the rounding of base + width at a stage's end.
+            p = max(self._last, min(1.0, self.base + self.width * min(max(frac, 0.0), 1.0)))
+            self._last = p
+            try:
+                self._progress(p, self.stage)
+            except TypeError:
+                self._progress(p)
+
+    def check(self) -> None:
+        if self._cancel is not None and self._cancel():
+            raise _core.Cancelled("evaluation cancelled")
+
+
+# ---------------------------------------------------------------------------------------------
+# The plan, per tensor
+
+
+def plan_source(plan: PlanLike):
+    """(kind, text) as _core takes plans: a dict, a plan file, or a datatype string."""
+    if isinstance(plan, Mapping):
+        return "json", json.dumps(plan)
+    p = os.fspath(plan)
+    if os.path.exists(p):
+        return "file", p
+    return "dtype", str(plan)
+
+
+def plan_layout(model: Any, plan: PlanLike, axis: str = "auto", layout: str = "native") -> List[Dict[str, Any]]:
+    """Per tensor of ``model`` (a castscope.Model): the datatype the plan gives it (None: kept)
+    and the quantization axis the engine resolves for it, exactly as ``export`` casts it.
+
+    The axis comes from the engine's own resolution for the tensor (the plan rule's axis, else
+    ``axis``), so a per-tensor layout the engine learns is picked up here without change."""
+    kind, text = plan_source(plan)
+    return list(_core._plan_layout(model._m, kind, text, str(axis), layout))
+
+
+def cast_weight(values: np.ndarray, entry: Mapping[str, Any], cast_opts: Mapping[str, Any]) -> np.ndarray:
+    """The virtual-cast float32 values of one planned tensor, through castscope.cast."""
+    from . import cast
+
+    if entry.get("rotate"):
+        raise EvalError(
+            f"plan rotates '{entry['name']}' ({entry['rotate']}); a rotated weight is not the same "
+            "layer unless its activations are rotated too, which evaluation cannot do in the runtime")
+    return np.asarray(cast(values, entry["dtype"], axis=entry["axis"], **cast_opts))
+
+
+def plan_size(layout: List[Mapping[str, Any]]) -> Dict[str, Any]:
+    """Bits per weight of the plan: over the tensors it casts, and over every float weight of
+    rank >= 2 (kept ones at their stored width)."""
+    # Stored dtype names as the readers give them (safetensors, GGUF, ONNX, numpy).
+    stored_bits = {"F64": 64, "F32": 32, "F16": 16, "BF16": 16, "FLOAT": 32, "FLOAT16": 16,
+                   "DOUBLE": 64, "BFLOAT16": 16, "FLOAT32": 32, "FLOAT64": 64}
+    cast_n = cast_bits = all_n = all_bits = 0.0
+    for e in layout:
+        n = float(np.prod(e["shape"])) if e["shape"] else 1.0
+        if e["dtype"] is not None:
+            b = float(e["bits_per_value"])
+            cast_n += n
+            cast_bits += n * b
+        elif str(e["stored"]).upper() in stored_bits:
+            b = float(stored_bits[str(e["stored"]).upper()])
+        elif str(e["stored"]).upper().startswith(("Q", "IQ")):
+            try:  # a GGUF block type kept as stored: its registry datatype's width
+                b = _core.DataType(str(e["stored"]).lower()).bits_per_value()
+            except _core.Error:
+                continue
+        else:
+            continue  # integer storage: not a float weight the plan could cast
+        if len(e["shape"]) >= 2:
+            all_n += n
+            all_bits += n * b
+    return {
+        "tensors_cast": sum(1 for e in layout if e["dtype"] is not None),
+        "params_cast": int(cast_n),
+        "bits_per_weight_cast": cast_bits / cast_n if cast_n else None,
+        "params_weights": int(all_n),
+        "bits_per_weight": all_bits / all_n if all_n else None,
+        "bytes_weights": int(all_bits / 8),
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# Comparing outputs
+
+
+def _softmax(x: np.ndarray) -> np.ndarray:
+    x = x.astype(np.float64)
+    x = x - x.max(axis=-1, keepdims=True)
+    e = np.exp(x)
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def _log_softmax(x: np.ndarray) -> np.ndarray:
+    x = x.astype(np.float64)
+    x = x - x.max(axis=-1, keepdims=True)
+    return x - np.log(np.exp(x).sum(axis=-1, keepdims=True))
+
+
+def distribution_kind(ref: np.ndarray) -> Optional[str]:
+    """How an output reads as a distribution over its last axis: 'probabilities' (non-negative,
+    summing to 1), 'logits' (any other float output with a last axis of 2 or more), or None."""
+    if ref.dtype.kind != "f" or ref.ndim == 0 or ref.shape[-1] < 2 or not np.isfinite(ref).all():
+        return None
+    if ref.min() >= 0 and np.allclose(ref.sum(axis=-1, dtype=np.float64), 1.0, atol=1e-3):
+        return "probabilities"
+    return "logits"
+
+
+def compare_output(name: str, ref: np.ndarray, out: np.ndarray) -> Dict[str, Any]:
+    """SNR of ``out`` against ``ref``; where ``ref`` is a distribution over its last axis, the
+    mean KL(ref || out) over the other axes and the fraction of positions whose top-1 agrees."""
+    if ref.shape != out.shape:
+        raise EvalError(f"output '{name}': the quantized model gave shape {list(out.shape)}, "
+                        f"the original {list(ref.shape)}")
+    r = ref.astype(np.float64)
+    d = out.astype(np.float64) - r
+    sig, err = float(np.sum(r * r)), float(np.sum(d * d))
+    snr = math.inf if err == 0 else (10 * math.log10(sig / err) if sig > 0 else -math.inf)
+    res: Dict[str, Any] = {"name": name, "shape": list(ref.shape), "snr_db": snr,
+                           "max_abs_err": float(np.abs(d).max()) if d.size else 0.0}
+    kind = distribution_kind(ref)
+    res["distribution"] = kind
+    if kind is not None:
+        rr = ref.reshape(-1, ref.shape[-1])
+        oo = out.reshape(-1, out.shape[-1])
+        if kind == "probabilities":
+            p = rr.astype(np.float64)
+            # Probabilities that underflowed to zero in the quantized run would make KL infinite;
+            # the floor is far below what a float32 softmax distinguishes from zero.
+            logp = np.log(np.maximum(p, 1e-30))
+            logq = np.log(np.maximum(oo.astype(np.float64), 1e-30))
+        else:
+            logp, logq = _log_softmax(rr), _log_softmax(oo)
+            p = np.exp(logp)
+        kl = np.sum(p * (logp - logq), axis=-1)
+        res["kl"] = float(np.mean(kl))
+        res["kl_max"] = float(np.max(kl))
+        res["top1"] = float(np.mean(rr.argmax(-1) == oo.argmax(-1)))
+        res["positions"] = int(rr.shape[0])
+    return res
+
+
+def perplexity(logits: np.ndarray, tokens: np.ndarray) -> float:
+    """exp(mean NLL) of each next token: logits [B, S, V] against tokens [B, S]."""
+    lp = _log_softmax(logits[:, :-1, :])
+    nxt = tokens[:, 1:]
+    nll = -np.take_along_axis(lp, nxt[..., None].astype(np.int64), axis=-1)[..., 0]
+    return float(np.exp(nll.mean()))
+
+
+# ---------------------------------------------------------------------------------------------
+# The result
+
+
+@dataclass
+class EvalResult:
+    """What :func:`castscope.evaluate` measured. ``to_dict()`` gives the JSON the CLI prints."""
+
+    model: str
+    format: str
+    runtime: str
+    device: str
+    plan: str
+    act_dtype: Optional[str]
+    inputs: Dict[str, Any]
+    size: Dict[str, Any]
+    outputs: List[Dict[str, Any]]
+    tensors: List[Dict[str, Any]]
+    perplexity: Optional[Dict[str, float]] = None
+    notes: List[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def _main(self) -> Optional[Dict[str, Any]]:
+        """The output that the headline figures come from: the first distribution, else the
+        first output."""
+        for o in self.outputs:
+            if o.get("distribution"):
+                return o
+        return self.outputs[0] if self.outputs else None
+
+    kl = property(lambda self: (self._main() or {}).get("kl"))
+    top1 = property(lambda self: (self._main() or {}).get("top1"))
+    snr_db = property(lambda self: (self._main() or {}).get("snr_db"))
+    bits_per_weight = property(lambda self: self.size.get("bits_per_weight"))
+    synthetic = property(lambda self: bool(self.inputs.get("synthetic")))
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {
+            "model": self.model, "format": self.format, "runtime": self.runtime,
+            "device": self.device, "plan": self.plan, "act_dtype": self.act_dtype,
+            "inputs": self.inputs, "size": self.size,
+            "kl": self.kl, "top1": self.top1, "snr_db": self.snr_db,
+            "perplexity": self.perplexity, "outputs": self.outputs, "tensors": self.tensors,
+            "notes": self.notes, "seconds": self.seconds,
+        }
+
+    def __getitem__(self, key: str) -> Any:
+        return self.to_dict()[key]
+
+    def summary(self) -> str:
+        lines = [f"{self.model} ({self.format}) in {self.runtime} on {self.device}",
+                 f"plan {self.plan}: {self.size['tensors_cast']} tensors cast, "
+                 + (f"{self.size['bits_per_weight_cast']:.3f} bits per cast weight, "
+                    if self.size.get("bits_per_weight_cast") else "")
+                 + (f"{self.size['bits_per_weight']:.3f} bits per weight overall"
+                    if self.size.get("bits_per_weight") else ""),
+                 "inputs: " + self.inputs["description"]]
+        if self.act_dtype:
+            lines.append(f"activations cast to {self.act_dtype}")
+        for o in self.outputs:
+            s = f"  {o['name']} {o['shape']}: SNR {o['snr_db']:.2f} dB"
+            if o.get("distribution"):
+                s += f", KL {o['kl']:.6g}, top-1 {100 * o['top1']:.2f}% ({o['distribution']})"
+            lines.append(s)
+        if self.perplexity:
+            lines.append(f"perplexity: original {self.perplexity['original']:.4f}, "
+                         f"quantized {self.perplexity['quantized']:.4f}")
+        lines += [f"note: {n}" for n in self.notes]
+        return "\n".join(lines)
+
+
+def detect_format(path: str) -> str:
+    if os.path.isdir(path):
+        if os.path.exists(os.path.join(path, "config.json")):
+            return "hf"
+        raise EvalError(f"'{path}' is a directory without config.json: not a Hugging Face model "
+                        "directory that transformers can load")
+    low = path.lower()
+    if low.endswith(".onnx"):
+        return "onnx"
+    if low.endswith(".gguf"):
+        return "gguf"
+    raise EvalError(f"'{path}': evaluation runs ONNX models (.onnx), Hugging Face model "
+                    "directories and GGUF files (.gguf)")
+
+
+def evaluate(
+    model: Union[str, os.PathLike],
+    plan: PlanLike,
+    inputs: Any = None,
+    act_dtype: Optional[str] = None,
+    device: str = "auto",
+    seed: int = 0,
+    round: str = "even",
+    scale_mode: str = "floor",
+    axis: str = "auto",
+    max_tokens: int = 512,
+    progress: Optional[Callable[..., Any]] = None,
+    cancel: Optional[Callable[[], bool]] = None,
+    save_quantized: Optional[Union[str, os.PathLike]] = None,
+) -> EvalResult:
+    start = time.monotonic()
+    path = os.fspath(model)
+    if not os.path.exists(path):
+        raise EvalError(f"model '{path}' does not exist")
+    fmt = detect_format(path)
+    device = "cuda" if device == "gpu" else device
+    if device not in ("auto", "cpu", "cuda"):
+        raise EvalError(f"device '{device}': expected auto, cpu or cuda")
+    if act_dtype is not None:
+        _core.DataType(str(act_dtype))  # a bad datatype fails here, before any model is loaded
+    job = Job(progress, cancel)
+    cast_opts = {"round": round, "scale_mode": scale_mode, "seed": int(seed)}
+    if isinstance(plan, Mapping):
+        plan_desc = "<plan>"
+    else:
+        plan_desc = os.fspath(plan)
+    ctx = dict(path=path, plan=plan, plan_desc=plan_desc, inputs=inputs, act_dtype=act_dtype,
+               device=device, seed=int(seed), cast_opts=cast_opts, axis=str(axis),
+               max_tokens=int(max_tokens), job=job,
+               save_quantized=os.fspath(save_quantized) if save_quantized else None)
+    if fmt == "onnx":
+        from . import _eval_onnx as backend
+    elif fmt == "hf":
+        from . import _eval_hf as backend
+    else:
+        from . import _eval_gguf as backend
+    result = backend.run(**ctx)
+    job.enter(1.0, 0.0, "done")
+    result.seconds = time.monotonic() - start
+    return result
