@@ -98,7 +98,7 @@ TEST(ViewInput, ImageZoomsPansHoversAndClicks) {
   GridView view;
   float drag = 0;
   GridImage last;
-  auto draw = [&] { last = draw_grid_image(view, drag, none, g, ImVec2(700, 400)); };
+  auto draw = [&] { last = draw_grid_image("image", view, drag, none, g, ImVec2(700, 400)); };
   ui.frame(1000, 700, false, 0, draw);
   EXPECT_FALSE(last.hit.has_value());
   // Whole pixels, as ImGui rounds the mouse position down.

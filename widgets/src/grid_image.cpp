@@ -23,8 +23,8 @@ Ticks element_ticks(double e0, double e1, float pixels, float label_px) {
 
 }  // namespace
 
-GridImage draw_grid_image(GridView& view, float& drag_px, const Texture& tex, GridGeom g,
-                          ImVec2 size,
+GridImage draw_grid_image(const char* label, GridView& view, float& drag_px, const Texture& tex,
+                          GridGeom g, ImVec2 size,
                           const std::function<void(ImDrawList*, const GridImage&)>& overlay) {
   GridImage im;
   const float fs = ImGui::GetFontSize();
@@ -35,7 +35,7 @@ GridImage draw_grid_image(GridView& view, float& drag_px, const Texture& tex, Gr
   g.height = std::max(16.0f, size.y - bottom);
   im.p0 = ImVec2(origin.x + left, origin.y);
   ImGui::SetCursorScreenPos(im.p0);
-  ImGui::InvisibleButton("image", ImVec2(g.width, g.height));
+  ImGui::InvisibleButton(label, ImVec2(g.width, g.height));
   const bool hovered = ImGui::IsItemHovered();
   ImGuiIO& io = ImGui::GetIO();
   grid_clamp(view, g);

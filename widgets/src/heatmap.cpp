@@ -296,7 +296,7 @@ int64_t draw_heatmap(const char* id, HeatmapState& s, const TileMap* m, const st
     g.elem_rows = extras.elem_rows;
     g.elem_cols = extras.elem_cols;
   }
-  const GridImage im = draw_grid_image(s.view, s.drag_px, s.tex, g, size);
+  const GridImage im = draw_grid_image("map", s.view, s.drag_px, s.tex, g, size);
   s.screen[0] = im.p0.x;
   s.screen[1] = im.p0.y;
   s.screen[2] = im.g.width;

@@ -83,7 +83,7 @@ void draw_mask_view(const char* id, MaskViewState& s, const MaskImage& m, ImVec2
     s.detail_shown = true;
   };
   const GridImage im =
-      draw_grid_image(s.view, s.drag_px, s.tex, g,
+      draw_grid_image("mask", s.view, s.drag_px, s.tex, g,
                       ImVec2(std::max(size.x, 60.0f), std::max(size.y, 40.0f)), overlay);
   s.screen[0] = im.p0.x;
   s.screen[1] = im.p0.y;

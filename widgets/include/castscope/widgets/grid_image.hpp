@@ -22,8 +22,9 @@ struct GridImage {
 
 // geom: rows / cols / cell and element extents (width and height are set here from size).
 // overlay (optional) draws over the texture, under the tile and element lines.
-GridImage draw_grid_image(GridView& view, float& drag_px, const Texture& tex, GridGeom geom,
-                          ImVec2 size,
+// `label` names the image's item (what scripted tests find it by).
+GridImage draw_grid_image(const char* label, GridView& view, float& drag_px, const Texture& tex,
+                          GridGeom geom, ImVec2 size,
                           const std::function<void(ImDrawList*, const GridImage&)>& overlay = {});
 
 // Outlines cell (row, col) of an image drawn by draw_grid_image.
