@@ -143,8 +143,9 @@ TEST(ExportNative, RoundTripEveryFamily) {
   EXPECT_EQ(st.tensors.at("t.sparse4").shape,
             (std::vector<int64_t>{24, 24}));  // kept, then 2 per byte
   EXPECT_EQ(st.tensors.at("t.mx9.meta").shape, (std::vector<int64_t>{24, 6}));  // 48 pair bits
-  EXPECT_EQ(st.tensors.at("t.mx4").shape,
-            (std::vector<int64_t>{24, 48}));  // 3-bit codes in nibbles
+  // 3-bit codes back to back (the dense layout of version 4): 24 · 96 · 3 / 8 bytes.
+  EXPECT_EQ(st.tensors.at("t.mx4").shape, (std::vector<int64_t>{864}));
+  EXPECT_EQ(st.metadata.at("castscope.version"), "4");
   EXPECT_EQ(st.tensors.at("t.nvfp4.tenscale").dtype, "F32");
   EXPECT_EQ(st.tensors.at("t.uint4.zero").dtype, "I8");
 }

@@ -26,4 +26,6 @@ expect 2 map "$layer"
 expect 1 inspect "$src/no/such/file.safetensors"
 expect 1 info not_a_dtype
 expect 1 report "$layer" --dtype not_a_dtype
+# A fuzzed packed file (a 124-digit dimension, bad dtype strings): an error, not a crash.
+expect 1 decompress "$src/fuzz/corpus/packed/finding-packed-shape-overflow.safetensors" "${TMPDIR:-/tmp}/castscope-never-written.npy"
 echo "exit codes ok"

@@ -347,17 +347,24 @@ const TileSpec* DataType::subtile() const {
 }
 
 double DataType::bits_per_value(int64_t channel_length) const {
+  const int64_t L = channel_length;
+  // Per value along an axis of L: ceil(L / T) tiles of T, a partial last one a whole tile's worth.
+  auto per_tile = [L](int64_t T) {
+    if (T <= 0) return L > 0 ? 1.0 / static_cast<double>(L) : 0.0;  // one tile per row
+    return L > 0 ? static_cast<double>((L + T - 1) / T) / static_cast<double>(L) : 1.0 / T;
+  };
   switch (family_) {
     case Family::TCFP8:
-      return 8 + 8.0 / 32;
+      return 8 + 8.0 * per_tile(32);
     case Family::TCFP12:
-      return 8 + 4 + 2 * 8.0 / 32;
+      return 8 + 4 + 2 * 8.0 * per_tile(32);
     case Family::TCFP16:
-      return 16 + 2 * 8.0 / 32;
+      return 16 + 2 * 8.0 * per_tile(32);
     case Family::Codebook: {
       const TileSpec& t = scale_->tiles[0];
-      return codebook_->index_bits + static_cast<double>(scale_->scale.bits()) / t.size +
-             static_cast<double>(codebook_->meta_bits) / (t.sub ? t.sub : t.size);
+      const int64_t sub = t.sub ? t.sub : t.size;
+      return codebook_->index_bits + scale_->scale.bits() * per_tile(t.size) +
+             static_cast<double>(codebook_->meta_bits) * (t.size / sub) * per_tile(t.size);
     }
     case Family::GGML: {
       const ggml::TypeInfo* g = ggml::type_info(ggml_type_);
@@ -387,13 +394,20 @@ double DataType::bits_per_value(int64_t channel_length) const {
       elems *= t.size;
     }
   }
-  if (const TileSpec* sp = sparse_tile())
-    bits = bits * sp->n / sp->m + 1.0;  // kept values + mask bit
-  if (sc.tiles.empty()) return bits;    // one tensor scale: nothing per value
+  if (const TileSpec* sp = sparse_tile()) {
+    // Kept values + a mask bit; along the axis, a partial run keeps N slots too.
+    const bool along_axis = sp == &sc.tiles.back();
+    bits = (along_axis ? bits * sp->n * per_tile(sp->m) : bits * sp->n / sp->m) + 1.0;
+  }
+  if (sc.tiles.empty()) return bits;  // one tensor scale: nothing per value
   double per_group = sc.scale.bits();
   if (has_zero_point()) per_group += sc.second->bits();
   if (!unknown) bits += per_group / elems;
-  if (const TileSpec* st = subtile()) bits += static_cast<double>(st->offset) / st->sub;
+  // A partial last tile still has T / sub offsets.
+  if (const TileSpec* st = subtile())
+    bits += st->size > 0
+                ? static_cast<double>(st->offset) * (st->size / st->sub) * per_tile(st->size)
+                : static_cast<double>(st->offset) / st->sub;
   return bits;
 }
 
