@@ -84,6 +84,11 @@ const std::vector<Case>& cases() {
       {"e2m1_e32s4o2", {3, 40}, 3 * 40, 4},
       {"icb44fi_e4m3fn_e8m0_t32s8", {3, 40}, 3 * 40, 4},
       {"tcfp12", {3, 35}, 3 * 35, 8},
+      // One axis of a few values: the dense stream has as many bytes as the unpacked codes.
+      {"e3m2", {2}, 2, 6},
+      {"e2m3", {1}, 1, 6},
+      {"int3_float32", {3}, 3, 3},
+      {"mxfp6e2", {40}, 40, 6},
   };
   return c;
 }

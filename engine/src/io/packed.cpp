@@ -303,20 +303,19 @@ std::vector<PackedTensor> load_packed(const std::string& path) {
     if (raws.empty() || raws.front().part->member != &CastResult::codes)
       throw Error("'" + path + "': tensor '" + name + "' has no codes");
     const CastResult ref = reference_layout(path, pt, raws.front().nbytes);
-    // Version 4 stores narrow values densely; a part whose layout is the same either way (e.g.
-    // FP4 codes in rows of even length) keeps its in-memory shape.
+    // Version 4 stores narrow values densely, every part whose dense stream differs from its
+    // in-memory layout (the writer's rule, which follows from the metadata alone).
     const std::vector<detail::DenseField> dense =
         version >= 4 ? detail::dense_fields(r) : std::vector<detail::DenseField>{};
     for (const RawPart& raw : raws) {
       const Tensor& want = ref.*(raw.part->member);
       const detail::DenseField* f = nullptr;
       for (const detail::DenseField& d : dense)
-        if (d.member == raw.part->member) f = &d;
-      if (f && want && (raw.dtype != want.dtype() || raw.shape != want.shape())) {
+        if (d.member == raw.part->member && detail::dense_differs(d)) f = &d;
+      if (f && want) {
         if (raw.dtype != DType::U8 || raw.shape.size() != 1)
           throw Error("'" + path + "': tensor '" + raw.key + "' is " + dtype_name(raw.dtype) + " " +
-                      shape_str(raw.shape) + ", expected " + dtype_name(want.dtype()) + " " +
-                      shape_str(want.shape()) + " or its dense packing (U8, one axis)");
+                      shape_str(raw.shape) + ", expected its dense packing (U8, one axis)");
         try {
           r.*(raw.part->member) =
               detail::from_dense(*f, raw.data, raw.nbytes, want.dtype(), want.shape());
