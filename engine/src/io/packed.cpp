@@ -280,7 +280,9 @@ std::vector<PackedTensor> load_packed(const std::string& path) {
       const std::string k = name + part.suffix;
       if (!header.contains(k)) continue;
       const json& e = header[k];
-      RawPart raw{&part, k};
+      RawPart raw;
+      raw.part = &part;
+      raw.key = k;
       try {
         raw.dtype = parse_safetensors_dtype(e.at("dtype").get<std::string>());
         raw.shape = detail::json_shape(e.at("shape"), "", "shape");
