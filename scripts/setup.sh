@@ -1,16 +1,37 @@
 #!/usr/bin/env bash
-# Installs everything CastScope needs to build and test on Debian 12 (run as root or with sudo).
+# Installs what CastScope needs on Debian 12 (run as root or with sudo).
+#   bash scripts/setup.sh         the app and the CLI: compilers, CMake, and the libraries they
+#                                 link (Dear ImGui, GLFW, OpenGL, CLI11, nlohmann-json, zlib,
+#                                 libzip, ONNX); a few hundred MB of Debian packages, no Python
+#   bash scripts/setup.sh --dev   everything above plus what the tests, benchmarks and fuzzers
+#                                 use (GoogleTest, Google Benchmark, clang, Xvfb, and the Python
+#                                 packages the interop tests load the exports with: PyTorch CPU,
+#                                 transformers, compressed-tensors, torchao, gguf, ...); what CI runs
 set -euo pipefail
+DEV=0
+for arg in "$@"; do
+  case "$arg" in
+    --dev) DEV=1 ;;
+    *)
+      echo "usage: bash scripts/setup.sh [--dev]" >&2
+      exit 2
+      ;;
+  esac
+done
 SUDO=""
 if [ "$(id -u)" != "0" ]; then SUDO="sudo"; fi
 export DEBIAN_FRONTEND=noninteractive
+# Build and GUI: what `cmake --build build --target castscope castscope-cli` needs.
 PACKAGES=(
-  build-essential cmake ninja-build pkg-config git clang
-  libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev nlohmann-json3-dev
-  zlib1g-dev libzip-dev libonnx-dev libprotobuf-dev protobuf-compiler
+  build-essential cmake ninja-build pkg-config
+  libcli11-dev nlohmann-json3-dev zlib1g-dev libzip-dev libonnx-dev libprotobuf-dev
+  protobuf-compiler
   libimgui-dev libglfw3-dev libstb-dev libgl-dev libgl1-mesa-dri libglx-mesa0
-  xvfb xauth python3 python3-pip
 )
+if [ "$DEV" = 1 ]; then
+  # Tests, benchmarks, fuzzers (clang), the GUI tests' virtual display, the Python package.
+  PACKAGES+=(git clang libgtest-dev libgmock-dev libbenchmark-dev xvfb xauth python3 python3-pip)
+fi
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -19,6 +40,12 @@ if [ ${#missing[@]} -gt 0 ]; then
   $SUDO apt-get update -qq
   $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
+# nvcc ships with the CUDA toolkit under /usr/local/cuda when it is installed.
+if [ -x /usr/local/cuda/bin/nvcc ] && ! command -v nvcc >/dev/null; then
+  echo "note: add /usr/local/cuda/bin to PATH to build the CUDA backend"
+fi
+[ "$DEV" = 1 ] || exit 0
+
 # The interop test decodes CastScope's exports with numpy + safetensors, independently of C++.
 python3 -c "import numpy, safetensors" 2>/dev/null || python3 -m pip install -q numpy safetensors
 # The Python package: its build backend and binding library, and its tests.
@@ -54,8 +81,4 @@ open(sys.argv[2], 'wb').write(z.read('rapidocr_onnxruntime/models/ch_PP-OCRv4_re
       mv "$models/ch_PP-OCRv4_rec_infer.onnx.part" "$models/ch_PP-OCRv4_rec_infer.onnx"
   fi
   rm -rf "$wheel_dir"
-fi
-# nvcc ships with the CUDA toolkit under /usr/local/cuda when it is installed.
-if [ -x /usr/local/cuda/bin/nvcc ] && ! command -v nvcc >/dev/null; then
-  echo "note: add /usr/local/cuda/bin to PATH to build the CUDA backend"
 fi

@@ -16,7 +16,7 @@ namespace {
 
 struct ExportArgs {
   std::string model, out, plan, dtype, layout = "native", round = "even", scale_mode = "floor",
-                                       device = "auto", config;
+                                       overflow = "saturate", device = "auto", config;
   uint64_t seed = 0;
   std::string axis = "auto";
   bool quiet = false;
@@ -55,6 +55,10 @@ void export_cmd(CLI::App& app) {
   sub->add_option("--layout", a.layout, "native | gpt-oss | compressed-tensors | gguf")
       ->check(CLI::IsMember({"native", "gpt-oss", "compressed-tensors", "gguf"}));
   add_rounding_options(sub, a.round, a.scale_mode);
+  sub->add_option("--overflow", a.overflow,
+                  "saturate | ieee: values beyond a datatype's range clamp to its largest "
+                  "finite value, or become Inf / NaN where it has them (as cast)")
+      ->check(CLI::IsMember({"saturate", "ieee"}));
   sub->add_option("--seed", a.seed, "Seed of stochastic rounding");
   add_axis_option(sub, a.axis);
   add_device_option(sub, a.device);
@@ -77,6 +81,7 @@ void export_cmd(CLI::App& app) {
     o.layout = parse_layout(a.layout);
     o.cast.round = parse_round(a.round);
     o.cast.scale_mode = parse_scale_mode(a.scale_mode);
+    o.cast.overflow = parse_overflow(a.overflow);
     o.cast.seed = a.seed;
     AxisSpec::parse(a.axis).apply(o.cast);
     o.cast.device = parse_device(a.device);

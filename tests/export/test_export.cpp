@@ -5,6 +5,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <random>
 
@@ -143,8 +144,9 @@ TEST(ExportNative, RoundTripEveryFamily) {
   EXPECT_EQ(st.tensors.at("t.sparse4").shape,
             (std::vector<int64_t>{24, 24}));  // kept, then 2 per byte
   EXPECT_EQ(st.tensors.at("t.mx9.meta").shape, (std::vector<int64_t>{24, 6}));  // 48 pair bits
-  EXPECT_EQ(st.tensors.at("t.mx4").shape,
-            (std::vector<int64_t>{24, 48}));  // 3-bit codes in nibbles
+  // 3-bit codes back to back (the dense layout of version 4): 24 · 96 · 3 / 8 bytes.
+  EXPECT_EQ(st.tensors.at("t.mx4").shape, (std::vector<int64_t>{864}));
+  EXPECT_EQ(st.metadata.at("castscope.version"), "4");
   EXPECT_EQ(st.tensors.at("t.nvfp4.tenscale").dtype, "F32");
   EXPECT_EQ(st.tensors.at("t.uint4.zero").dtype, "I8");
 }
@@ -195,6 +197,37 @@ TEST(ExportNative, InMemoryExportVerifies) {
   ASSERT_EQ(back.size(), 1u);
   EXPECT_TRUE(same_bits(upcast(back[0].result).ptr<float>(),
                         virtual_values(x, "mxfp6e3").ptr<float>(), x.numel(), "mxfp6e3", seed));
+}
+
+// The export's overflow choice reaches its casts and the packed metadata: saturating clamps Inf
+// and values beyond the range to the largest finite value, IEEE keeps them Inf.
+TEST(ExportNative, OverflowGoesToTheCasts) {
+  const uint64_t seed = fresh_seed();
+  std::mt19937_64 rng(seed);
+  MemoryModel m;
+  Tensor x = random_tensor({4, 32}, rng);
+  x.mutable_ptr<float>()[0] = std::numeric_limits<float>::infinity();
+  x.mutable_ptr<float>()[1] = -std::numeric_limits<float>::infinity();
+  x.mutable_ptr<float>()[2] = 1e6f;  // beyond float16
+  m.add("w", x);
+  TempDir tmp;
+  for (const Overflow ov : {Overflow::Saturate, Overflow::IEEE}) {
+    SCOPED_TRACE(to_string(ov));
+    ExportOptions eo;
+    eo.cast.device = Device::CPU;
+    eo.cast.overflow = ov;
+    const std::string out = tmp / (std::string(to_string(ov)) + ".safetensors");
+    export_model(m, out, plan_of({{"w", "float16"}}), eo);
+    EXPECT_EQ(exporttest::read_st(out).metadata.at("w.overflow"), to_string(ov));
+    const auto back = io::load_packed(out);
+    ASSERT_EQ(back.size(), 1u);
+    EXPECT_EQ(back[0].result.options.overflow, ov);
+    const Tensor u = upcast(back[0].result);
+    const float big = ov == Overflow::IEEE ? std::numeric_limits<float>::infinity() : 65504.0f;
+    EXPECT_EQ(u.ptr<float>()[0], big);
+    EXPECT_EQ(u.ptr<float>()[1], -big);
+    EXPECT_EQ(u.ptr<float>()[2], big);
+  }
 }
 
 TEST(ExportGptOss, BlocksAndScalesDecode) {

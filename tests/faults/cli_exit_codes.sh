@@ -23,7 +23,10 @@ expect 2 no-such-command
 expect 2 cast "$layer" --dtype mxfp4e2 --round sideways
 expect 2 report "$layer" --dtype mxfp4e2 --no-such-flag
 expect 2 map "$layer"
+expect 2 export "$layer" "${TMPDIR:-/tmp}/castscope-never-written.safetensors" --dtype mxfp4e2 --overflow sideways
 expect 1 inspect "$src/no/such/file.safetensors"
 expect 1 info not_a_dtype
 expect 1 report "$layer" --dtype not_a_dtype
+# A fuzzed packed file (a 124-digit dimension, bad dtype strings): an error, not a crash.
+expect 1 decompress "$src/fuzz/corpus/packed/finding-packed-shape-overflow.safetensors" "${TMPDIR:-/tmp}/castscope-never-written.npy"
 echo "exit codes ok"

@@ -137,6 +137,26 @@ def unpack_fields(packed, width, length):
     return (p[..., k // per] >> ((k % per) * width).astype(np.uint8)) & ((1 << width) - 1)
 
 
+def dense_values(packed, bits, count):
+    """`count` values of `bits` bits stored back to back, least significant bit first."""
+    b = np.unpackbits(packed.reshape(-1).view(np.uint8), bitorder="little")[: count * bits]
+    return (b.reshape(count, bits).astype(np.int64) << np.arange(bits)).sum(axis=1)
+
+
+def fields(meta, stored, width, bits, shape):
+    """A part of values of `bits` bits, `shape` once unpacked: in memory's layout (fields of
+    `width` bits along the last axis, a row's last byte padded) or, from layout version 4 on,
+    densely packed (one axis of bytes) where that differs."""
+    per = max(1, 8 // width)
+    memory = tuple(shape[:-1]) + (-(-shape[-1] // per),)
+    if int(meta.get("castscope.version", "1")) >= 4 and stored.shape != memory:
+        assert stored.ndim == 1 and stored.dtype == np.uint8, (stored.shape, memory)
+        return dense_values(stored, bits, int(np.prod(shape))).reshape(shape)
+    if width >= 8:
+        return stored.astype(np.int64)
+    return unpack_fields(stored, width, shape[-1])
+
+
 # ----------------------------------------------------------------------------------------------
 # Native layout decoder.
 
@@ -151,15 +171,13 @@ def decode_native(meta, tensors, name):
         codes = codes.view(np.uint32 if st_dtype == "F32" else np.uint16)
     sparse = next((t for t in tiles if t[4]), None)
     cs_last = (L + sparse[4] - 1) // sparse[4] * sparse[3] if sparse else L
-    width = 2 if num.bits <= 2 else 4 if num.bits <= 4 else 8
-    if width < 8:
-        codes = unpack_fields(codes, width, cs_last)
-    else:
-        codes = codes.view(np.uint8) if codes.dtype.itemsize == 1 else codes
-    codes = codes.astype(np.int64)
+    width = 2 if num.bits <= 2 else 4 if num.bits <= 4 else 8 * codes.dtype.itemsize
+    if codes.dtype.itemsize == 1:
+        codes = codes.view(np.uint8)
+    codes = fields(meta, codes, width, num.bits, shape[:-1] + [cs_last]).astype(np.int64)
     if sparse:
         n, m = sparse[3], sparse[4]
-        mask = unpack_fields(tensors[name + ".mask"][1], 1, L).astype(bool)
+        mask = fields(meta, tensors[name + ".mask"][1], 1, 1, shape).astype(bool)
         run = np.arange(L) // m
         # Rank of each kept element inside its run: cumulative count minus the count before the run.
         cum = np.cumsum(mask, axis=-1)
@@ -191,7 +209,7 @@ def decode_native(meta, tensors, name):
             T, sub = tiles[-1][0], tiles[-1][1]
             width = tiles[-1][2]
             packed = tensors[name + ".meta"][1]
-            bits = unpack_fields(packed, width, packed.shape[-1] * (8 // width))
+            bits = fields(meta, packed, width, width, shape[:-1] + [-(-L // T) * (T // sub)])
             u = bits[..., (k // T) * (T // sub) + (k % T) // sub].astype(np.int64)
         shift = sc.astype(np.int64) - 127 - u
         if num.kind == "int" and tiles and tiles[-1][1]:
@@ -256,7 +274,9 @@ def main():
         native_types = {"l0.mxfp4": "mxfp4e2", "l1.mxfp8": "mxfp8e4", "l2.nvfp4": "nvfp4", "l3.int8sc": "int8_sc",
                         "l4.uint4": "uint4_fi32", "l5.mx9": "mx9", "l6.sparse": "e4m3fn_e8m0_t32n2m4",
                         "l7.sparse4": "e2m1fnuz_e8m0_t32n2m4", "l8.mx4": "mx4", "l9.uint8": "uint8_ssc",
-                        "l10.uint4b": "uint4_bb32", "l11.mxint4": "mxint4", "l12.offset2": "e2m1_e32s4o2"}
+                        "l10.uint4b": "uint4_bb32", "l11.mxint4": "mxint4", "l12.offset2": "e2m1_e32s4o2",
+                        "l13.mxfp6": "mxfp6e2", "l14.fp5": "e2m2_e8m0_t32", "l15.fp7": "e3m3_e8m0_t32",
+                        "l16.int3": "int3_float32_t32", "l17.sparse6": "e3m2_e8m0_t32n2m4"}
         model = {n: sample((int(rng.integers(2, 9)) * 4, 96)) for n in native_types}
         model["norm.weight"] = sample((96,))
         mpath = os.path.join(work, "model.safetensors")

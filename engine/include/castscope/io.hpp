@@ -23,6 +23,14 @@ void save_npy(const std::string& path, const Tensor& t);
 void write_atomically(
     const std::string& path,
     const std::function<void(const std::function<void(const void*, size_t)>&)>& write);
+// The same, for a file staged on its way to `shown` (the path the user gave): errors name that.
+void write_atomically(
+    const std::string& path,
+    const std::function<void(const std::function<void(const void*, size_t)>&)>& write,
+    const std::string& shown);
+// "cannot create 'PATH': why" for an errno from creating a file at or beside PATH; a missing
+// directory is named as such.
+std::string cannot_create(const std::string& path, int err);
 
 // One entry of a model's table of contents: read from headers only.
 struct TensorInfo {
@@ -93,9 +101,16 @@ std::vector<std::pair<std::string, std::string>> packed_tensor_metadata(const st
 // shape, which readers before 3 refuse against NAME.shape, as they should). A file takes the
 // largest over its tensors.
 int packed_version(const CastResult& r);
+// The tensors packed tensor NAME holding r is stored as, in file order (key, tensor): its parts,
+// each densely packed where its values are narrower than their storage (docs/export-formats.md,
+// "Packing"). Raises `version` to what they need (4 for a densely packed part).
+std::vector<std::pair<std::string, Tensor>> packed_file_tensors(const std::string& name,
+                                                                const CastResult& r, int& version);
 
+// `shown`: the path errors name (default `path`), for a file staged on its way there.
 void save_packed(const std::string& path, const std::vector<PackedTensor>& tensors,
-                 const std::vector<std::pair<std::string, std::string>>& extra_metadata = {});
+                 const std::vector<std::pair<std::string, std::string>>& extra_metadata = {},
+                 const std::string& shown = "");
 std::vector<PackedTensor> load_packed(const std::string& path);
 
 }  // namespace castscope::io

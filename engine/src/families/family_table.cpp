@@ -29,10 +29,11 @@ std::string tcfp_str(const DataType&) {
   return F == Family::TCFP8 ? "tcfp8" : F == Family::TCFP12 ? "tcfp12" : "tcfp16";
 }
 template <Family F>
-double tcfp_bits_per_value(const DataType&, int64_t) {
-  return F == Family::TCFP8    ? 8 + 8.0 / 32
-         : F == Family::TCFP12 ? 8 + 4 + 2 * 8.0 / 32
-                               : 16 + 2 * 8.0 / 32;
+double tcfp_bits_per_value(const DataType&, int64_t channel_length) {
+  const double scales = 8.0 * tiles_per_value(channel_length, 32);
+  return F == Family::TCFP8    ? 8 + scales
+         : F == Family::TCFP12 ? 8 + 4 + 2 * scales
+                               : 16 + 2 * scales;
 }
 template <Family F>
 std::string tcfp_describe(const DataType&) {

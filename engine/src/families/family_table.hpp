@@ -29,6 +29,10 @@ const FamilyOps& family_ops(Family f);
 // Every row, in Family order (for tests and listings).
 const FamilyOps* family_table(size_t* count);
 
+// Tiles of T per value along an axis of L (ceil(L / T) / L: a partial last tile carries a whole
+// tile's scales); 1 / T when L is unknown (0), one per row when T is 0 (a channel).
+double tiles_per_value(int64_t L, int64_t T);
+
 // Row functions of the TensorCast-grammar family that live with the format and packing code.
 std::string standard_str(const DataType& d);
 double standard_bits_per_value(const DataType& d, int64_t channel_length);

@@ -352,6 +352,11 @@ namespace detail {
 
 // The text and size facts of each family, for its row of the family table.
 
+double tiles_per_value(int64_t L, int64_t T) {
+  if (T <= 0) return L > 0 ? 1.0 / static_cast<double>(L) : 0.0;  // one tile per row
+  return L > 0 ? static_cast<double>((L + T - 1) / T) / static_cast<double>(L) : 1.0 / T;
+}
+
 std::string standard_str(const DataType& d) {
   std::string s = d.number().name();
   if (d.scale()) s += "_" + d.scale()->str();
@@ -380,13 +385,22 @@ double standard_bits_per_value(const DataType& d, int64_t channel_length) {
       elems *= t.size;
     }
   }
-  if (const TileSpec* sp = d.sparse_tile())
-    bits = bits * sp->n / sp->m + 1.0;  // kept values + mask bit
-  if (sc.tiles.empty()) return bits;    // one tensor scale: nothing per value
+  if (const TileSpec* sp = d.sparse_tile()) {
+    // Kept values + a mask bit; along the axis, a partial run keeps N slots too.
+    const bool along_axis = sp == &sc.tiles.back();
+    bits = (along_axis ? bits * sp->n * tiles_per_value(channel_length, sp->m)
+                       : bits * sp->n / sp->m) +
+           1.0;
+  }
+  if (sc.tiles.empty()) return bits;  // one tensor scale: nothing per value
   double per_group = sc.scale.bits();
   if (d.has_zero_point()) per_group += sc.second->bits();
   if (!unknown) bits += per_group / elems;
-  if (const TileSpec* st = d.subtile()) bits += static_cast<double>(st->offset) / st->sub;
+  // A partial last tile still has T / sub offsets.
+  if (const TileSpec* st = d.subtile())
+    bits += st->size > 0 ? static_cast<double>(st->offset) * (st->size / st->sub) *
+                               tiles_per_value(channel_length, st->size)
+                         : static_cast<double>(st->offset) / st->sub;
   return bits;
 }
 
@@ -423,11 +437,13 @@ std::string codebook_str(const DataType& d) {
   return d.codebook()->str() + (d.scale() ? "_" + d.scale()->str() : "");
 }
 
-double codebook_bits_per_value(const DataType& d, int64_t) {
+double codebook_bits_per_value(const DataType& d, int64_t channel_length) {
   const ScaleSpec& sc = *d.scale();
   const TileSpec& t = sc.tiles[0];
-  return d.codebook()->index_bits + static_cast<double>(sc.scale.bits()) / t.size +
-         static_cast<double>(d.codebook()->meta_bits) / (t.sub ? t.sub : t.size);
+  const int64_t sub = t.sub ? t.sub : t.size;
+  const double tiles = tiles_per_value(channel_length, t.size);
+  return d.codebook()->index_bits + sc.scale.bits() * tiles +
+         static_cast<double>(d.codebook()->meta_bits) * (t.size / sub) * tiles;
 }
 
 std::string codebook_describe(const DataType& d) {

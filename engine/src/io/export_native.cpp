@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <nlohmann/json.hpp>
@@ -35,11 +36,8 @@ const char* keep_spec(DType d) {
 void add_packed(OutputFiles& w, std::map<std::string, std::string>& meta, int& version,
                 const std::string& name, const CastResult& r, ExportedTensor& rep) {
   for (const auto& [k, v] : io::packed_tensor_metadata(name, r)) meta[k] = v;
-  version = std::max(version, io::packed_version(r));
-  for (const io::PackedPart& p : io::packed_parts()) {
-    const Tensor& t = r.*(p.member);
-    if (!t) continue;
-    w.add(name + p.suffix, t);
+  for (const auto& [key, t] : io::packed_file_tensors(name, r, version)) {
+    w.add(key, t);
     rep.bytes_out += t.nbytes();
   }
 }
@@ -100,7 +98,7 @@ void export_packed(const std::string& path, const std::vector<io::PackedTensor>&
                    const std::vector<std::pair<std::string, std::string>>& extra_metadata) {
   const std::string staged =
       path + ".check-" + std::to_string(reinterpret_cast<uintptr_t>(&tensors));
-  io::save_packed(staged, tensors, extra_metadata);
+  io::save_packed(staged, tensors, extra_metadata, path);
   auto same = [](const Tensor& a, const Tensor& b) {
     if (!a || !b) return !a && !b;
     return a.dtype() == b.dtype() && a.shape() == b.shape() &&
@@ -129,8 +127,9 @@ void export_packed(const std::string& path, const std::vector<io::PackedTensor>&
     throw;
   }
   if (std::rename(staged.c_str(), path.c_str()) != 0) {
+    const std::string why = std::strerror(errno);
     std::remove(staged.c_str());
-    throw Error("cannot move '" + staged + "' to '" + path + "'");
+    throw Error("cannot write '" + path + "': " + why);
   }
 }
 

@@ -141,9 +141,19 @@ void commit_verified(
     const std::function<void(const std::function<void(const void*, size_t)>&)>& write,
     const std::function<void(const std::string&)>& verify) {
   const std::string staged = path + ".staged-" + std::to_string(::getpid());
-  io::write_atomically(staged, write);
+  io::write_atomically(staged, write, path);
   try {
     verify(staged);
+  } catch (const Cancelled&) {
+    ::unlink(staged.c_str());
+    throw;
+  } catch (const Error& e) {
+    ::unlink(staged.c_str());
+    // The staged name means nothing to the user: the message names the file they asked for.
+    std::string m = e.what();
+    for (size_t at = m.find(staged); at != std::string::npos; at = m.find(staged, at + path.size()))
+      m.replace(at, staged.size(), path);
+    throw Error(m);
   } catch (...) {
     ::unlink(staged.c_str());
     throw;
@@ -151,7 +161,7 @@ void commit_verified(
   if (::rename(staged.c_str(), path.c_str()) != 0) {
     const std::string why = std::strerror(errno);
     ::unlink(staged.c_str());
-    throw Error("cannot move '" + staged + "' to '" + path + "': " + why);
+    throw Error("cannot write '" + path + "': " + why);
   }
 }
 
@@ -294,8 +304,7 @@ SafetensorsStreamWriter::SafetensorsStreamWriter(std::string path) : path_(std::
     spill_fd_ = ::open(tmp.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (spill_fd_ >= 0) ::unlink(tmp.c_str());
   }
-  if (spill_fd_ < 0)
-    throw Error("cannot create a temporary file beside '" + path_ + "': " + std::strerror(errno));
+  if (spill_fd_ < 0) throw Error(io::cannot_create(path_, errno));
 }
 
 SafetensorsStreamWriter::~SafetensorsStreamWriter() {

@@ -5,10 +5,14 @@
 
 #include "castscope/io.hpp"
 #include "io/json_fields.hpp"
+#include "io/packed_dense.hpp"
 #include "io/reader.hpp"
 
 namespace castscope::io {
 namespace {
+
+// The newest layout this reader knows: 4 packs narrow values densely.
+constexpr int kPackedVersion = 4;
 
 using nlohmann::json;
 
@@ -27,24 +31,29 @@ constexpr StDType kSt[] = {
 // The parts of a stored cast must have exactly the dtypes and shapes that the cast produces, or
 // upcast would read past them. The reference layout comes from casting zeros of the stored shape
 // with the stored options, after bounding that shape by the size of the stored codes.
-void check_layout(const std::string& path, const PackedTensor& pt) {
+CastResult reference_layout(const std::string& path, const PackedTensor& pt, uint64_t code_bytes) {
   const CastResult& r = pt.result;
   const std::string at = "'" + path + "': tensor '" + pt.name + "': ";
   const uint64_t n = detail::checked_numel(r.shape, path, pt.name);
-  if (n == 0 || n > static_cast<uint64_t>(r.codes.numel()) * 64 + 64)
+  // No code takes less than 1/64 of a byte, even with N:M sparsity.
+  if (n == 0 || n / 64 > code_bytes)
     throw Error(at + "shape " + shape_str(r.shape) + " does not match its " +
-                std::to_string(r.codes.numel()) + " stored codes");
+                std::to_string(code_bytes) + " bytes of codes");
   CastOptions o = r.options;
   o.mode = r.mode;
   o.device = Device::CPU;
   o.job = nullptr;
-  CastResult ref;
   try {
-    ref = cast(Tensor::empty(DType::F32, r.shape), r.dtype, o);
+    return cast(Tensor::empty(DType::F32, r.shape), r.dtype, o);
   } catch (const Error& e) {
     throw Error(at + "datatype " + r.dtype.str() + " does not apply to shape " +
                 shape_str(r.shape) + ": " + e.what());
   }
+}
+
+void check_layout(const std::string& path, const PackedTensor& pt, const CastResult& ref) {
+  const CastResult& r = pt.result;
+  const std::string at = "'" + path + "': tensor '" + pt.name + "': ";
   for (const PackedPart& part : packed_parts()) {
     const Tensor& want = ref.*(part.member);
     const Tensor& got = r.*(part.member);
@@ -57,6 +66,30 @@ void check_layout(const std::string& path, const PackedTensor& pt) {
                   shape_str(got.shape()) + ", expected " + dtype_name(want.dtype()) + " " +
                   shape_str(want.shape()));
   }
+}
+
+// One part's entry in the header, its bytes still in the file.
+struct RawPart {
+  const PackedPart* part = nullptr;
+  std::string key;
+  DType dtype = DType::U8;
+  Shape shape;
+  const uint8_t* data = nullptr;
+  uint64_t nbytes = 0;
+};
+
+// The layout version of a file: files before versions were numbered are 1.
+int file_version(const std::string& path, const nlohmann::json& meta) {
+  if (!meta.contains("castscope.version")) return 1;
+  const nlohmann::json& v = meta["castscope.version"];
+  if (!v.is_string()) throw Error("'" + path + "': __metadata__ castscope.version is not a string");
+  const int64_t n = detail::text_integer(v.get<std::string>(), path,
+                                         "__metadata__ castscope.version", 1, 1 << 20);
+  if (n > kPackedVersion)
+    throw Error("'" + path + "': packed layout version " + std::to_string(n) +
+                " is newer than this CastScope reads (up to " + std::to_string(kPackedVersion) +
+                ")");
+  return static_cast<int>(n);
 }
 
 }  // namespace
@@ -96,6 +129,7 @@ std::vector<std::pair<std::string, std::string>> packed_tensor_metadata(const st
       {name + ".axis", std::to_string(r.options.axis)},
       {name + ".round", to_string(r.options.round)},
       {name + ".scale_mode", to_string(r.options.scale_mode)},
+      {name + ".overflow", to_string(r.options.overflow)},
       {name + ".seed", std::to_string(r.options.seed)}};
   if (const auto& cb = r.dtype.codebook(); cb && !cb->implicit)
     m.push_back(
@@ -110,45 +144,64 @@ int packed_version(const CastResult& r) {
   return r.options.flatten ? 3 : r.options.rotate.enabled() ? 2 : 1;
 }
 
+std::vector<std::pair<std::string, Tensor>> packed_file_tensors(const std::string& name,
+                                                                const CastResult& r, int& version) {
+  version = std::max(version, packed_version(r));
+  const std::vector<detail::DenseField> dense = detail::dense_fields(r);
+  std::vector<std::pair<std::string, Tensor>> out;
+  for (const PackedPart& part : packed_parts()) {
+    const Tensor& t = r.*(part.member);
+    if (!t) continue;
+    Tensor stored = t;
+    for (const detail::DenseField& f : dense)
+      if (f.member == part.member && detail::dense_differs(f)) {
+        stored = detail::to_dense(f, t);
+        version = std::max(version, 4);
+      }
+    out.emplace_back(name + part.suffix, stored);
+  }
+  return out;
+}
+
 void save_packed(const std::string& path, const std::vector<PackedTensor>& tensors,
-                 const std::vector<std::pair<std::string, std::string>>& extra_metadata) {
+                 const std::vector<std::pair<std::string, std::string>>& extra_metadata,
+                 const std::string& shown) {
   json header = json::object();
   json meta = json::object();
   meta["format"] = "castscope-packed";
   for (const auto& [k, v] : extra_metadata) meta[k] = v;
   int version = 1;
-  std::vector<const Tensor*> order;
+  std::vector<Tensor> order;
   uint64_t offset = 0;
   for (const PackedTensor& pt : tensors) {
     const CastResult& r = pt.result;
     if (r.mode == CastMode::Virtual)
       throw Error("tensor '" + pt.name + "': a virtual cast has no codes to pack");
     for (const auto& [k, v] : packed_tensor_metadata(pt.name, r)) meta[k] = v;
-    version = std::max(version, packed_version(r));
-    for (const PackedPart& part : packed_parts()) {
-      const Tensor& t = r.*(part.member);
-      if (!t) continue;
-      const std::string key = pt.name + part.suffix;
+    for (auto& [key, t] : packed_file_tensors(pt.name, r, version)) {
       if (header.contains(key)) throw Error("duplicate tensor name '" + key + "' in packed export");
       header[key] = {{"dtype", safetensors_dtype(t.dtype())},
                      {"shape", t.shape()},
                      {"data_offsets", {offset, offset + t.nbytes()}}};
       offset += t.nbytes();
-      order.push_back(&t);
+      order.push_back(t);
     }
   }
   meta["castscope.version"] = std::to_string(version);
   header["__metadata__"] = meta;
   std::string hs = header.dump();
   while (hs.size() % 8) hs += ' ';
-  write_atomically(path, [&](const auto& put) {
-    uint64_t n = hs.size();
-    uint8_t len[8];
-    for (int i = 0; i < 8; ++i) len[i] = static_cast<uint8_t>(n >> (8 * i));
-    put(len, 8);
-    put(hs.data(), hs.size());
-    for (const Tensor* t : order) put(t->data(), t->nbytes());
-  });
+  write_atomically(
+      path,
+      [&](const auto& put) {
+        uint64_t n = hs.size();
+        uint8_t len[8];
+        for (int i = 0; i < 8; ++i) len[i] = static_cast<uint8_t>(n >> (8 * i));
+        put(len, 8);
+        put(hs.data(), hs.size());
+        for (const Tensor& t : order) put(t.data(), t.nbytes());
+      },
+      shown.empty() ? path : shown);
 }
 
 std::vector<PackedTensor> load_packed(const std::string& path) {
@@ -173,16 +226,17 @@ std::vector<PackedTensor> load_packed(const std::string& path) {
     throw Error("'" + path +
                 "' is not a CastScope packed file (no __metadata__.format = castscope-packed)");
   const json& meta = header["__metadata__"];
+  const int version = file_version(path, meta);
   std::vector<PackedTensor> out;
   for (auto it = meta.begin(); it != meta.end(); ++it) {
     const std::string& key = it.key();
     if (key.size() < 7 || key.compare(key.size() - 6, 6, ".dtype") != 0) continue;
     const std::string name = key.substr(0, key.size() - 6);
     auto get = [&](const std::string& k) -> std::string {
-      if (!meta.contains(name + k))
-        throw Error("'" + path + "': tensor '" + name + "' has no " + k.substr(1) +
-                    " in __metadata__");
-      return meta[name + k].get<std::string>();
+      if (!meta.contains(name + k)) throw Error("no " + k.substr(1) + " in __metadata__");
+      const json& v = meta[name + k];
+      if (!v.is_string()) throw Error("__metadata__ " + name + k + " is not a string");
+      return v.get<std::string>();
     };
     PackedTensor pt;
     pt.name = name;
@@ -195,7 +249,7 @@ std::vector<PackedTensor> load_packed(const std::string& path) {
                           t.at("mappings").get<std::vector<std::vector<double>>>(),
                           t.at("names").get<std::vector<std::string>>(), "codebook tables");
       }
-      r.dtype = DataType::parse(it.value().get<std::string>());
+      r.dtype = DataType::parse(get(".dtype"));
       r.shape = detail::text_shape(get(".shape"), "", "metadata " + name + ".shape");
       r.mode = parse_cast_mode(get(".mode"));
       r.options.axis = static_cast<int>(
@@ -203,6 +257,8 @@ std::vector<PackedTensor> load_packed(const std::string& path) {
       r.options.round = parse_round(get(".round"));
       r.options.scale_mode = parse_scale_mode(get(".scale_mode"));
       r.options.seed = detail::text_unsigned(get(".seed"), "", "metadata " + name + ".seed");
+      // Files without the key (all before export took --overflow) were cast saturating.
+      if (meta.contains(name + ".overflow")) r.options.overflow = parse_overflow(get(".overflow"));
       // Files without the key (all before rotations existed) hold unrotated codes.
       if (meta.contains(name + ".rotate")) r.options.rotate = parse_rotation(get(".rotate"));
       // Files without the key (all before flattened axes existed) tile along NAME.axis alone.
@@ -219,30 +275,60 @@ std::vector<PackedTensor> load_packed(const std::string& path) {
       throw Error("'" + path + "': tensor '" + name + "': bad metadata (" + e.what() + ")");
     }
     r.options.mode = r.mode;
+    std::vector<RawPart> raws;
     for (const PackedPart& part : packed_parts()) {
       const std::string k = name + part.suffix;
       if (!header.contains(k)) continue;
       const json& e = header[k];
+      RawPart raw;
+      raw.part = &part;
+      raw.key = k;
       try {
-        const DType dt = parse_safetensors_dtype(e.at("dtype").get<std::string>());
-        const Shape shape = detail::json_shape(e.at("shape"), "", "shape");
+        raw.dtype = parse_safetensors_dtype(e.at("dtype").get<std::string>());
+        raw.shape = detail::json_shape(e.at("shape"), "", "shape");
         const json& off = e.at("data_offsets");
         if (!off.is_array() || off.size() != 2) throw Error("data_offsets is not a pair");
         const uint64_t b = detail::json_unsigned(off[0], "", "data_offsets"),
                        en = detail::json_unsigned(off[1], "", "data_offsets");
-        const uint64_t nbytes = detail::checked_nbytes(shape, dtype_size(dt), path, k);
-        if (en < b || en - b != nbytes || en > size - data_start)
+        raw.nbytes = detail::checked_nbytes(raw.shape, dtype_size(raw.dtype), path, k);
+        if (en < b || en - b != raw.nbytes || en > size - data_start)
           throw Error("data_offsets [" + std::to_string(b) + ", " + std::to_string(en) +
                       "] do not fit its shape or the file");
-        r.*(part.member) = detail::copy_raw(map->data() + data_start + b, dt, shape);
+        raw.data = map->data() + data_start + b;
       } catch (const Error& ex) {
         throw Error("'" + path + "': tensor '" + k + "': " + ex.what());
       } catch (const std::exception& ex) {
         throw Error("'" + path + "': tensor '" + k + "': bad header entry (" + ex.what() + ")");
       }
+      raws.push_back(raw);
     }
-    if (!r.codes) throw Error("'" + path + "': tensor '" + name + "' has no codes");
-    check_layout(path, pt);
+    if (raws.empty() || raws.front().part->member != &CastResult::codes)
+      throw Error("'" + path + "': tensor '" + name + "' has no codes");
+    const CastResult ref = reference_layout(path, pt, raws.front().nbytes);
+    // Version 4 stores narrow values densely, every part whose dense stream differs from its
+    // in-memory layout (the writer's rule, which follows from the metadata alone).
+    const std::vector<detail::DenseField> dense =
+        version >= 4 ? detail::dense_fields(r) : std::vector<detail::DenseField>{};
+    for (const RawPart& raw : raws) {
+      const Tensor& want = ref.*(raw.part->member);
+      const detail::DenseField* f = nullptr;
+      for (const detail::DenseField& d : dense)
+        if (d.member == raw.part->member && detail::dense_differs(d)) f = &d;
+      if (f && want) {
+        if (raw.dtype != DType::U8 || raw.shape.size() != 1)
+          throw Error("'" + path + "': tensor '" + raw.key + "' is " + dtype_name(raw.dtype) + " " +
+                      shape_str(raw.shape) + ", expected its dense packing (U8, one axis)");
+        try {
+          r.*(raw.part->member) =
+              detail::from_dense(*f, raw.data, raw.nbytes, want.dtype(), want.shape());
+        } catch (const Error& ex) {
+          throw Error("'" + path + "': tensor '" + raw.key + "': " + ex.what());
+        }
+      } else {
+        r.*(raw.part->member) = detail::copy_raw(raw.data, raw.dtype, raw.shape);
+      }
+    }
+    check_layout(path, pt, ref);
     out.push_back(std::move(pt));
   }
   return out;
