@@ -2,7 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <limits>
 #include <string>
+
+#include "parallel.hpp"
 
 #if defined(__GLIBC__)
 #include <malloc.h>
@@ -143,40 +147,395 @@ bool sparsity_mask(bool tiled, const T& mask, int64_t n) {
   return tiled && mask && mask.numel() == n && mask.dtype() == DType::Bool;
 }
 
-// The views' inputs on the host: the float32 input, its cast values and the cast result.
+// What the first pass over the data gives: the statistics, the input's absmax, both exponent
+// histograms and the mask image's per-cell counts.
+struct FirstPass {
+  Stats stats;
+  double absmax = 0;
+  ExponentHistogram eo, ec;
+  std::vector<int64_t> cells;
+};
+// The second pass: histograms whose ranges the first one fixed.
+struct SecondPass {
+  Histogram vo, vc, lo, lc, err;
+};
+struct Ranges {
+  double lim = 1, lo = 0, hi = 1, elim = 1;
+  int bins = 8;
+};
+
+inline uint32_t float_bits(float v) {
+  uint32_t u;
+  std::memcpy(&u, &v, 4);
+  return u;
+}
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define CASTSCOPE_VIEW_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define CASTSCOPE_VIEW_CLONES
+#endif
+
+// Slots past a histogram's bins in the per-chunk count arrays.
+enum Slot { kBelow = 0, kAbove = 1, kNonfinite = 2, kZeroOrSkip = 3, kSlots = 4 };
+constexpr int kExpSlots = 279;  // floor(log2|v|) + 149 for -149..127, then non-finite, zero
+constexpr int64_t kBlock = 2048;
+
+// The first pass's sums of a chunk, in four lanes so that the additions do not wait on each
+// other (the chunk's result, and so the analysis, does not depend on the thread count).
+struct StatLanes {
+  double sx2[4] = {}, se2[4] = {}, se[4] = {}, maxe[4] = {};
+  int64_t count = 0, nin = 0, nout = 0, zout = 0;
+  float amax = 0;
+};
+
+// compute_stats' quantities, branch-free: a pair outside the finite inputs and outputs adds 0.
+CASTSCOPE_VIEW_CLONES void stats_block(const float* x, const float* q, int64_t n, StatLanes& s) {
+  for (int64_t i0 = 0; i0 < n; i0 += 4) {
+    for (int l = 0; l < 4 && i0 + l < n; ++l) {
+      const int64_t i = i0 + l;
+      const float xf = x[i], qf = q[i];
+      const bool fx = (float_bits(xf) & 0x7FFFFFFF) < 0x7F800000;
+      const bool fq = (float_bits(qf) & 0x7FFFFFFF) < 0x7F800000;
+      const bool ok = fx && fq;
+      const double xv = ok ? static_cast<double>(xf) : 0.0, qv = ok ? static_cast<double>(qf) : 0.0;
+      const double d = qv - xv;
+      s.sx2[l] += xv * xv;
+      s.se2[l] += d * d;
+      s.se[l] += d;
+      s.maxe[l] = std::max(s.maxe[l], std::fabs(d));
+      s.count += ok;
+      s.nin += !fx;
+      s.nout += fx && !fq;
+      s.zout += ok && qv == 0 && xv != 0;
+      s.amax = std::max(s.amax, fx ? std::fabs(xf) : 0.f);
+    }
+  }
+}
+
+inline int exp_slot(uint32_t u) {
+  u &= 0x7FFFFFFF;
+  const int e = static_cast<int>(u >> 23);
+  const int lb = e ? e - 127 : (31 - __builtin_clz(u | 1)) - 149;
+  return u >= 0x7F800000 ? 277 : u == 0 ? 278 : lb + 149;
+}
+
+// histogram()'s bin of each value (its double arithmetic), or a slot past the bins.
+CASTSCOPE_VIEW_CLONES void linear_block(const float* v, int64_t n, double lo, double hi,
+                                        double scale, int bins, int32_t* idx) {
+  for (int64_t i = 0; i < n; ++i) {
+    const double x = v[i];
+    const bool fin = (float_bits(v[i]) & 0x7FFFFFFF) < 0x7F800000;
+    const bool below = x<lo, above = x> hi;
+    const double t = fin && !below && !above ? (x - lo) * scale : 0.0;
+    int32_t b = static_cast<int32_t>(t);
+    b = b >= bins ? bins - 1 : b;
+    idx[i] = !fin ? bins + kNonfinite : below ? bins + kBelow : above ? bins + kAbove : b;
+  }
+}
+
+// error_histogram()'s bin of q - x (in float) over the finite inputs; other inputs: kZeroOrSkip.
+CASTSCOPE_VIEW_CLONES void error_block(const float* x, const float* q, int64_t n, double lo,
+                                       double hi, double scale, int bins, int32_t* idx) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float ef = q[i] - x[i];
+    const double e = ef;
+    const bool finx = (float_bits(x[i]) & 0x7FFFFFFF) < 0x7F800000;
+    const bool fin = (float_bits(ef) & 0x7FFFFFFF) < 0x7F800000;
+    const bool below = e<lo, above = e> hi;
+    const double t = fin && !below && !above ? (e - lo) * scale : 0.0;
+    int32_t b = static_cast<int32_t>(t);
+    b = b >= bins ? bins - 1 : b;
+    idx[i] = !finx   ? bins + kZeroOrSkip
+             : !fin  ? bins + kNonfinite
+             : below ? bins + kBelow
+             : above ? bins + kAbove
+                     : b;
+  }
+}
+
+// The bin histogram(v, n, lo, hi, bins, true) gives a float: std::log2 of |v| in double, then
+// the linear bin. std::log2 per value would be most of a host update's cost, so each binade in
+// the histogram's range gets the significands at which the bin steps up, found by bisection of
+// that same formula (which rises with |v|); a value's bin is its binade's first bin plus the
+// steps at or below its significand. Subnormals, binades outside the table and binades of more
+// than kSteps steps take the formula itself.
+class LogBins {
+ public:
+  static constexpr int kSteps = 8;
+  LogBins(double lo, double hi, int bins, int emin, int emax)
+      : lo_(lo), hi_(hi), scale_(bins / (hi - lo)), bins_(bins) {
+    emin_ = std::max(emin, -126);
+    emax_ = std::min(emax, 127);
+    for (int e = emin_; e <= emax_; ++e) {
+      Binade b;
+      auto at = [&](uint32_t f) { return reference((static_cast<uint32_t>(e + 127) << 23) | f); };
+      b.base = at(0);
+      const int top = at((1u << 23) - 1);
+      b.direct = top - b.base > kSteps;
+      for (int k = 0; k < kSteps; ++k) b.steps[k] = 0xFFFFFFFFu;
+      for (int target = b.base + 1; !b.direct && target <= top; ++target) {
+        uint32_t l = 0, h = (1u << 23) - 1;  // at(l) < target <= at(h)
+        while (h - l > 1) {
+          const uint32_t mid = l + (h - l) / 2;
+          (at(mid) >= target ? h : l) = mid;
+        }
+        b.steps[target - b.base - 1] = h;
+      }
+      table_.push_back(b);
+    }
+  }
+  // The bin of a finite non-zero float's magnitude bits u, or -1 below lo, bins above hi.
+  int bin(uint32_t u) const {
+    const int e = static_cast<int>(u >> 23) - 127;
+    if (e < emin_ || e > emax_) return reference(u);
+    const Binade& b = table_[static_cast<size_t>(e - emin_)];
+    if (b.direct) return reference(u);
+    const uint32_t f = u & 0x7FFFFF;
+    int r = b.base;
+    for (int k = 0; k < kSteps; ++k) r += f >= b.steps[k];
+    return r;
+  }
+  int reference(uint32_t u) const {
+    float v;
+    std::memcpy(&v, &u, 4);
+    const double x = std::log2(std::fabs(static_cast<double>(v)));
+    if (x < lo_) return -1;
+    if (x > hi_) return bins_;
+    int64_t b = static_cast<int64_t>((x - lo_) * scale_);
+    if (b >= bins_) b = bins_ - 1;
+    return static_cast<int>(b);
+  }
+
+ private:
+  struct Binade {
+    int base = 0;
+    bool direct = false;
+    uint32_t steps[kSteps];
+  };
+  double lo_, hi_, scale_;
+  int bins_, emin_ = 0, emax_ = -1;
+  std::vector<Binade> table_;
+};
+
+// The log histogram's slot of each value through a table of the top 8 significand bits of every
+// binade in range: an entry is the bin of its whole interval, or -1 where a step of the bin lies
+// inside it (about steps / 256 of the values), which LogBins then settles.
+class LogSlots {
+ public:
+  LogSlots(const LogBins& lb, int bins, int emin, int emax) : lb_(lb), bins_(bins) {
+    emin = std::max(emin, -126);
+    emax = std::min(emax, 127);
+    if (emax < emin) return;
+    off_ = static_cast<uint32_t>(emin + 127) << 8;
+    table_.resize(static_cast<size_t>(emax - emin + 1) << 8);
+    for (size_t k = 0; k < table_.size(); ++k) {
+      const uint32_t u0 = (off_ + static_cast<uint32_t>(k)) << 15, u1 = u0 + (1u << 15) - 1;
+      const int b0 = slot(lb.bin(u0)), b1 = slot(lb.bin(u1));
+      table_[k] = b0 == b1 ? static_cast<int16_t>(b0) : int16_t{-1};
+    }
+  }
+  void fill(const float* v, int64_t n, int32_t* idx) const {
+    const uint32_t size = static_cast<uint32_t>(table_.size());
+    for (int64_t i = 0; i < n; ++i) {
+      const uint32_t u = float_bits(v[i]) & 0x7FFFFFFF;
+      const uint32_t k = (u >> 15) - off_;
+      const int t = k < size ? table_[k] : -1;
+      idx[i] = t >= 0 ? t : settle(u);
+    }
+  }
+
+ private:
+  int slot(int b) const { return b < 0 ? bins_ + kBelow : b >= bins_ ? bins_ + kAbove : b; }
+  int settle(uint32_t u) const {
+    if (u >= 0x7F800000) return bins_ + kNonfinite;
+    if (u == 0) return bins_ + kZeroOrSkip;
+    return slot(lb_.bin(u));
+  }
+  const LogBins& lb_;
+  int bins_;
+  uint32_t off_ = 0;
+  std::vector<int16_t> table_;
+};
+
+Histogram from_slots(const std::vector<uint64_t>& c, double lo, double hi, int bins, bool log_x,
+                     bool skip_is_zero) {
+  Histogram h;
+  h.lo = lo;
+  h.hi = hi;
+  h.log_x = log_x;
+  h.counts.assign(c.begin(), c.begin() + bins);
+  h.below = c[static_cast<size_t>(bins + kBelow)];
+  h.above = c[static_cast<size_t>(bins + kAbove)];
+  h.nonfinite = c[static_cast<size_t>(bins + kNonfinite)];
+  if (skip_is_zero) h.zeros = c[static_cast<size_t>(bins + kZeroOrSkip)];
+  return h;
+}
+
+ExponentHistogram trimmed(std::vector<uint64_t> counts, uint64_t zeros, uint64_t nonfinite) {
+  // As exponent_histogram() trims: to the occupied binades.
+  ExponentHistogram h;
+  h.zeros = zeros;
+  h.nonfinite = nonfinite;
+  int lo = 0, hi = static_cast<int>(counts.size()) - 1;
+  while (lo < hi && counts[lo] == 0) ++lo;
+  while (hi > lo && counts[hi] == 0) --hi;
+  h.counts.assign(counts.begin() + lo, counts.begin() + hi + 1);
+  h.emin = -149 + lo;
+  h.emax = -149 + hi;
+  return h;
+}
+
+// The views' inputs on the host: the float32 input, its cast values and the cast result. Every
+// view comes from two passes over the input and its cast, split over the threads in chunks whose
+// partial results are merged in chunk order, so the sums do not depend on the thread count.
 struct HostViews {
   Tensor x, q;
   CastResult r;
   bool tiled = false;
   int64_t n() const { return x.numel(); }
-  const float* p(bool cast) const { return (cast ? q : x).ptr<float>(); }
-  Stats stats() const { return compute_stats(x, q, r.counts.clipped); }
-  double absmax() const {
-    const float* xp = p(false);
-    double amax = 0;
-    for (int64_t i = 0; i < n(); ++i)
-      if (std::isfinite(xp[i])) amax = std::max(amax, std::fabs(static_cast<double>(xp[i])));
-    return amax;
+  static constexpr int64_t kChunk = 1 << 16;
+  int64_t chunks() const { return (n() + kChunk - 1) / kChunk; }
+
+  FirstPass first(const MaskImage& m, JobControl* job) const {
+    struct Part {
+      StatLanes s;
+      std::vector<uint64_t> eo, ec;
+      int64_t cell_row0 = 0;
+      std::vector<int64_t> cells;  // the cell rows this chunk touches, from cell_row0
+    };
+    const int64_t nc = chunks();
+    std::vector<Part> parts(static_cast<size_t>(nc));
+    const float* xp = x.ptr<float>();
+    const float* qp = q.ptr<float>();
+    const uint8_t* mp = has_mask() ? r.mask.ptr<uint8_t>() : nullptr;
+    const bool cells = m.total > 0;
+    detail::parallel_for(nc, 1, 0, nullptr, [&](int64_t cb, int64_t ce) {
+      for (int64_t c = cb; c < ce; ++c) {
+        Part& p = parts[static_cast<size_t>(c)];
+        const int64_t b = c * kChunk, e = std::min(n(), b + kChunk);
+        stats_block(xp + b, qp + b, e - b, p.s);
+        p.eo.assign(kExpSlots, 0);
+        p.ec.assign(kExpSlots, 0);
+        for (int64_t i = b; i < e; ++i) {
+          ++p.eo[static_cast<size_t>(exp_slot(float_bits(xp[i])))];
+          ++p.ec[static_cast<size_t>(exp_slot(float_bits(qp[i])))];
+        }
+        if (!cells) continue;
+        // Per-cell counts of the chunk's elements, a row segment at a time.
+        const int64_t r0 = b / m.cols, r1 = (e - 1) / m.cols;
+        p.cell_row0 = r0 / m.cell_rows;
+        p.cells.assign(static_cast<size_t>((r1 / m.cell_rows - p.cell_row0 + 1) * m.out_cols), 0);
+        for (int64_t i = b; i < e;) {
+          const int64_t row = i / m.cols, col = i % m.cols;
+          const int64_t stop = std::min(e, (row + 1) * m.cols);
+          int64_t* hits = p.cells.data() + (row / m.cell_rows - p.cell_row0) * m.out_cols;
+          for (int64_t j = col; i < stop;) {
+            const int64_t cell = j / m.cell_cols;
+            const int64_t end = std::min(stop, i + ((cell + 1) * m.cell_cols - j));
+            int64_t k = 0;
+            if (mp) {
+              for (int64_t t = i; t < end; ++t) k += mp[t] != 0;
+            } else {
+              for (int64_t t = i; t < end; ++t) {
+                const uint32_t u = float_bits(xp[t]) & 0x7FFFFFFF;
+                k += (u - 1 < 0x7F7FFFFFu) & (qp[t] == 0);  // finite, non-zero x cast to zero
+              }
+            }
+            hits[cell] += k;
+            j += end - i;
+            i = end;
+          }
+        }
+      }
+    });
+    FirstPass out;
+    int64_t count = 0, nin = 0, nout = 0, zout = 0;
+    double sx2 = 0, se2 = 0, se = 0, maxe = 0;
+    float amax = 0;
+    std::vector<uint64_t> eo(kExpSlots, 0), ec(kExpSlots, 0);
+    if (cells) out.cells.assign(static_cast<size_t>(m.out_rows * m.out_cols), 0);
+    for (const Part& p : parts) {
+      count += p.s.count, nin += p.s.nin, nout += p.s.nout, zout += p.s.zout;
+      for (int l = 0; l < 4; ++l) {
+        sx2 += p.s.sx2[l], se2 += p.s.se2[l], se += p.s.se[l];
+        maxe = std::max(maxe, p.s.maxe[l]);
+      }
+      amax = std::max(amax, p.s.amax);
+      for (size_t k = 0; k < kExpSlots; ++k) eo[k] += p.eo[k], ec[k] += p.ec[k];
+      for (size_t k = 0; k < p.cells.size(); ++k)
+        out.cells[static_cast<size_t>(p.cell_row0 * m.out_cols) + k] += p.cells[k];
+    }
+    Stats& s = out.stats;
+    s.count = count, s.nonfinite_in = nin, s.nonfinite_out = nout, s.zeros_out = zout;
+    s.clipped = r.counts.clipped;
+    if (count) {
+      s.mse = se2 / count;
+      s.mean_err = se / count;
+      s.signal_power = sx2 / count;
+    }
+    s.max_abs_err = maxe;
+    s.snr_db = se2 > 0 ? 10.0 * std::log10(sx2 / se2) : std::numeric_limits<double>::infinity();
+    out.absmax = amax;
+    auto split = [](std::vector<uint64_t> c) {
+      const uint64_t nf = c[277], z = c[278];
+      c.resize(277);
+      return trimmed(std::move(c), z, nf);
+    };
+    out.eo = split(std::move(eo));
+    out.ec = split(std::move(ec));
+    return out;
   }
-  Histogram values(bool cast, double lo, double hi, int bins, bool log_x) const {
-    return histogram(p(cast), n(), lo, hi, bins, log_x);
-  }
-  ExponentHistogram exponents(bool cast) const { return exponent_histogram(p(cast), n()); }
-  Histogram errors(double lo, double hi, int bins) const {
-    return error_histogram(p(false), p(true), n(), lo, hi, bins);
+
+  SecondPass second(const Ranges& g, JobControl* job) const {
+    const int bins = g.bins;
+    const LogBins lb(g.lo, g.hi, bins, static_cast<int>(g.lo), static_cast<int>(g.hi) - 1);
+    const LogSlots ls(lb, bins, static_cast<int>(g.lo), static_cast<int>(g.hi) - 1);
+    const double vs = bins / (2 * g.lim), es = bins / (2 * g.elim);
+    const float* xp = x.ptr<float>();
+    const float* qp = q.ptr<float>();
+    const int64_t nc = chunks();
+    const size_t width = static_cast<size_t>(bins + kSlots);
+    // Five count arrays per chunk: values of x and q, log2 of x and q, errors.
+    std::vector<std::vector<uint64_t>> parts(static_cast<size_t>(nc));
+    detail::parallel_for(nc, 1, 0, nullptr, [&](int64_t cb, int64_t ce) {
+      std::vector<int32_t> idx(static_cast<size_t>(5 * kBlock));
+      for (int64_t c = cb; c < ce; ++c) {
+        std::vector<uint64_t>& p = parts[static_cast<size_t>(c)];
+        p.assign(5 * width, 0);
+        const int64_t b = c * kChunk, e = std::min(n(), b + kChunk);
+        for (int64_t i = b; i < e; i += kBlock) {
+          const int64_t len = std::min(kBlock, e - i);
+          int32_t* ix = idx.data();
+          linear_block(xp + i, len, -g.lim, g.lim, vs, bins, ix);
+          linear_block(qp + i, len, -g.lim, g.lim, vs, bins, ix + kBlock);
+          ls.fill(xp + i, len, ix + 2 * kBlock);
+          ls.fill(qp + i, len, ix + 3 * kBlock);
+          error_block(xp + i, qp + i, len, -g.elim, g.elim, es, bins, ix + 4 * kBlock);
+          for (int h = 0; h < 5; ++h) {
+            uint64_t* cnt = p.data() + h * width;
+            const int32_t* hi = ix + h * kBlock;
+            for (int64_t k = 0; k < len; ++k) ++cnt[hi[k]];
+          }
+        }
+      }
+    });
+    std::vector<uint64_t> total(5 * width, 0);
+    for (const auto& p : parts)
+      for (size_t k = 0; k < total.size(); ++k) total[k] += p[k];
+    auto slice = [&](int h) {
+      return std::vector<uint64_t>(total.begin() + h * width, total.begin() + (h + 1) * width);
+    };
+    SecondPass out;
+    out.vo = from_slots(slice(0), -g.lim, g.lim, bins, false, false);
+    out.vc = from_slots(slice(1), -g.lim, g.lim, bins, false, false);
+    out.lo = from_slots(slice(2), g.lo, g.hi, bins, true, true);
+    out.lc = from_slots(slice(3), g.lo, g.hi, bins, true, true);
+    out.err = from_slots(slice(4), -g.elim, g.elim, bins, false, false);
+    return out;
   }
   TileMap tiles() const { return tile_map(x, q, r); }
   bool has_mask() const { return sparsity_mask(tiled, r.mask, n()); }
-  std::vector<int64_t> cells(const MaskImage& m) const {
-    const float* xp = p(false);
-    const float* qp = p(true);
-    if (has_mask()) {
-      const uint8_t* mp = r.mask.ptr<uint8_t>();
-      return count_cells(m, [&](int64_t i) { return mp[i] != 0; });
-    }
-    return count_cells(m,
-                       [&](int64_t i) { return std::isfinite(xp[i]) && xp[i] != 0 && qp[i] == 0; });
-  }
 };
 
 // The same views from tensors left in device memory: only the views come back to the host.
@@ -199,20 +558,46 @@ struct DeviceViews {
     return gpu::cell_counts(x, q, has_mask() ? &r.mask : nullptr, m.cols, m.cell_rows, m.cell_cols,
                             m.out_rows, m.out_cols);
   }
+  FirstPass first(const MaskImage& m, JobControl*) const {
+    FirstPass f;
+    f.stats = stats();
+    f.absmax = absmax();
+    f.eo = exponents(false);
+    f.ec = exponents(true);
+    if (m.total) f.cells = cells(m);
+    return f;
+  }
+  SecondPass second(const Ranges& g, JobControl*) const {
+    SecondPass s;
+    s.vo = values(false, -g.lim, g.lim, g.bins, false);
+    s.vc = values(true, -g.lim, g.lim, g.bins, false);
+    s.lo = values(false, g.lo, g.hi, g.bins, true);
+    s.lc = values(true, g.lo, g.hi, g.bins, true);
+    s.err = errors(-g.elim, g.elim, g.bins);
+    return s;
+  }
 };
 
-// Every view after the cast, from host or device data alike.
+// Every view after the cast, from host or device data alike: the metrics first (and handed to
+// on_metrics), then the histograms, the tile map and the mask.
 template <class Views>
 void compute_views(Analysis& a, const Views& v, const AnalysisOptions& ao, JobControl* job) {
-  a.stats = v.stats();
-  a.absmax = v.absmax();
-  const double lim = a.absmax > 0 ? a.absmax * 1.02 : 1.0;
-  const int bins = std::max(8, ao.bins);
-  a.value_orig = v.values(false, -lim, lim, bins, false);
-  a.value_cast = v.values(true, -lim, lim, bins, false);
+  const DataType& d = a.dtype;
+  std::string what = "non-zero values cast to zero";
+  if (v.has_mask()) {
+    const TileSpec* sp = d.sparse_tile();
+    what = "kept by " + std::to_string(sp ? sp->n : 0) + ":" + std::to_string(sp ? sp->m : 0) +
+           " sparsity";
+  }
+  a.mask = mask_layout(a.shape, ao.mask_max_side, what);
+  FirstPass f = v.first(a.mask, job);
+  a.stats = f.stats;
+  a.absmax = f.absmax;
+  if (ao.on_metrics) ao.on_metrics(a);
   if (job) job->check();
 
-  const ExponentHistogram eo = v.exponents(false), ec = v.exponents(true);
+  const ExponentHistogram& eo = f.eo;
+  const ExponentHistogram& ec = f.ec;
   int lo = 0, hi = 0;
   if (any_count(eo) || any_count(ec)) {
     lo = any_count(eo) ? eo.emin : ec.emin;
@@ -225,16 +610,23 @@ void compute_views(Analysis& a, const Views& v, const AnalysisOptions& ao, JobCo
   a.exp_cast = align(ec, lo, hi);
   a.exp_zero_orig = eo.zeros;
   a.exp_zero_cast = ec.zeros;
-  a.log_orig = v.values(false, lo, hi + 1.0, bins, true);
-  a.log_cast = v.values(true, lo, hi + 1.0, bins, true);
 
+  Ranges g;
+  g.lim = a.absmax > 0 ? a.absmax * 1.02 : 1.0;
+  g.bins = std::max(8, ao.bins);
+  g.lo = lo;
+  g.hi = hi + 1.0;
   // The largest error over finite pairs is the statistics' max_abs_err.
   const double emax = a.stats.max_abs_err;
-  const double elim = emax > 0 ? emax * 1.02 : 1.0;
-  a.error = v.errors(-elim, elim, bins);
+  g.elim = emax > 0 ? emax * 1.02 : 1.0;
+  SecondPass s = v.second(g, job);
+  a.value_orig = std::move(s.vo);
+  a.value_cast = std::move(s.vc);
+  a.log_orig = std::move(s.lo);
+  a.log_cast = std::move(s.lc);
+  a.error = std::move(s.err);
   if (job) job->check();
 
-  const DataType& d = a.dtype;
   if (v.tiled) {
     try {
       a.tiles = v.tiles();
@@ -252,15 +644,7 @@ void compute_views(Analysis& a, const Views& v, const AnalysisOptions& ao, JobCo
   } else {
     a.tiles_note = "one scale for the whole tensor: no tile map";
   }
-
-  std::string what = "non-zero values cast to zero";
-  if (v.has_mask()) {
-    const TileSpec* sp = d.sparse_tile();
-    what = "kept by " + std::to_string(sp ? sp->n : 0) + ":" + std::to_string(sp ? sp->m : 0) +
-           " sparsity";
-  }
-  a.mask = mask_layout(a.shape, ao.mask_max_side, what);
-  if (a.mask.total) finish_mask(a.mask, v.cells(a.mask));
+  if (a.mask.total) finish_mask(a.mask, f.cells);
 }
 
 // The span of magnitudes the target keeps, placed at the tensor absmax for scaled datatypes.
@@ -315,7 +699,10 @@ std::shared_ptr<const Analysis> analyze(const Tensor& x_in, const DataType& dtyp
   a->axis = describe_axis(options, x.shape());
   if (ao.keep_values) a->input = x;
 
-  if (ao.device && device_views_possible(dtype, options) && gpu::available()) {
+  // While the app's GPU context is still starting, the host finishes the views before it would
+  // be up; the next update finds it running.
+  const bool wait_for_gpu = options.device == Device::Auto && gpu_starting();
+  if (ao.device && !wait_for_gpu && device_views_possible(dtype, options) && gpu::available()) {
     const Analysis before = *a;  // what the host path starts from if the device gives up midway
     try {
       DeviceViews v;
@@ -343,7 +730,15 @@ std::shared_ptr<const Analysis> analyze(const Tensor& x_in, const DataType& dtyp
     v.x = x;
     v.r = cast(x, dtype, options);
     if (job) job->check();
-    v.q = tiled ? upcast(v.r) : v.r.values;
+    // The values of a tiled cast: a virtual cast of the standard family takes the CPU's fast
+    // paths and gives upcast()'s bits (cast.hpp), at a fraction of the generic decode's cost.
+    if (tiled && dtype.family() == Family::Standard) {
+      CastOptions vo = options;
+      vo.mode = CastMode::Virtual;
+      v.q = cast(x, dtype, vo).values;
+    } else {
+      v.q = tiled ? upcast(v.r) : v.r.values;
+    }
     a->backend = v.r.backend;
     compute_views(*a, v, ao, job);
     if (ao.keep_values) a->values = v.q;

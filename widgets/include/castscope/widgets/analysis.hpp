@@ -2,6 +2,7 @@
 // ImGui or OpenGL: the widgets only draw a finished Analysis, and tests check it directly.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -25,6 +26,8 @@ struct MaskImage {
   std::string what;  // "kept by 2:4 sparsity", "cast to zero", ...
 };
 
+struct Analysis;
+
 struct AnalysisOptions {
   int bins = 96;
   int mask_max_side = 256;
@@ -34,6 +37,10 @@ struct AnalysisOptions {
   // Keep the input and the cast values (the teaching view places single elements). Comparisons
   // of several casts leave them out: each would hold a tensor-sized copy, on the GPU or here.
   bool keep_values = true;
+  // Called on the analysing thread as soon as the statistics are known, before the histograms,
+  // tile map and mask: a view can show the metrics first. The analysis holds only the fields
+  // filled so far.
+  std::function<void(const Analysis&)> on_metrics;
 };
 
 // A tensor's float32 copy in device memory, made by the first analysis of it that runs on the
