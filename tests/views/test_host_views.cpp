@@ -175,6 +175,39 @@ TEST(HostViews, EveryViewEqualsTheReferenceFunctions) {
   }
 }
 
+// The input's own views carried from one analysis to the next (as the app holds them in a
+// DeviceInput) equal those computed afresh, also when a cast widens the exponent range (log
+// histograms over another range) or another tensor takes the cache's place.
+TEST(HostViews, InputViewsCarriedOverEqualFreshOnes) {
+  const uint64_t seed = test::test_seed();
+  const Tensor x = hard_input({300, 260}, seed);
+  const Tensor y = hard_input({300, 260}, seed + 1);
+  AnalysisOptions ao;
+  ao.device = false;
+  ao.mask_max_side = 64;
+  CastOptions o;
+  o.device = Device::CPU;
+  widgets::DeviceInput input;
+  for (const Tensor* t : {&x, &y}) {
+    // mxint8 flushes small values to zero; e5m2 keeps binades the input does not have after
+    // rounding up; nvfp4 and mxfp4e2 round many values to other binades.
+    for (const char* name : {"mxfp8e4", "mxint8", "float8_e5m2", "nvfp4", "mxfp4e2", "mxfp8e4"}) {
+      const std::string tag = std::string(name) + " seed " + std::to_string(seed);
+      const DataType d = DataType::parse(name);
+      const auto fresh = widgets::analyze(*t, d, o, "t", ao);
+      const auto kept = widgets::analyze(*t, d, o, "t", ao, nullptr, &input);
+      expect_hist(kept->value_orig, fresh->value_orig, tag);
+      expect_hist(kept->log_orig, fresh->log_orig, tag);
+      expect_hist(kept->log_cast, fresh->log_cast, tag);
+      EXPECT_EQ(kept->exp_orig, fresh->exp_orig) << tag;
+      EXPECT_EQ(kept->exp_lo, fresh->exp_lo) << tag;
+      EXPECT_EQ(kept->exp_zero_orig, fresh->exp_zero_orig) << tag;
+      EXPECT_EQ(kept->absmax, fresh->absmax) << tag;
+      expect_reference_views(*kept, ao, tag);
+    }
+  }
+}
+
 // Values on and next to every bin edge of the log histogram: the table of significand steps must
 // put each in the bin std::log2 puts it in.
 TEST(HostViews, LogHistogramBinEdges) {

@@ -102,6 +102,29 @@ gpu::DeviceTensor DeviceInput::get(const Tensor& x) {
   return device_;
 }
 
+struct InputViews {
+  double absmax = 0;
+  ExponentHistogram eo;
+  Histogram value, log;  // value_orig and log_orig, each over the range it records
+};
+
+namespace {
+bool same_tensor(const Tensor& a, const Tensor& b) {
+  return a && b && a.data() == b.data() && a.shape() == b.shape() && a.dtype() == b.dtype();
+}
+}  // namespace
+
+std::shared_ptr<const InputViews> DeviceInput::input_views(const Tensor& x) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return same_tensor(views_key_, x) ? views_ : nullptr;
+}
+
+void DeviceInput::keep_input_views(const Tensor& x, std::shared_ptr<const InputViews> v) {
+  std::lock_guard<std::mutex> lock(mu_);
+  views_key_ = x;
+  views_ = std::move(v);
+}
+
 Tensor values_block(const Analysis& a, int64_t r0, int64_t c0, int64_t h, int64_t w) {
   if (a.device_values) return a.device_values.download_block(r0, c0, h, w);
   if (!a.values) throw Error("the analysis holds no cast values");
@@ -220,40 +243,6 @@ inline int exp_slot(uint32_t u) {
   return u >= 0x7F800000 ? 277 : u == 0 ? 278 : lb + 149;
 }
 
-// histogram()'s bin of each value (its double arithmetic), or a slot past the bins.
-CASTSCOPE_VIEW_CLONES void linear_block(const float* v, int64_t n, double lo, double hi,
-                                        double scale, int bins, int32_t* idx) {
-  for (int64_t i = 0; i < n; ++i) {
-    const double x = v[i];
-    const bool fin = (float_bits(v[i]) & 0x7FFFFFFF) < 0x7F800000;
-    const bool below = x<lo, above = x> hi;
-    const double t = fin && !below && !above ? (x - lo) * scale : 0.0;
-    int32_t b = static_cast<int32_t>(t);
-    b = b >= bins ? bins - 1 : b;
-    idx[i] = !fin ? bins + kNonfinite : below ? bins + kBelow : above ? bins + kAbove : b;
-  }
-}
-
-// error_histogram()'s bin of q - x (in float) over the finite inputs; other inputs: kZeroOrSkip.
-CASTSCOPE_VIEW_CLONES void error_block(const float* x, const float* q, int64_t n, double lo,
-                                       double hi, double scale, int bins, int32_t* idx) {
-  for (int64_t i = 0; i < n; ++i) {
-    const float ef = q[i] - x[i];
-    const double e = ef;
-    const bool finx = (float_bits(x[i]) & 0x7FFFFFFF) < 0x7F800000;
-    const bool fin = (float_bits(ef) & 0x7FFFFFFF) < 0x7F800000;
-    const bool below = e<lo, above = e> hi;
-    const double t = fin && !below && !above ? (e - lo) * scale : 0.0;
-    int32_t b = static_cast<int32_t>(t);
-    b = b >= bins ? bins - 1 : b;
-    idx[i] = !finx   ? bins + kZeroOrSkip
-             : !fin  ? bins + kNonfinite
-             : below ? bins + kBelow
-             : above ? bins + kAbove
-                     : b;
-  }
-}
-
 // The bin histogram(v, n, lo, hi, bins, true) gives a float: std::log2 of |v| in double, then
 // the linear bin. std::log2 per value would be most of a host update's cost, so each binade in
 // the histogram's range gets the significands at which the bin steps up, found by bisection of
@@ -358,6 +347,69 @@ class LogSlots {
   std::vector<int16_t> table_;
 };
 
+// A linear histogram's slot of each float through tables of the top 8 significand bits of every
+// binade of either sign from 2^(e_hi - 40) to the range's top binade: histogram()'s double
+// arithmetic is monotone in the value, so an entry whose interval's ends share a slot holds it,
+// and the others (-1: a bin edge inside) and values outside the tables take the formula.
+// Magnitudes below the tables share the slot of the tables' least value when that equals the
+// slot of zero, which monotonicity then forces on everything between.
+class LinearSlots {
+ public:
+  LinearSlots(double lo, double hi, int bins)
+      : lo_(lo), hi_(hi), scale_(bins / (hi - lo)), bins_(bins) {
+    const double top = std::max(std::fabs(lo), std::fabs(hi));
+    int e_hi = std::ilogb(top);
+    e_hi = std::clamp(e_hi, -126, 127);
+    const int e_lo = std::max(-126, e_hi - 40);
+    off_ = static_cast<uint32_t>(e_lo + 127) << 8;
+    const size_t size = static_cast<size_t>(e_hi - e_lo + 1) << 8;
+    for (int sign = 0; sign < 2; ++sign) {
+      std::vector<int16_t>& t = table_[sign];
+      t.resize(size);
+      for (size_t k = 0; k < size; ++k) {
+        const uint32_t u0 = (off_ + static_cast<uint32_t>(k)) << 15, u1 = u0 + (1u << 15) - 1;
+        const int b0 = reference(u0 | (sign << 31)), b1 = reference(u1 | (sign << 31));
+        t[k] = b0 == b1 ? static_cast<int16_t>(b0) : int16_t{-1};
+      }
+      const int z = reference(static_cast<uint32_t>(sign) << 31);
+      tiny_[sign] = z == reference((off_ << 15) | (static_cast<uint32_t>(sign) << 31)) ? z : -1;
+    }
+  }
+  int reference(uint32_t bits) const {
+    float f;
+    std::memcpy(&f, &bits, 4);
+    const double x = f;
+    if ((bits & 0x7FFFFFFF) >= 0x7F800000) return bins_ + kNonfinite;
+    if (x < lo_) return bins_ + kBelow;
+    if (x > hi_) return bins_ + kAbove;
+    int64_t b = static_cast<int64_t>((x - lo_) * scale_);
+    if (b >= bins_) b = bins_ - 1;
+    return static_cast<int>(b);
+  }
+  int slot(uint32_t bits) const {
+    const uint32_t sign = bits >> 31, u = bits & 0x7FFFFFFF;
+    const std::vector<int16_t>& t = table_[sign];
+    const uint32_t k = (u >> 15) - off_;
+    int r = -1;
+    if (k < t.size()) {
+      r = t[k];
+    } else if (u < (off_ << 15)) {
+      r = tiny_[sign];
+    }
+    return r >= 0 ? r : reference(bits);
+  }
+  void fill(const float* v, int64_t n, int32_t* idx) const {
+    for (int64_t i = 0; i < n; ++i) idx[i] = slot(float_bits(v[i]));
+  }
+
+ private:
+  double lo_, hi_, scale_;
+  int bins_;
+  uint32_t off_ = 0;
+  std::vector<int16_t> table_[2];
+  int tiny_[2] = {-1, -1};
+};
+
 Histogram from_slots(const std::vector<uint64_t>& c, double lo, double hi, int bins, bool log_x,
                      bool skip_is_zero) {
   Histogram h;
@@ -393,6 +445,8 @@ struct HostViews {
   Tensor x, q;
   CastResult r;
   bool tiled = false;
+  // The input's own views from an earlier analysis of the same tensor: the passes skip them.
+  const InputViews* known = nullptr;
   int64_t n() const { return x.numel(); }
   static constexpr int64_t kChunk = 1 << 16;
   int64_t chunks() const { return (n() + kChunk - 1) / kChunk; }
@@ -417,9 +471,29 @@ struct HostViews {
         stats_block(xp + b, qp + b, e - b, p.s);
         p.eo.assign(kExpSlots, 0);
         p.ec.assign(kExpSlots, 0);
-        for (int64_t i = b; i < e; ++i) {
-          ++p.eo[static_cast<size_t>(exp_slot(float_bits(xp[i])))];
-          ++p.ec[static_cast<size_t>(exp_slot(float_bits(qp[i])))];
+        {
+          // Two copies per tensor: a Gaussian's values fall in a few binades.
+          uint32_t ex[4][kExpSlots] = {};
+          int64_t i = b;
+          if (known) {
+            for (; i + 2 <= e; i += 2) {
+              ++ex[2][exp_slot(float_bits(qp[i]))];
+              ++ex[3][exp_slot(float_bits(qp[i + 1]))];
+            }
+          } else {
+            for (; i + 2 <= e; i += 2) {
+              ++ex[0][exp_slot(float_bits(xp[i]))];
+              ++ex[1][exp_slot(float_bits(xp[i + 1]))];
+              ++ex[2][exp_slot(float_bits(qp[i]))];
+              ++ex[3][exp_slot(float_bits(qp[i + 1]))];
+            }
+          }
+          for (; i < e; ++i)
+            ++ex[0][exp_slot(float_bits(xp[i]))], ++ex[2][exp_slot(float_bits(qp[i]))];
+          for (int k = 0; k < kExpSlots; ++k) {
+            p.eo[static_cast<size_t>(k)] = uint64_t{ex[0][k]} + ex[1][k];
+            p.ec[static_cast<size_t>(k)] = uint64_t{ex[2][k]} + ex[3][k];
+          }
         }
         if (!cells) continue;
         // Per-cell counts of the chunk's elements, a row segment at a time.
@@ -482,7 +556,7 @@ struct HostViews {
       c.resize(277);
       return trimmed(std::move(c), z, nf);
     };
-    out.eo = split(std::move(eo));
+    out.eo = known ? known->eo : split(std::move(eo));
     out.ec = split(std::move(ec));
     return out;
   }
@@ -491,7 +565,11 @@ struct HostViews {
     const int bins = g.bins;
     const LogBins lb(g.lo, g.hi, bins, static_cast<int>(g.lo), static_cast<int>(g.hi) - 1);
     const LogSlots ls(lb, bins, static_cast<int>(g.lo), static_cast<int>(g.hi) - 1);
-    const double vs = bins / (2 * g.lim), es = bins / (2 * g.elim);
+    const LinearSlots vsl(-g.lim, g.lim, bins), esl(-g.elim, g.elim, bins);
+    const bool value_known = known && known->value.lo == -g.lim && known->value.hi == g.lim &&
+                             known->value.counts.size() == static_cast<size_t>(bins);
+    const bool log_known = known && known->log.lo == g.lo && known->log.hi == g.hi &&
+                           known->log.counts.size() == static_cast<size_t>(bins);
     const float* xp = x.ptr<float>();
     const float* qp = q.ptr<float>();
     const int64_t nc = chunks();
@@ -500,24 +578,48 @@ struct HostViews {
     std::vector<std::vector<uint64_t>> parts(static_cast<size_t>(nc));
     detail::parallel_for(nc, 1, 0, nullptr, [&](int64_t cb, int64_t ce) {
       std::vector<int32_t> idx(static_cast<size_t>(5 * kBlock));
+      std::vector<uint32_t> lanes;
       for (int64_t c = cb; c < ce; ++c) {
         std::vector<uint64_t>& p = parts[static_cast<size_t>(c)];
         p.assign(5 * width, 0);
+        lanes.assign(5 * 4 * width, 0);  // a chunk's counts fit 32 bits
         const int64_t b = c * kChunk, e = std::min(n(), b + kChunk);
         for (int64_t i = b; i < e; i += kBlock) {
           const int64_t len = std::min(kBlock, e - i);
           int32_t* ix = idx.data();
-          linear_block(xp + i, len, -g.lim, g.lim, vs, bins, ix);
-          linear_block(qp + i, len, -g.lim, g.lim, vs, bins, ix + kBlock);
-          ls.fill(xp + i, len, ix + 2 * kBlock);
+          if (!value_known) vsl.fill(xp + i, len, ix);
+          vsl.fill(qp + i, len, ix + kBlock);
+          if (!log_known) ls.fill(xp + i, len, ix + 2 * kBlock);
           ls.fill(qp + i, len, ix + 3 * kBlock);
-          error_block(xp + i, qp + i, len, -g.elim, g.elim, es, bins, ix + 4 * kBlock);
+          for (int64_t k = 0; k < len; ++k) {
+            // error_histogram(): q - x in float, over the finite inputs.
+            const uint32_t ux = float_bits(xp[i + k]);
+            ix[4 * kBlock + k] = (ux & 0x7FFFFFFF) < 0x7F800000
+                                     ? esl.slot(float_bits(qp[i + k] - xp[i + k]))
+                                     : bins + kZeroOrSkip;
+          }
+          // Four copies of each count array, so that runs of one bin (most values of a
+          // Gaussian fall in a few) do not wait on each other's stores.
           for (int h = 0; h < 5; ++h) {
-            uint64_t* cnt = p.data() + h * width;
+            if ((h == 0 && value_known) || (h == 2 && log_known)) continue;
+            uint32_t* cnt = lanes.data() + h * 4 * width;
             const int32_t* hi = ix + h * kBlock;
-            for (int64_t k = 0; k < len; ++k) ++cnt[hi[k]];
+            int64_t k = 0;
+            for (; k + 4 <= len; k += 4) {
+              ++cnt[hi[k]];
+              ++cnt[width + hi[k + 1]];
+              ++cnt[2 * width + hi[k + 2]];
+              ++cnt[3 * width + hi[k + 3]];
+            }
+            for (; k < len; ++k) ++cnt[hi[k]];
           }
         }
+        for (int h = 0; h < 5; ++h)
+          for (size_t j = 0; j < width; ++j) {
+            const uint32_t* cnt = lanes.data() + h * 4 * width;
+            p[h * width + j] =
+                uint64_t{cnt[j]} + cnt[width + j] + cnt[2 * width + j] + cnt[3 * width + j];
+          }
       }
     });
     std::vector<uint64_t> total(5 * width, 0);
@@ -527,9 +629,9 @@ struct HostViews {
       return std::vector<uint64_t>(total.begin() + h * width, total.begin() + (h + 1) * width);
     };
     SecondPass out;
-    out.vo = from_slots(slice(0), -g.lim, g.lim, bins, false, false);
+    out.vo = value_known ? known->value : from_slots(slice(0), -g.lim, g.lim, bins, false, false);
     out.vc = from_slots(slice(1), -g.lim, g.lim, bins, false, false);
-    out.lo = from_slots(slice(2), g.lo, g.hi, bins, true, true);
+    out.lo = log_known ? known->log : from_slots(slice(2), g.lo, g.hi, bins, true, true);
     out.lc = from_slots(slice(3), g.lo, g.hi, bins, true, true);
     out.err = from_slots(slice(4), -g.elim, g.elim, bins, false, false);
     return out;
@@ -581,7 +683,8 @@ struct DeviceViews {
 // Every view after the cast, from host or device data alike: the metrics first (and handed to
 // on_metrics), then the histograms, the tile map and the mask.
 template <class Views>
-void compute_views(Analysis& a, const Views& v, const AnalysisOptions& ao, JobControl* job) {
+void compute_views(Analysis& a, const Views& v, const AnalysisOptions& ao, JobControl* job,
+                   ExponentHistogram* eo_out = nullptr) {
   const DataType& d = a.dtype;
   std::string what = "non-zero values cast to zero";
   if (v.has_mask()) {
@@ -610,6 +713,7 @@ void compute_views(Analysis& a, const Views& v, const AnalysisOptions& ao, JobCo
   a.exp_cast = align(ec, lo, hi);
   a.exp_zero_orig = eo.zeros;
   a.exp_zero_cast = ec.zeros;
+  if (eo_out) *eo_out = eo;
 
   Ranges g;
   g.lim = a.absmax > 0 ? a.absmax * 1.02 : 1.0;
@@ -740,7 +844,16 @@ std::shared_ptr<const Analysis> analyze(const Tensor& x_in, const DataType& dtyp
       v.q = tiled ? upcast(v.r) : v.r.values;
     }
     a->backend = v.r.backend;
-    compute_views(*a, v, ao, job);
+    const std::shared_ptr<const InputViews> known = input ? input->input_views(x_in) : nullptr;
+    v.known = known.get();
+    auto mine = std::make_shared<InputViews>();
+    compute_views(*a, v, ao, job, &mine->eo);
+    if (input) {
+      mine->absmax = a->absmax;
+      mine->value = a->value_orig;
+      mine->log = a->log_orig;
+      input->keep_input_views(x_in, std::move(mine));
+    }
     if (ao.keep_values) a->values = v.q;
   }
   representable_range(*a);

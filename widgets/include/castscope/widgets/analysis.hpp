@@ -46,15 +46,25 @@ struct AnalysisOptions {
 // A tensor's float32 copy in device memory, made by the first analysis of it that runs on the
 // GPU and reused by the next ones, so that recomputing the views for another datatype does not
 // move the tensor over PCIe again. Safe to share between worker threads.
+// The views of a tensor's own values (absmax, exponent and value histograms), which a change
+// of datatype leaves as they are; analysis.cpp defines it.
+struct InputViews;
+
 class DeviceInput {
  public:
   // The device copy of x_f32 (uploaded when x_f32 is not the tensor held now).
   gpu::DeviceTensor get(const Tensor& x_f32);
+  // The host path's views of x's own values from the last analysis of the same tensor (null
+  // for another tensor), and keeping them for the next one.
+  std::shared_ptr<const InputViews> input_views(const Tensor& x);
+  void keep_input_views(const Tensor& x, std::shared_ptr<const InputViews> v);
 
  private:
   std::mutex mu_;
   Tensor host_;  // held so that its storage, the cache key, cannot be reused by another tensor
   gpu::DeviceTensor device_;
+  Tensor views_key_;
+  std::shared_ptr<const InputViews> views_;
 };
 
 struct Analysis {
