@@ -1,6 +1,7 @@
 // castscope-cli cast IN.npy OUT.npy|OUT.safetensors --dtype D [...]
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 
 #include "castscope/cast.hpp"
 #include "castscope/io.hpp"
@@ -66,6 +67,14 @@ void cast_cmd(CLI::App& app) {
     if (o.mode != CastMode::Virtual && !ends_with(a.out, ".safetensors"))
       throw Error(std::string(to_string(o.mode)) + " cast output must be a .safetensors file: '" +
                   a.out + "'");
+    // Work that will run on the GPU starts its context now, while the file loads; small work
+    // under Device::Auto stays on the CPU and never waits for CUDA.
+    std::error_code ec;
+    const auto bytes = std::filesystem::file_size(a.in, ec);
+    if (!ec && (o.device == Device::CUDA ||
+                (o.device == Device::Auto &&
+                 static_cast<int64_t>(bytes / 4) >= auto_gpu_min_elements(d, false))))
+      start_gpu_in_background();
     const Tensor x = io::load_npy(a.in);
     if (!dtype_is_float(x.dtype()))
       throw Error("'" + a.in + "' holds " + dtype_name(x.dtype()) +

@@ -298,6 +298,9 @@ int run_gui(AppOptions opt) {
 int main(int argc, char** argv) {
   using namespace castscope;
   widgets::retain_freed_memory();
+  // The CUDA context comes up on its own thread while the window opens and the file loads; the
+  // first frame never waits for it.
+  start_gpu_in_background();
   gui::AppOptions opt;
   CLI::App cli{"CastScope: see what low-precision number formats do to tensors"};
   cli.add_option(
@@ -322,6 +325,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "castscope: --dtype: %s\n", e.what());
     return 2;
   }
-  if (opt.headless) return gui::run_headless(opt);
-  return gui::run_gui(opt);
+  const int rc = opt.headless ? gui::run_headless(opt) : gui::run_gui(opt);
+  finish_gpu_start();
+  return rc;
 }

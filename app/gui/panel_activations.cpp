@@ -98,7 +98,7 @@ void draw_activations_panel(AppState& app) {
   ImGui::Separator();
   // The same shape through the tensor-core GEMMs, so the error sits beside the time it buys.
   std::string why;
-  if (gemm_available(&why)) {
+  if (!gpu_starting() && gemm_available(&why)) {
     if (const LinearError* e = app.act_result.get()) {
       if (ImGui::Button("GEMM timings at this shape") && !app.gemm_job.running()) {
         app.gemm_m = static_cast<int>(std::clamp<int64_t>(e->tokens, 16, 65536));

@@ -12,6 +12,12 @@ void draw_matmul_panel(AppState& app) {
   static std::string reason;
   static int checked =
       0;  // 0 unknown, 1 available, 2 unavailable; asked once: it probes the driver
+  // Asking before the background start is done would block this frame until the context is up.
+  if (!checked && gpu_starting()) {
+    ImGui::TextDisabled("Starting the GPU...");
+    ImGui::End();
+    return;
+  }
   if (!checked) checked = gemm_available(&reason) ? 1 : 2;
   if (checked == 2) {
     ImGui::PushStyleColor(ImGuiCol_Text, ImVec4(1.0f, 0.7f, 0.3f, 1.0f));

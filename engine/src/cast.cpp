@@ -13,6 +13,10 @@
 
 namespace castscope {
 
+namespace detail {
+void note_gpu_context();  // gpu_start.cpp
+}
+
 void JobControl::report(double fraction) {
   progress.store(fraction);
   if (on_progress) on_progress(fraction);
@@ -92,11 +96,16 @@ CastResult cast(const Tensor& x, const DataType& dtype, const CastOptions& optio
   if (options.rotate.enabled()) return rotation::cast_rotated(x, dtype, options);
   // Families without device kernels (ggml's block formats) run on the CPU for every device.
   std::string gpu_error;
-  if (options.device != Device::CPU && family_traits(dtype.family()).device_cast) {
+  // Auto sends small work to the CPU, which finishes it before a GPU context would be up.
+  const Device device =
+      options.device == Device::Auto ? resolve_auto_device(x.numel(), dtype) : options.device;
+  if (device != Device::CPU && family_traits(dtype.family()).device_cast) {
     std::string reason;
     if (cuda::available(&reason)) {
       try {
-        return cuda::cast(x, dtype, options);
+        CastResult r = cuda::cast(x, dtype, options);
+        detail::note_gpu_context();
+        return r;
       } catch (const Cancelled&) {
         throw;
       } catch (const Error& e) {

@@ -19,6 +19,10 @@ const char* to_string(GemmKind k) {
       return "mxfp8-block";
     case GemmKind::NVFP4Block:
       return "nvfp4-block";
+    case GemmKind::TCFP12Weights:
+      return "tcfp12-w";
+    case GemmKind::FP8Channel:
+      return "fp8-channel";
   }
   return "?";
 }

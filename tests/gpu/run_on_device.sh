@@ -4,6 +4,8 @@
 # Logs go to $OUT (default ./gpu-logs); a short table is printed last.
 #   STEPS="build test bench memcheck racecheck python"   which steps to run (default: these six;
 #   python: the Python package's pytest suite with CUDA tensors, where nanobind and torch import)
+#   "cli" (not a default): tests/gpu/time_cli.sh, `castscope-cli cast` with cpu / auto / cuda
+#   "host" (not a default): castscope-bench --host, the views' update on the CPU alone
 #   "ncu" (not a default) profiles the cast kernels of `castscope-bench --quick` (NCU_KERNELS regex)
 #   BUILD_DIR=build-device  JOBS=$(nproc)  BENCH_ARGS=""  SAN_FILTER=...  TEST_FILTER=...
 set -u -o pipefail
@@ -55,6 +57,20 @@ if has bench; then
   RESULT[bench]="rc=$rc $(( $(now) - t0 ))s"
   cat "$OUT/bench.log"
 fi
+if has cli; then
+  t0=$(now)
+  bash tests/gpu/time_cli.sh "$B/app/castscope-cli" "${CLI_SIZES:-1024 4096 8192 16384}" "${CLI_DTYPES:-mxfp8e4 nvfp4 tcfp12 icb44fi4_e32}" >"$OUT/cli.log" 2>&1
+  rc=$?
+  RESULT[cli]="rc=$rc $(( $(now) - t0 ))s"
+  cat "$OUT/cli.log"
+fi
+if has host; then
+  t0=$(now)
+  "$BENCH_BIN" --host --cli "$B/app/castscope-cli" --iters 5 >"$OUT/host.log" 2>&1
+  rc=$?
+  RESULT[host]="rc=$rc $(( $(now) - t0 ))s"
+  cat "$OUT/host.log"
+fi
 if has ncu; then
   t0=$(now)
   NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
@@ -87,7 +103,7 @@ fi
 
 echo
 echo "step       result"
-for s in build test bench ncu memcheck racecheck python; do
+for s in build test bench cli host ncu memcheck racecheck python; do
   [ -n "${RESULT[$s]:-}" ] && printf '%-10s %s\n' "$s" "${RESULT[$s]}"
 done
 exit 0

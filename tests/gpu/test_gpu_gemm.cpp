@@ -21,12 +21,11 @@ TEST(GpuGemm, EveryKindWithinItsErrorBound) {
   struct Bound {
     GemmKind kind;
     double lo, hi;  // a zero error would mean the check compared nothing
-  } bounds[] = {{GemmKind::BF16, 1e-4, 8e-3},
-                {GemmKind::FP8, 5e-3, 8e-2},
-                {GemmKind::FP8Block, 5e-3, 8e-2},
-                {GemmKind::TCFP12, 1e-4, 3e-2},
-                {GemmKind::TCFP16, 1e-6, 8e-3}};
-  double fp8 = 0, tcfp16 = 0;
+  } bounds[] = {{GemmKind::BF16, 1e-4, 8e-3},      {GemmKind::FP8, 5e-3, 8e-2},
+                {GemmKind::FP8Block, 5e-3, 8e-2},  {GemmKind::TCFP12, 1e-4, 3e-2},
+                {GemmKind::TCFP16, 1e-6, 8e-3},    {GemmKind::TCFP12Weights, 5e-3, 8e-2},
+                {GemmKind::FP8Channel, 5e-3, 8e-2}};
+  double fp8 = 0, tcfp16 = 0, tcfp12w = 0;
   for (const Bound& b : bounds) {
     GemmResult r;
     try {
@@ -43,9 +42,40 @@ TEST(GpuGemm, EveryKindWithinItsErrorBound) {
     EXPECT_LT(r.rel_error, b.hi) << to_string(b.kind) << " seed " << seed;
     if (b.kind == GemmKind::FP8) fp8 = r.rel_error;
     if (b.kind == GemmKind::TCFP16) tcfp16 = r.rel_error;
+    if (b.kind == GemmKind::TCFP12Weights) tcfp12w = r.rel_error;
     std::printf("%-10s rel.err %.3e  %s\n", to_string(b.kind), r.rel_error, r.note.c_str());
   }
   EXPECT_LT(tcfp16, fp8 / 4) << "the two TCFP-16 terms must be far more accurate than one FP8 term";
+  // With TCFP-12 weights only the activations' e4m3 rounding is left of the two FP8 operands'.
+  EXPECT_LT(tcfp12w, fp8 * 0.85) << "seed " << seed;
+}
+
+// Per-channel FP8 (cuBLASLt's outer-vector scales) against the exact product of its operands, and
+// the TCFP-12 weight GEMM over 2k at a shape whose k is not a power of two, with both outputs.
+TEST(GpuGemm, PerChannelFp8AndTcfp12WeightsMatchTheirProducts) {
+  std::string why;
+  if (!gemm_available(&why)) GTEST_SKIP() << "GEMMs unavailable: " << why;
+  const uint64_t seed = run_seed();
+  GemmOptions o;
+  o.m = 272, o.n = 400, o.k = 608;
+  o.seed = seed;
+  o.warmup = 1;
+  o.iters = 2;
+  const GemmResult c = run_gemm(GemmKind::FP8Channel, o);
+  std::printf("fp8-channel: product rel.err %.3e, rel.err %.3e  %s\n", c.product_rel_error,
+              c.rel_error, c.note.c_str());
+  // A scale applied to the wrong rows or columns puts this near 1.
+  EXPECT_LT(c.product_rel_error, 1e-2) << "seed " << seed;
+  EXPECT_GT(c.rel_error, 5e-3) << "seed " << seed;
+  for (bool bf16_out : {false, true}) {
+    o.bf16_output = bf16_out;
+    o.autotune = bf16_out ? 4 : 0;
+    const GemmResult w = run_gemm(GemmKind::TCFP12Weights, o);
+    std::printf("tcfp12-w %s: rel.err %.3e  %s\n", bf16_out ? "bf16" : "fp32", w.rel_error,
+                w.note.c_str());
+    EXPECT_GT(w.rel_error, 5e-3) << "seed " << seed;
+    EXPECT_LT(w.rel_error, 5e-2) << "seed " << seed;
+  }
 }
 
 // The GEMM against the exact product of its operands as the GPU multiplied them (decoded codes

@@ -4,7 +4,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <limits>
 #include <string>
+
+#include "host_views.hpp"
 
 #if defined(__GLIBC__)
 #include <malloc.h>
@@ -100,6 +104,23 @@ gpu::DeviceTensor DeviceInput::get(const Tensor& x) {
   return device_;
 }
 
+namespace {
+bool same_tensor(const Tensor& a, const Tensor& b) {
+  return a && b && a.data() == b.data() && a.shape() == b.shape() && a.dtype() == b.dtype();
+}
+}  // namespace
+
+std::shared_ptr<const InputViews> DeviceInput::input_views(const Tensor& x) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return same_tensor(views_key_, x) ? views_ : nullptr;
+}
+
+void DeviceInput::keep_input_views(const Tensor& x, std::shared_ptr<const InputViews> v) {
+  std::lock_guard<std::mutex> lock(mu_);
+  views_key_ = x;
+  views_ = std::move(v);
+}
+
 Tensor values_block(const Analysis& a, int64_t r0, int64_t c0, int64_t h, int64_t w) {
   if (a.device_values) return a.device_values.download_block(r0, c0, h, w);
   if (!a.values) throw Error("the analysis holds no cast values");
@@ -138,48 +159,6 @@ bool tiled_dtype(const DataType& d) {
   return family_traits(d.family()).tensorcast_layout && d.scaled() && !d.tensor_scaled();
 }
 
-// A tiled cast's sparsity mask (host or device tensor), when it has one per element.
-template <class T>
-bool sparsity_mask(bool tiled, const T& mask, int64_t n) {
-  return tiled && mask && mask.numel() == n && mask.dtype() == DType::Bool;
-}
-
-// The views' inputs on the host: the float32 input, its cast values and the cast result.
-struct HostViews {
-  Tensor x, q;
-  CastResult r;
-  bool tiled = false;
-  int64_t n() const { return x.numel(); }
-  const float* p(bool cast) const { return (cast ? q : x).ptr<float>(); }
-  Stats stats() const { return compute_stats(x, q, r.counts.clipped); }
-  double absmax() const {
-    const float* xp = p(false);
-    double amax = 0;
-    for (int64_t i = 0; i < n(); ++i)
-      if (std::isfinite(xp[i])) amax = std::max(amax, std::fabs(static_cast<double>(xp[i])));
-    return amax;
-  }
-  Histogram values(bool cast, double lo, double hi, int bins, bool log_x) const {
-    return histogram(p(cast), n(), lo, hi, bins, log_x);
-  }
-  ExponentHistogram exponents(bool cast) const { return exponent_histogram(p(cast), n()); }
-  Histogram errors(double lo, double hi, int bins) const {
-    return error_histogram(p(false), p(true), n(), lo, hi, bins);
-  }
-  TileMap tiles() const { return tile_map(x, q, r); }
-  bool has_mask() const { return sparsity_mask(tiled, r.mask, n()); }
-  std::vector<int64_t> cells(const MaskImage& m) const {
-    const float* xp = p(false);
-    const float* qp = p(true);
-    if (has_mask()) {
-      const uint8_t* mp = r.mask.ptr<uint8_t>();
-      return count_cells(m, [&](int64_t i) { return mp[i] != 0; });
-    }
-    return count_cells(m,
-                       [&](int64_t i) { return std::isfinite(xp[i]) && xp[i] != 0 && qp[i] == 0; });
-  }
-};
-
 // The same views from tensors left in device memory: only the views come back to the host.
 struct DeviceViews {
   gpu::DeviceTensor x, q;
@@ -200,20 +179,47 @@ struct DeviceViews {
     return gpu::cell_counts(x, q, has_mask() ? &r.mask : nullptr, m.cols, m.cell_rows, m.cell_cols,
                             m.out_rows, m.out_cols);
   }
+  FirstPass first(const MaskImage& m, JobControl*) const {
+    FirstPass f;
+    f.stats = stats();
+    f.absmax = absmax();
+    f.eo = exponents(false);
+    f.ec = exponents(true);
+    if (m.total) f.cells = cells(m);
+    return f;
+  }
+  SecondPass second(const Ranges& g, JobControl*) const {
+    SecondPass s;
+    s.vo = values(false, -g.lim, g.lim, g.bins, false);
+    s.vc = values(true, -g.lim, g.lim, g.bins, false);
+    s.lo = values(false, g.lo, g.hi, g.bins, true);
+    s.lc = values(true, g.lo, g.hi, g.bins, true);
+    s.err = errors(-g.elim, g.elim, g.bins);
+    return s;
+  }
 };
 
-// Every view after the cast, from host or device data alike.
+// Every view after the cast, from host or device data alike: the metrics first (and handed to
+// on_metrics), then the histograms, the tile map and the mask.
 template <class Views>
-void compute_views(Analysis& a, const Views& v, const AnalysisOptions& ao, JobControl* job) {
-  a.stats = v.stats();
-  a.absmax = v.absmax();
-  const double lim = a.absmax > 0 ? a.absmax * 1.02 : 1.0;
-  const int bins = std::max(8, ao.bins);
-  a.value_orig = v.values(false, -lim, lim, bins, false);
-  a.value_cast = v.values(true, -lim, lim, bins, false);
+void compute_views(Analysis& a, const Views& v, const AnalysisOptions& ao, JobControl* job,
+                   ExponentHistogram* eo_out = nullptr) {
+  const DataType& d = a.dtype;
+  std::string what = "non-zero values cast to zero";
+  if (v.has_mask()) {
+    const TileSpec* sp = d.sparse_tile();
+    what = "kept by " + std::to_string(sp ? sp->n : 0) + ":" + std::to_string(sp ? sp->m : 0) +
+           " sparsity";
+  }
+  a.mask = mask_layout(a.shape, ao.mask_max_side, what);
+  FirstPass f = v.first(a.mask, job);
+  a.stats = f.stats;
+  a.absmax = f.absmax;
+  if (ao.on_metrics) ao.on_metrics(a);
   if (job) job->check();
 
-  const ExponentHistogram eo = v.exponents(false), ec = v.exponents(true);
+  const ExponentHistogram& eo = f.eo;
+  const ExponentHistogram& ec = f.ec;
   int lo = 0, hi = 0;
   if (any_count(eo) || any_count(ec)) {
     lo = any_count(eo) ? eo.emin : ec.emin;
@@ -226,16 +232,24 @@ void compute_views(Analysis& a, const Views& v, const AnalysisOptions& ao, JobCo
   a.exp_cast = align(ec, lo, hi);
   a.exp_zero_orig = eo.zeros;
   a.exp_zero_cast = ec.zeros;
-  a.log_orig = v.values(false, lo, hi + 1.0, bins, true);
-  a.log_cast = v.values(true, lo, hi + 1.0, bins, true);
+  if (eo_out) *eo_out = eo;
 
+  Ranges g;
+  g.lim = a.absmax > 0 ? a.absmax * 1.02 : 1.0;
+  g.bins = std::max(8, ao.bins);
+  g.lo = lo;
+  g.hi = hi + 1.0;
   // The largest error over finite pairs is the statistics' max_abs_err.
   const double emax = a.stats.max_abs_err;
-  const double elim = emax > 0 ? emax * 1.02 : 1.0;
-  a.error = v.errors(-elim, elim, bins);
+  g.elim = emax > 0 ? emax * 1.02 : 1.0;
+  SecondPass s = v.second(g, job);
+  a.value_orig = std::move(s.vo);
+  a.value_cast = std::move(s.vc);
+  a.log_orig = std::move(s.lo);
+  a.log_cast = std::move(s.lc);
+  a.error = std::move(s.err);
   if (job) job->check();
 
-  const DataType& d = a.dtype;
   if (v.tiled) {
     try {
       a.tiles = v.tiles();
@@ -251,15 +265,7 @@ void compute_views(Analysis& a, const Views& v, const AnalysisOptions& ao, JobCo
   } else {
     a.tiles_note = "one scale for the whole tensor: no tile map";
   }
-
-  std::string what = "non-zero values cast to zero";
-  if (v.has_mask()) {
-    const TileSpec* sp = d.sparse_tile();
-    what = "kept by " + std::to_string(sp ? sp->n : 0) + ":" + std::to_string(sp ? sp->m : 0) +
-           " sparsity";
-  }
-  a.mask = mask_layout(a.shape, ao.mask_max_side, what);
-  if (a.mask.total) finish_mask(a.mask, v.cells(a.mask));
+  if (a.mask.total) finish_mask(a.mask, f.cells);
 }
 
 // The span of magnitudes the target keeps, placed at the tensor absmax for scaled datatypes.
@@ -311,7 +317,10 @@ std::shared_ptr<const Analysis> analyze(const Tensor& x_in, const DataType& dtyp
   a->axis = describe_axis(options, x.shape());
   if (ao.keep_values) a->input = x;
 
-  if (ao.device && device_views_possible(dtype, options) && gpu::available()) {
+  // While the app's GPU context is still starting, the host finishes the views before it would
+  // be up; the next update finds it running.
+  const bool wait_for_gpu = options.device == Device::Auto && gpu_starting();
+  if (ao.device && !wait_for_gpu && device_views_possible(dtype, options) && gpu::available()) {
     const Analysis before = *a;  // what the host path starts from if the device gives up midway
     try {
       DeviceViews v;
@@ -340,9 +349,26 @@ std::shared_ptr<const Analysis> analyze(const Tensor& x_in, const DataType& dtyp
     v.x = x;
     v.r = cast(x, dtype, options);
     if (job) job->check();
-    v.q = tiled ? upcast(v.r) : v.r.values;
+    // The values of a tiled cast: a virtual cast of the standard family takes the CPU's fast
+    // paths and gives upcast()'s bits (cast.hpp), at a fraction of the generic decode's cost.
+    if (tiled && dtype.family() == Family::Standard) {
+      CastOptions vo = options;
+      vo.mode = CastMode::Virtual;
+      v.q = cast(x, dtype, vo).values;
+    } else {
+      v.q = tiled ? upcast(v.r) : v.r.values;
+    }
     a->backend = v.r.backend;
-    compute_views(*a, v, ao, job);
+    const std::shared_ptr<const InputViews> known = input ? input->input_views(x_in) : nullptr;
+    v.known = known.get();
+    auto mine = std::make_shared<InputViews>();
+    compute_views(*a, v, ao, job, &mine->eo);
+    if (input) {
+      mine->absmax = a->absmax;
+      mine->value = a->value_orig;
+      mine->log = a->log_orig;
+      input->keep_input_views(x_in, std::move(mine));
+    }
     if (a->tiles) a->tile_clipped = tile_clipped(x, *a->tiles, v.r, &a->tile_clipped_note);
     if (ao.keep_values) a->values = v.q;
   }

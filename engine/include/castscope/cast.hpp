@@ -146,6 +146,29 @@ struct BackendInfo {
   std::string reason;       // why CUDA is not used, when it is not
 };
 BackendInfo backend_info();
+
+// GPU start-up off the critical path. Creating the CUDA context takes a few hundred
+// milliseconds, more than the CPU needs for a tensor of millions of values, so Device::Auto runs
+// small work on the CPU and a caller that expects GPU work (a large file, the app) starts the
+// context on a background thread while it loads. All of these are cheap and never throw.
+//
+// Starts the driver and context on a background thread (once per process; later calls do
+// nothing). Without a CUDA build it only records that no GPU is there.
+void start_gpu_in_background();
+// True when the background start was asked for and has not finished.
+bool gpu_starting();
+// True when a context is known to be up: the background start finished with a usable GPU, or
+// an earlier GPU call made one.
+bool gpu_running();
+// Waits for a background start, if one runs (the app and the CLI call it before exit).
+void finish_gpu_start();
+// The fewest elements for which Device::Auto sends a cast of `dtype` to the GPU: below it the
+// CPU finishes first (docs/performance.md, "Start-up"). `running` says whether the context is up
+// already (then only the transfers count against the GPU). CASTSCOPE_GPU_MIN_ELEMENTS overrides
+// both thresholds.
+int64_t auto_gpu_min_elements(const DataType& dtype, bool running);
+// Where Device::Auto runs a cast of n elements of dtype now: CPU or CUDA (never Auto).
+Device resolve_auto_device(int64_t n, const DataType& dtype);
 // Where one-time notices go (e.g. "no usable GPU; using the CPU backend"); default: stderr.
 void set_notice_handler(std::function<void(const std::string&)> handler);
 

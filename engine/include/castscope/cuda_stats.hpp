@@ -127,6 +127,9 @@ struct BenchOptions {
   int64_t update_n = 4096;
   int iters = 20;  // timed repetitions per figure (median reported)
   bool casts = true, gemms = true, update = true;
+  // GEMMs: also time each kind with the fastest of this many cuBLASLt candidates (0: only the
+  // heuristic's first choice).
+  int gemm_autotune = 0;
   // Cast datatypes to time (names as in the cast table); empty: all of them.
   std::vector<std::string> only;
 };

@@ -11,7 +11,21 @@ namespace castscope {
 
 // MXFP8Block (32-value e8m0 scales) and NVFP4Block (16-value e4m3 scales over e2m1) are the
 // Blackwell block-scaled modes: run_gemm says plainly that they need sm_100.
-enum class GemmKind { BF16, FP8, FP8Block, TCFP12, TCFP16, MXFP8Block, NVFP4Block };
+// TCFP12Weights: TCFP-12 weights (B = W_hi + W_lo) times FP8 e4m3 activations with a per-tensor
+// scale (A), as the TCFP package runs its layers on tensor cores; one FP8 GEMM over 2k.
+// FP8Channel: FP8 e4m3 with one fp32 scale per row of A and per column of the output (B's rows),
+// cuBLASLt's outer-vector scale mode.
+enum class GemmKind {
+  BF16,
+  FP8,
+  FP8Block,
+  TCFP12,
+  TCFP16,
+  MXFP8Block,
+  NVFP4Block,
+  TCFP12Weights,
+  FP8Channel
+};
 const char* to_string(GemmKind k);
 
 struct GemmOptions {
@@ -20,7 +34,9 @@ struct GemmOptions {
   int warmup = 3;
   int iters = 10;
   bool check = true;         // relative error against an fp64 reference on a sampled block of C
-  bool bf16_output = false;  // D (and C) in bf16 instead of fp32 (BF16, FP8, FP8Block)
+  bool bf16_output = false;  // D (and C) in bf16 instead of fp32 (BF16, FP8, FP8Block, ...)
+  // cuBLASLt heuristic candidates timed before the measurement, the fastest kept (0: its first).
+  int autotune = 0;
 };
 
 struct GemmResult {

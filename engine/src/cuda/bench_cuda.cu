@@ -159,46 +159,68 @@ int run_benchmark(const BenchOptions& opt, std::FILE* out) {
     } else {
       std::fprintf(out,
                    "\nGEMMs (cuBLASLt), relative error vs fp64 on a 64x64 block: rel.err against "
-                   "the float32 inputs, prod.err against the product of the operands as "
-                   "multiplied\n");
-      std::fprintf(out, "%-6s %-10s %-4s %10s %10s %9s %9s %10s %10s  %s\n", "size", "kind", "out",
-                   "ms", "TFLOP/s", "x bf16", "time/bf16", "rel.err", "prod.err", "note");
+                   "the float32 inputs (SNR = -20 log10 rel.err), prod.err against the product of "
+                   "the operands as multiplied; 'tuned' (--tune N): the fastest of up to N "
+                   "cuBLASLt candidates, each kind against the BF16 GEMM chosen the same way\n");
+      std::fprintf(out, "%-6s %-5s %-11s %-4s %10s %10s %9s %9s %10s %8s %10s  %s\n", "size",
+                   "algo", "kind", "out", "ms", "TFLOP/s", "x bf16", "time/bf16", "rel.err",
+                   "SNR dB", "prod.err", "note");
       struct Run {
         GemmKind kind;
         bool bf16_out;
       };
-      const Run runs[] = {{GemmKind::BF16, false},      {GemmKind::BF16, true},
-                          {GemmKind::FP8, false},       {GemmKind::FP8Block, false},
-                          {GemmKind::FP8Block, true},   {GemmKind::TCFP12, false},
-                          {GemmKind::TCFP16, false},    {GemmKind::MXFP8Block, false},
-                          {GemmKind::NVFP4Block, false}};
-      for (int s : opt.gemm_sizes) {
-        double bf16_ms = 0, bf16_tf = 0;
-        for (const Run& run : runs) {
-          const GemmKind k = run.kind;
-          GemmOptions g;
-          g.m = g.n = g.k = s;
-          g.iters = std::max(5, iters / 2);
-          g.bf16_output = run.bf16_out;
-          const char* o = run.bf16_out ? "bf16" : "fp32";
-          try {
-            GemmResult r = run_gemm(k, g);
-            if (k == GemmKind::BF16 && !run.bf16_out) bf16_ms = r.ms, bf16_tf = r.tflops;
-            const double x = bf16_tf > 0 ? r.tflops / bf16_tf : 0,
-                         tr = bf16_ms > 0 ? r.ms / bf16_ms : 0;
-            std::fprintf(out, "%-6d %-10s %-4s %10.3f %10.1f %9.2f %9.2f %10.2e %10.2e  %s\n", s,
-                         to_string(k), o, r.ms, r.tflops, x, tr, r.rel_error, r.product_rel_error,
-                         r.note.c_str());
-            if (s == 8192 && k == GemmKind::FP8)
-              goals.push_back({"FP8 GEMM 8192^3 (x BF16 TFLOP/s)", x, 1.75, true});
-            if (s == 8192 && k == GemmKind::FP8Block)
-              goals.push_back({std::string("FP8 block GEMM 8192^3, ") + o + " out (x BF16 TFLOP/s)",
-                               x, 1.55, true});
-            if (s == 8192 && (k == GemmKind::TCFP12 || k == GemmKind::TCFP16))
-              goals.push_back(
-                  {std::string(to_string(k)) + " GEMM 8192^3 (time / BF16 time)", tr, 1.8, false});
-          } catch (const Error& e) {
-            std::fprintf(out, "%-6d %-10s %-4s unavailable: %s\n", s, to_string(k), o, e.what());
+      const Run runs[] = {{GemmKind::BF16, false},          {GemmKind::BF16, true},
+                          {GemmKind::FP8, false},           {GemmKind::FP8Channel, false},
+                          {GemmKind::FP8Block, false},      {GemmKind::FP8Block, true},
+                          {GemmKind::TCFP12Weights, false}, {GemmKind::TCFP12Weights, true},
+                          {GemmKind::TCFP12, false},        {GemmKind::TCFP16, false},
+                          {GemmKind::MXFP8Block, false},    {GemmKind::NVFP4Block, false}};
+      std::vector<int> tunes = {0};
+      if (opt.gemm_autotune > 1) tunes.push_back(opt.gemm_autotune);
+      for (int tune : tunes) {
+        const char* algo = tune ? "tuned" : "heur";
+        for (int s : opt.gemm_sizes) {
+          double bf16_ms = 0, bf16_tf = 0;
+          for (const Run& run : runs) {
+            const GemmKind k = run.kind;
+            GemmOptions g;
+            g.m = g.n = g.k = s;
+            g.iters = std::max(5, iters / 2);
+            g.bf16_output = run.bf16_out;
+            g.autotune = tune;
+            const char* o = run.bf16_out ? "bf16" : "fp32";
+            try {
+              GemmResult r = run_gemm(k, g);
+              if (k == GemmKind::BF16 && !run.bf16_out) bf16_ms = r.ms, bf16_tf = r.tflops;
+              const double x = bf16_tf > 0 ? r.tflops / bf16_tf : 0,
+                           tr = bf16_ms > 0 ? r.ms / bf16_ms : 0;
+              const double snr = r.rel_error > 0 ? -20.0 * std::log10(r.rel_error) : 0;
+              std::fprintf(
+                  out, "%-6d %-5s %-11s %-4s %10.3f %10.1f %9.2f %9.2f %10.2e %8.2f %10.2e  %s\n",
+                  s, algo, to_string(k), o, r.ms, r.tflops, x, tr, r.rel_error, snr,
+                  r.product_rel_error, r.note.c_str());
+              const std::string at = std::to_string(s) + "^3" + (tune ? ", tuned" : "");
+              if (s == 8192 && !tune && k == GemmKind::FP8)
+                goals.push_back({"FP8 GEMM 8192^3 (x BF16 TFLOP/s)", x, 1.75, true});
+              if (s == 8192 && !tune && k == GemmKind::FP8Block)
+                goals.push_back(
+                    {std::string("FP8 block GEMM 8192^3, ") + o + " out (x BF16 TFLOP/s)", x, 1.55,
+                     true});
+              if ((s == 8192 || s == 4096) && k == GemmKind::TCFP12Weights)
+                goals.push_back(
+                    {std::string("tcfp12-w (") + o + " out) GEMM " + at + " (time / BF16)", tr, 1.0,
+                     false});
+              if (s == 8192 && k == GemmKind::TCFP12)
+                goals.push_back(
+                    {"tcfp12 both operands GEMM " + at + " (time / BF16)", tr, 1.3, false});
+              if (s == 8192 && !tune && k == GemmKind::TCFP16)
+                goals.push_back({"tcfp16 GEMM 8192^3 (time / BF16 time)", tr, 1.8, false});
+              if (s == 8192 && !tune && k == GemmKind::FP8Channel)
+                goals.push_back({"FP8 per-channel GEMM 8192^3 (x BF16 TFLOP/s)", x, 1.55, true});
+            } catch (const Error& e) {
+              std::fprintf(out, "%-6d %-5s %-11s %-4s unavailable: %s\n", s, algo, to_string(k), o,
+                           e.what());
+            }
           }
         }
       }

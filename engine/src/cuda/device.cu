@@ -35,4 +35,14 @@ bool available(std::string* reason, std::string* device_name) {
   return true;
 }
 
+bool start_context(std::string* reason) {
+  if (!available(reason, nullptr)) return false;
+  // cudaFree(0) is the customary way to make the runtime create the primary context now.
+  if (cudaSetDevice(0) != cudaSuccess || cudaFree(nullptr) != cudaSuccess) {
+    if (reason) *reason = std::string("CUDA context: ") + cudaGetErrorString(cudaGetLastError());
+    return false;
+  }
+  return true;
+}
+
 }  // namespace castscope::cuda

@@ -15,6 +15,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <vector>
 
 #include "castscope/format.hpp"
@@ -160,6 +161,48 @@ __global__ void tcfp_fold(const uint8_t* codes, const uint8_t* scale, const uint
   }
 }
 
+// FP8 activations for the TCFP-12 weight GEMM, in one pass over x: row r of the [rows, 2k]
+// operand is [x / s | x / (16 s)] as e4m3 codes (s = absmax / 448), the second half the partner
+// of the weights' residual term, which is folded 16 times larger (tcfp_fold_weights).
+__global__ void quantize_e4m3_twice(const float* x, int64_t rows, int64_t k, const unsigned* amax,
+                                    scalar::Format f, uint8_t* out, float* scale_out) {
+  const float a = __uint_as_float(*amax);
+  const float s = a > 0 ? a / 448.0f : 1.0f;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < rows * k;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    if (i == 0) *scale_out = s;
+    const int64_t r = i / k, c = i % k;
+    const double v = static_cast<double>(x[i]) / s;
+    auto enc = [&](double y) {
+      return static_cast<uint8_t>(scalar::encode(
+          scalar::quantize(y, f, scalar::Round::Even, scalar::Overflow::Saturate, 0), f));
+    };
+    out[r * 2 * k + c] = enc(v);
+    out[r * 2 * k + k + c] = enc(v * 0.0625);
+  }
+}
+
+// TCFP-12 weights as the [rows, 2k] operand of that GEMM: hi at the scale 2^S, lo at 2^(S-4).
+__global__ void tcfp_fold_weights(const uint8_t* codes, const uint8_t* scale, const uint8_t* res,
+                                  const uint8_t* rscale, int64_t rows, int64_t k, int shift_s,
+                                  scalar::Format fp8, scalar::Format resf, uint8_t* out) {
+  const int64_t gk = k / 32;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < rows * k;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t r = i / k, c = i % k, g = r * gk + c / 32;
+    auto enc = [&](double v) {
+      return static_cast<uint8_t>(scalar::encode(
+          scalar::quantize(v, fp8, scalar::Round::Even, scalar::Overflow::Saturate, 0), fp8));
+    };
+    const double hi =
+        scalar::value_of(scalar::decode(codes[i], fp8), static_cast<int>(scale[g]) - 127);
+    const double lo =
+        scalar::value_of(scalar::decode(res[i], resf), static_cast<int>(rscale[g]) - 127);
+    out[r * 2 * k + c] = enc(hi * scalar::pow2(-shift_s));
+    out[r * 2 * k + k + c] = enc(lo * scalar::pow2(-(shift_s - 4)));
+  }
+}
+
 __global__ void max_u8(const uint8_t* s, int64_t n, unsigned* out) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x)
@@ -171,7 +214,7 @@ struct Operands {
   DeviceTensor sa_raw, sb_raw;  // the scales as [rowblock][kblock], for the host check
   int kk = 0;                   // K of the GEMM as run (3k for TCFP)
   float alpha = 1.0f;
-  bool fp8 = false, block = false;
+  bool fp8 = false, block = false, channel = false;
 };
 
 // FP8 operand with per-tensor (rb = rows, cb = cols) or per-block scales laid out for `scaling`.
@@ -191,8 +234,9 @@ void fp8_operand(const DeviceTensor& x, int64_t rows, int64_t cols, int rb, int 
       static_cast<uint8_t*>(opnd.data.mutable_data()), static_cast<float*>(raw.mutable_data()));
   CS_CUDA_LAUNCH("quantize_e4m3");
   opnd.scaling = scaling;
-  opnd.scale =
-      scaling == LtScale::Tensor ? raw : lt_block_scales(raw, rblocks, cblocks, scaling, rows);
+  opnd.scale = scaling == LtScale::Tensor || scaling == LtScale::OuterVec
+                   ? raw
+                   : lt_block_scales(raw, rblocks, cblocks, scaling, rows);
 }
 
 // TCFP operand of random data: cast with the default options, then folded.
@@ -224,7 +268,8 @@ void check_block(const Operands& op, const DeviceTensor& a32, const DeviceTensor
   const std::vector<uint8_t> ha = fetch(a32, size_t(bm) * k * 4),
                              hb = fetch(b32, size_t(bn) * k * 4),
                              hd = fetch(d, size_t(m) * bn * esize);
-  const bool tcfp = kind == GemmKind::TCFP12 || kind == GemmKind::TCFP16;
+  const bool tcfp =
+      kind == GemmKind::TCFP12 || kind == GemmKind::TCFP16 || kind == GemmKind::TCFP12Weights;
   std::vector<uint8_t> qa, qb, sa, sb;
   if (!tcfp) {
     const size_t eb = op.fp8 ? 1 : 2;
@@ -258,6 +303,7 @@ void check_block(const Operands& op, const DeviceTensor& a32, const DeviceTensor
     if (!op.fp8) return double(bf16(q.data(), size_t(row) * k + t));
     double scale = f32(s.data(), 0);
     if (op.block) scale = f32(s.data(), size_t(is_b ? row / 128 : row) * kb + t / 128);
+    if (op.channel) scale = f32(s.data(), size_t(row));
     return lut[q[size_t(row) * k + t]] * scale;
   };
   double num = 0, den = 0, pnum = 0, pden = 0;
@@ -338,6 +384,29 @@ DeviceTensor tcfp_fold_operand(const DeviceCastResult& r, bool tcfp16, bool b_or
   return out;
 }
 
+DeviceTensor tcfp_fold_weights_operand(const DeviceCastResult& r, int& shift_s) {
+  if (r.shape.size() != 2 || !r.codes || !r.residual || r.shape[1] % 32)
+    throw Error(
+        "TCFP-12 weights: needs an actual TCFP-12 cast of a [rows, k] tensor, k a multiple "
+        "of 32");
+  DeviceTensor mx = DeviceTensor::empty(DType::U32, {1}, true);
+  max_u8<<<grid_for(r.scale.numel(), 256, 1 << 12), 256, 0, stream()>>>(
+      static_cast<const uint8_t*>(r.scale.data()), r.scale.numel(),
+      static_cast<unsigned*>(mx.mutable_data()));
+  CS_CUDA_LAUNCH("max_u8");
+  shift_s = static_cast<int>(mx.download().ptr<unsigned>()[0]) - 127;
+  const int64_t rows = r.shape[0], k = r.shape[1];
+  DeviceTensor out = DeviceTensor::empty(DType::F8E4M3, {rows, 2 * k});
+  tcfp_fold_weights<<<grid_for(rows * k, 256, 1 << 16), 256, 0, stream()>>>(
+      static_cast<const uint8_t*>(r.codes.data()), static_cast<const uint8_t*>(r.scale.data()),
+      static_cast<const uint8_t*>(r.residual.data()),
+      static_cast<const uint8_t*>(r.residual_scale.data()), rows, k, shift_s,
+      NumberSpec::parse("e4m3fn").format(), NumberSpec::parse("int4").format(),
+      static_cast<uint8_t*>(out.mutable_data()));
+  CS_CUDA_LAUNCH("tcfp_fold_weights");
+  return out;
+}
+
 namespace {
 cudaDataType_t lt_type(DType t) {
   switch (t) {
@@ -355,53 +424,126 @@ cudaDataType_t lt_type(DType t) {
 }
 
 int32_t lt_scale_mode(LtScale s) {
-  return s == LtScale::Vec128 ? CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F
-                              : CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F;
+  return s == LtScale::Vec128     ? CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F
+         : s == LtScale::OuterVec ? CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F
+                                  : CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F;
 }
 }  // namespace
 
-DeviceTensor lt_matmul(const LtOperand& a, const LtOperand& b, const LtGemm& g, JobControl* job,
-                       double* ms) {
-  const cudaDataType_t ta = lt_type(a.data.dtype()), tb = lt_type(b.data.dtype());
-  const bool fp8 = a.data.dtype() == DType::F8E4M3 || a.data.dtype() == DType::F8E5M2;
+struct LtProduct::Impl {
+  LtOperand a, b;
+  LtGemm g;
   LtHandle lt;
-  MatmulDesc desc(CUBLAS_COMPUTE_32F, CUDA_R_32F);
-  const cublasOperation_t opT = CUBLAS_OP_T, opN = CUBLAS_OP_N;
-  desc.set(CUBLASLT_MATMUL_DESC_TRANSA, opT);
-  desc.set(CUBLASLT_MATMUL_DESC_TRANSB, opN);
-  if (a.scaling != LtScale::None) desc.set(CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, a.scale.data());
-  if (b.scaling != LtScale::None) desc.set(CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, b.scale.data());
-  if (a.scaling == LtScale::Vec128 || a.scaling == LtScale::Blk128x128)
-    desc.set(CUBLASLT_MATMUL_DESC_A_SCALE_MODE, lt_scale_mode(a.scaling));
-  if (b.scaling == LtScale::Vec128 || b.scaling == LtScale::Blk128x128)
-    desc.set(CUBLASLT_MATMUL_DESC_B_SCALE_MODE, lt_scale_mode(b.scaling));
-  if (fp8) {
-    const int8_t fast = g.fast_accum ? 1 : 0;
-    desc.set(CUBLASLT_MATMUL_DESC_FAST_ACCUM, fast);
+  MatmulDesc desc{CUBLAS_COMPUTE_32F, CUDA_R_32F};
+  std::unique_ptr<Layout> la, lb, lc;
+  cublasLtMatmulAlgo_t algo{};
+  size_t ws_bytes = size_t{64} << 20;
+  DeviceTensor ws;
+  int chosen = 0, candidates = 1;
+};
+
+LtProduct::LtProduct(const LtOperand& a, const LtOperand& b, const LtGemm& g) : impl_(new Impl) {
+  Impl& p = *impl_;
+  try {
+    p.a = a, p.b = b, p.g = g;
+    const cudaDataType_t ta = lt_type(a.data.dtype()), tb = lt_type(b.data.dtype());
+    const bool fp8 = a.data.dtype() == DType::F8E4M3 || a.data.dtype() == DType::F8E5M2;
+    const cublasOperation_t opT = CUBLAS_OP_T, opN = CUBLAS_OP_N;
+    p.desc.set(CUBLASLT_MATMUL_DESC_TRANSA, opT);
+    p.desc.set(CUBLASLT_MATMUL_DESC_TRANSB, opN);
+    if (a.scaling != LtScale::None)
+      p.desc.set(CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, a.scale.data());
+    if (b.scaling != LtScale::None)
+      p.desc.set(CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, b.scale.data());
+    if (a.scaling != LtScale::None && a.scaling != LtScale::Tensor)
+      p.desc.set(CUBLASLT_MATMUL_DESC_A_SCALE_MODE, lt_scale_mode(a.scaling));
+    if (b.scaling != LtScale::None && b.scaling != LtScale::Tensor)
+      p.desc.set(CUBLASLT_MATMUL_DESC_B_SCALE_MODE, lt_scale_mode(b.scaling));
+    if (fp8) {
+      const int8_t fast = g.fast_accum ? 1 : 0;
+      p.desc.set(CUBLASLT_MATMUL_DESC_FAST_ACCUM, fast);
+    }
+    const cudaDataType_t out_t = g.bf16_output ? CUDA_R_16BF : CUDA_R_32F;
+    p.la = std::make_unique<Layout>(ta, g.k, g.m, g.k);
+    p.lb = std::make_unique<Layout>(tb, g.k, g.n, g.k);
+    p.lc = std::make_unique<Layout>(out_t, g.m, g.n, g.m);
+    p.ws = DeviceTensor::empty(DType::U8, {static_cast<int64_t>(p.ws_bytes)});
+    Preference pref;
+    CS_LT(cublasLtMatmulPreferenceSetAttribute(pref.p, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                               &p.ws_bytes, sizeof(p.ws_bytes)));
+    const int want = std::max(1, std::min(g.autotune, 32));
+    std::vector<cublasLtMatmulHeuristicResult_t> heur(static_cast<size_t>(want));
+    int found = 0;
+    const cublasStatus_t hs = cublasLtMatmulAlgoGetHeuristic(
+        p.lt.h, p.desc.d, p.la->l, p.lb->l, p.lc->l, p.lc->l, pref.p, want, heur.data(), &found);
+    if (hs != CUBLAS_STATUS_SUCCESS || found == 0)
+      throw Error("cuBLASLt found no algorithm for the " + g.what + " GEMM " + std::to_string(g.m) +
+                  "x" + std::to_string(g.n) + "x" + std::to_string(g.k) + " on this GPU (" +
+                  cublasLtGetStatusString(hs) + ")");
+    p.algo = heur[0].algo;
+    p.candidates = found;
+    if (found > 1) {
+      // Time each candidate on a scratch output; the heuristic's first choice is not always the
+      // fastest for large square products.
+      DeviceTensor d = make_output();
+      double best = 0;
+      for (int c = 0; c < found; ++c) {
+        p.algo = heur[static_cast<size_t>(c)].algo;
+        float t = 0;
+        try {
+          launch(d);
+          cudaEvent_t e0, e1;
+          CS_CUDA(cudaEventCreate(&e0));
+          CS_CUDA(cudaEventCreate(&e1));
+          CS_CUDA(cudaEventRecord(e0, stream()));
+          for (int i = 0; i < 3; ++i) launch(d);
+          CS_CUDA(cudaEventRecord(e1, stream()));
+          CS_CUDA(cudaEventSynchronize(e1));
+          CS_CUDA(cudaEventElapsedTime(&t, e0, e1));
+          cudaEventDestroy(e0);
+          cudaEventDestroy(e1);
+        } catch (const Error&) {
+          continue;  // a candidate that cannot run here is skipped
+        }
+        if (best == 0 || t < best) best = t, p.chosen = c;
+      }
+      p.algo = heur[static_cast<size_t>(p.chosen)].algo;
+    }
+  } catch (...) {
+    delete impl_;
+    throw;
   }
-  const cudaDataType_t out_t = g.bf16_output ? CUDA_R_16BF : CUDA_R_32F;
-  Layout la(ta, g.k, g.m, g.k), lb(tb, g.k, g.n, g.k), lc(out_t, g.m, g.n, g.m);
-  DeviceTensor d = DeviceTensor::empty(g.bf16_output ? DType::BF16 : DType::F32, {g.n, g.m});
-  const size_t ws_bytes = size_t{64} << 20;
-  DeviceTensor ws = DeviceTensor::empty(DType::U8, {static_cast<int64_t>(ws_bytes)});
-  Preference pref;
-  CS_LT(cublasLtMatmulPreferenceSetAttribute(pref.p, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                             &ws_bytes, sizeof(ws_bytes)));
-  cublasLtMatmulHeuristicResult_t heur{};
-  int found = 0;
-  cublasStatus_t hs = cublasLtMatmulAlgoGetHeuristic(lt.h, desc.d, la.l, lb.l, lc.l, lc.l, pref.p,
-                                                     1, &heur, &found);
-  if (hs != CUBLAS_STATUS_SUCCESS || found == 0)
-    throw Error("cuBLASLt found no algorithm for the " + g.what + " GEMM " + std::to_string(g.m) +
-                "x" + std::to_string(g.n) + "x" + std::to_string(g.k) + " on this GPU (" +
-                cublasLtGetStatusString(hs) + ")");
-  const float beta = 0.0f;
-  auto launch = [&] {
-    CS_LT(cublasLtMatmul(lt.h, desc.d, &g.alpha, a.data.data(), la.l, b.data.data(), lb.l, &beta,
-                         d.data(), lc.l, d.mutable_data(), lc.l, &heur.algo, ws.mutable_data(),
-                         ws_bytes, stream()));
-  };
-  for (int i = 0; i < g.warmup; ++i) launch();
+}
+
+LtProduct::~LtProduct() {
+  delete impl_;
+}
+
+DeviceTensor LtProduct::make_output() const {
+  const LtGemm& g = impl_->g;
+  return DeviceTensor::empty(g.bf16_output ? DType::BF16 : DType::F32, {g.n, g.m});
+}
+
+std::string LtProduct::algo_note() const {
+  if (impl_->candidates <= 1) return "";
+  return "fastest of " + std::to_string(impl_->candidates) + " cuBLASLt candidates (#" +
+         std::to_string(impl_->chosen) + ")";
+}
+
+void LtProduct::launch(DeviceTensor& d) const {
+  const Impl& p = *impl_;
+  CS_LT(cublasLtMatmul(p.lt.h, p.desc.d, &p.g.alpha, p.a.data.data(), p.la->l, p.b.data.data(),
+                       p.lb->l, &p.g.beta, d.data(), p.lc->l, d.mutable_data(), p.lc->l, &p.algo,
+                       p.ws.data() ? const_cast<void*>(p.ws.data()) : nullptr, p.ws_bytes,
+                       stream()));
+}
+
+DeviceTensor lt_matmul(const LtOperand& a, const LtOperand& b, const LtGemm& g, JobControl* job,
+                       double* ms, std::string* algo) {
+  LtProduct prod(a, b, g);
+  if (algo) *algo = prod.algo_note();
+  DeviceTensor d = g.accumulate ? g.accumulate : prod.make_output();
+  for (int i = 0; i < g.warmup; ++i) prod.launch(d);
   cudaEvent_t e0, e1;
   CS_CUDA(cudaEventCreate(&e0));
   CS_CUDA(cudaEventCreate(&e1));
@@ -410,7 +552,7 @@ DeviceTensor lt_matmul(const LtOperand& a, const LtOperand& b, const LtGemm& g, 
     for (int i = 0; i < std::max(1, g.iters); ++i) {
       if (job) job->check();
       CS_CUDA(cudaEventRecord(e0, stream()));
-      launch();
+      prod.launch(d);
       CS_CUDA(cudaEventRecord(e1, stream()));
       CS_CUDA(cudaEventSynchronize(e1));
       float t = 0;
@@ -478,7 +620,7 @@ GemmResult run_gemm(GemmKind kind, const GemmOptions& opt, JobControl* job) {
                 ") does not have; CastScope does not emulate it");
   }
   const int m = opt.m, n = opt.n, k = opt.k;
-  const int align = kind == GemmKind::FP8Block ? 128 : 32;
+  const int align = kind == GemmKind::FP8Block ? 128 : kind == GemmKind::FP8Channel ? 16 : 32;
   if (m <= 0 || n <= 0 || k <= 0 || m % 16 || n % 16 || k % align)
     throw Error("GEMM sizes must be positive, m and n multiples of 16 and k a multiple of " +
                 std::to_string(align) + " (got " + std::to_string(m) + "x" + std::to_string(n) +
@@ -523,6 +665,37 @@ GemmResult run_gemm(GemmKind kind, const GemmOptions& opt, JobControl* job) {
       op.alpha = static_cast<float>(std::ldexp(1.0, sa + sb));
       break;
     }
+    case GemmKind::FP8Channel:
+      op.fp8 = op.channel = true;
+      fp8_operand(a32, m, k, 1, k, LtScale::OuterVec, op.a, op.sa_raw);
+      fp8_operand(b32, n, k, 1, k, LtScale::OuterVec, op.b, op.sb_raw);
+      break;
+    case GemmKind::TCFP12Weights: {
+      // Activations: one pass writes both halves; weights: the TCFP-12 cast's two terms.
+      op.fp8 = true;
+      DeviceTensor amax = DeviceTensor::empty(DType::U32, {1}, true);
+      block_amax<<<grid_for(int64_t{m} * k, 256, 1 << 16), 256, 0, stream()>>>(
+          static_cast<const float*>(a32.data()), m, k, m, k,
+          static_cast<unsigned*>(amax.mutable_data()), 1);
+      CS_CUDA_LAUNCH("block_amax");
+      op.a.data = DeviceTensor::empty(DType::F8E4M3, {m, 2 * int64_t{k}});
+      op.sa_raw = DeviceTensor::empty(DType::F32, {1});
+      quantize_e4m3_twice<<<grid_for(int64_t{m} * k, 256, 1 << 16), 256, 0, stream()>>>(
+          static_cast<const float*>(a32.data()), m, k, static_cast<const unsigned*>(amax.data()),
+          NumberSpec::parse("e4m3fn").format(), static_cast<uint8_t*>(op.a.data.mutable_data()),
+          static_cast<float*>(op.sa_raw.mutable_data()));
+      CS_CUDA_LAUNCH("quantize_e4m3_twice");
+      op.a.scale = op.sa_raw;
+      op.a.scaling = LtScale::Tensor;
+      int sb = 0;
+      CastOptions co;
+      co.mode = CastMode::Actual;
+      op.b.data =
+          gpu::detail::tcfp_fold_weights_operand(gpu::cast(b32, DataType::parse("tcfp12"), co), sb);
+      op.kk = 2 * k;
+      op.alpha = static_cast<float>(std::ldexp(1.0, sb));
+      break;
+    }
     case GemmKind::MXFP8Block:
     case GemmKind::NVFP4Block:
       break;  // refused above
@@ -531,6 +704,7 @@ GemmResult run_gemm(GemmKind kind, const GemmOptions& opt, JobControl* job) {
   // fp32 C by default: a bf16 output would round away the accuracy TCFP-16 buys.
   const bool tcfp = kind == GemmKind::TCFP12 || kind == GemmKind::TCFP16;
   const bool out_bf16 = opt.bf16_output && !tcfp;
+  const bool weights = kind == GemmKind::TCFP12Weights;
   gpu::detail::LtGemm g;
   g.m = m, g.n = n, g.k = op.kk;
   g.alpha = op.alpha;
@@ -541,14 +715,26 @@ GemmResult run_gemm(GemmKind kind, const GemmOptions& opt, JobControl* job) {
   g.bf16_output = out_bf16;
   g.warmup = std::max(1, opt.warmup);
   g.iters = std::max(1, opt.iters);
+  g.autotune = opt.autotune;
   g.what = to_string(kind);
-  const DeviceTensor d = gpu::detail::lt_matmul(op.a, op.b, g, job, &res.ms);
+  DeviceTensor d;
+  std::string algo;
+  try {
+    d = gpu::detail::lt_matmul(op.a, op.b, g, job, &res.ms, &algo);
+  } catch (const Error& e) {
+    // cuBLASLt has no kernel with fast accumulation for some scale modes: ask without it.
+    if (!g.fast_accum || std::string(e.what()).find("no algorithm") == std::string::npos) throw;
+    g.fast_accum = false;
+    d = gpu::detail::lt_matmul(op.a, op.b, g, job, &res.ms, &algo);
+  }
   res.tflops = 2.0 * m * n * double(k) / (res.ms * 1e-3) / 1e12;
   res.note = std::string(op.fp8 ? "e4m3" : "bf16") +
              (op.block ? ", 1x128 A / 128x128 B fp32 block scales" : "") +
+             (op.channel ? ", per-row A / per-column B fp32 scales (OUTER_VEC_32F)" : "") +
              (tcfp ? ", one FP8 GEMM over 3k" : "") +
-             (op.fp8 ? (op.block ? ", fp32 accumulation" : ", fast accumulation") : "") +
-             (out_bf16 ? ", bf16 output" : ", fp32 output");
+             (weights ? ", TCFP-12 weights x e4m3 activations, one FP8 GEMM over 2k" : "") +
+             (op.fp8 ? (g.fast_accum ? ", fast accumulation" : ", fp32 accumulation") : "") +
+             (out_bf16 ? ", bf16 output" : ", fp32 output") + (algo.empty() ? "" : ", " + algo);
   if (opt.check) check_block(op, a32, b32, d, out_bf16, kind, m, n, k, res);
   return res;
 }

@@ -22,6 +22,10 @@ bool available(std::string* reason, std::string* device_name) {
   return false;
 }
 
+bool start_context(std::string* reason) {
+  return available(reason, nullptr);
+}
+
 CastResult cast(const Tensor&, const DataType&, const CastOptions&) {
   no_cuda("GPU cast");
 }

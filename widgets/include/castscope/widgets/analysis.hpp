@@ -2,6 +2,7 @@
 // ImGui or OpenGL: the widgets only draw a finished Analysis, and tests check it directly.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -25,6 +26,8 @@ struct MaskImage {
   std::string what;  // "kept by 2:4 sparsity", "cast to zero", ...
 };
 
+struct Analysis;
+
 struct AnalysisOptions {
   int bins = 96;
   int mask_max_side = 256;
@@ -34,20 +37,34 @@ struct AnalysisOptions {
   // Keep the input and the cast values (the teaching view places single elements). Comparisons
   // of several casts leave them out: each would hold a tensor-sized copy, on the GPU or here.
   bool keep_values = true;
+  // Called on the analysing thread as soon as the statistics are known, before the histograms,
+  // tile map and mask: a view can show the metrics first. The analysis holds only the fields
+  // filled so far.
+  std::function<void(const Analysis&)> on_metrics;
 };
 
 // A tensor's float32 copy in device memory, made by the first analysis of it that runs on the
 // GPU and reused by the next ones, so that recomputing the views for another datatype does not
 // move the tensor over PCIe again. Safe to share between worker threads.
+// The views of a tensor's own values (absmax, exponent and value histograms), which a change
+// of datatype leaves as they are; analysis.cpp defines it.
+struct InputViews;
+
 class DeviceInput {
  public:
   // The device copy of x_f32 (uploaded when x_f32 is not the tensor held now).
   gpu::DeviceTensor get(const Tensor& x_f32);
+  // The host path's views of x's own values from the last analysis of the same tensor (null
+  // for another tensor), and keeping them for the next one.
+  std::shared_ptr<const InputViews> input_views(const Tensor& x);
+  void keep_input_views(const Tensor& x, std::shared_ptr<const InputViews> v);
 
  private:
   std::mutex mu_;
   Tensor host_;  // held so that its storage, the cache key, cannot be reused by another tensor
   gpu::DeviceTensor device_;
+  Tensor views_key_;
+  std::shared_ptr<const InputViews> views_;
 };
 
 struct Analysis {

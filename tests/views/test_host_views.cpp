@@ -1,0 +1,276 @@
+// The host path of the views (widgets::analyze with the device off) computes every view in two
+// fused passes over the input and its cast; each view must equal what the engine's reference
+// functions (compute_stats, histogram, exponent_histogram, error_histogram, the mask count)
+// give for the same data: counts exactly, sums up to summation order.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+
+#include "castscope/metrics.hpp"
+#include "castscope/widgets/analysis.hpp"
+#include "test_seed.hpp"
+
+namespace castscope {
+namespace {
+
+using widgets::Analysis;
+using widgets::AnalysisOptions;
+
+// N(0, 1) times 2^U(-12, 12), with NaN, +-Inf, +-0, subnormals and exact powers of two mixed in.
+Tensor hard_input(const Shape& shape, uint64_t seed) {
+  Tensor t = Tensor::empty(DType::F32, shape);
+  float* p = t.mutable_ptr<float>();
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  std::uniform_int_distribution<int> ex(-12, 12), pick(0, 199);
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    float v = std::ldexp(nd(rng), ex(rng));
+    switch (pick(rng)) {
+      case 0:
+        v = std::numeric_limits<float>::quiet_NaN();
+        break;
+      case 1:
+        v = std::numeric_limits<float>::infinity();
+        break;
+      case 2:
+        v = -std::numeric_limits<float>::infinity();
+        break;
+      case 3:
+        v = 0.f;
+        break;
+      case 4:
+        v = -0.f;
+        break;
+      case 5:
+        v = std::ldexp(static_cast<float>(pick(rng) + 1), -149);
+        break;  // subnormal
+      case 6:
+        v = std::ldexp(1.f, ex(rng));
+        break;
+      default:
+        break;
+    }
+    p[i] = v;
+  }
+  return t;
+}
+
+void expect_hist(const Histogram& a, const Histogram& b, const std::string& tag) {
+  EXPECT_EQ(a.lo, b.lo) << tag;
+  EXPECT_EQ(a.hi, b.hi) << tag;
+  EXPECT_EQ(a.log_x, b.log_x) << tag;
+  EXPECT_EQ(a.counts, b.counts) << tag;
+  EXPECT_EQ(a.below, b.below) << tag;
+  EXPECT_EQ(a.above, b.above) << tag;
+  EXPECT_EQ(a.nonfinite, b.nonfinite) << tag;
+  EXPECT_EQ(a.zeros, b.zeros) << tag;
+}
+
+std::vector<uint64_t> aligned(const ExponentHistogram& h, int lo, int hi) {
+  std::vector<uint64_t> out(static_cast<size_t>(hi - lo + 1), 0);
+  for (size_t i = 0; i < h.counts.size(); ++i) {
+    const int e = h.emin + static_cast<int>(i);
+    if (e >= lo && e <= hi) out[static_cast<size_t>(e - lo)] += h.counts[i];
+  }
+  return out;
+}
+
+bool any(const ExponentHistogram& h) {
+  for (uint64_t c : h.counts)
+    if (c) return true;
+  return false;
+}
+
+// Every view of `a` against the reference functions on its own input and values.
+void expect_reference_views(const Analysis& a, const AnalysisOptions& ao, const std::string& tag) {
+  ASSERT_FALSE(a.on_device) << tag;
+  ASSERT_TRUE(a.input && a.values) << tag;
+  const Tensor& x = a.input;
+  const Tensor& q = a.values;
+  const float* xp = x.ptr<float>();
+  const float* qp = q.ptr<float>();
+  const int64_t n = x.numel();
+  const Stats s = compute_stats(x, q, a.stats.clipped);
+  EXPECT_EQ(a.stats.count, s.count) << tag;
+  EXPECT_EQ(a.stats.nonfinite_in, s.nonfinite_in) << tag;
+  EXPECT_EQ(a.stats.nonfinite_out, s.nonfinite_out) << tag;
+  EXPECT_EQ(a.stats.zeros_out, s.zeros_out) << tag;
+  EXPECT_EQ(a.stats.max_abs_err, s.max_abs_err) << tag;
+  EXPECT_NEAR(a.stats.mse, s.mse, 1e-12 * std::fabs(s.mse)) << tag;
+  if (std::isinf(s.snr_db))
+    EXPECT_EQ(a.stats.snr_db, s.snr_db) << tag;
+  else
+    EXPECT_NEAR(a.stats.snr_db, s.snr_db, 1e-9) << tag;
+  EXPECT_NEAR(a.stats.mean_err, s.mean_err, 1e-12 * std::fabs(s.signal_power) + 1e-300) << tag;
+  double amax = 0;
+  for (int64_t i = 0; i < n; ++i)
+    if (std::isfinite(xp[i])) amax = std::max(amax, std::fabs(static_cast<double>(xp[i])));
+  EXPECT_EQ(a.absmax, amax) << tag;
+  const int bins = std::max(8, ao.bins);
+  const double lim = amax > 0 ? amax * 1.02 : 1.0;
+  expect_hist(a.value_orig, histogram(xp, n, -lim, lim, bins), tag + " value_orig");
+  expect_hist(a.value_cast, histogram(qp, n, -lim, lim, bins), tag + " value_cast");
+  const ExponentHistogram eo = exponent_histogram(xp, n), ec = exponent_histogram(qp, n);
+  int lo = 0, hi = 0;
+  if (any(eo) || any(ec)) {
+    lo = any(eo) ? eo.emin : ec.emin;
+    hi = any(eo) ? eo.emax : ec.emax;
+    if (any(ec)) lo = std::min(lo, ec.emin), hi = std::max(hi, ec.emax);
+  }
+  EXPECT_EQ(a.exp_lo, lo) << tag;
+  EXPECT_EQ(a.exp_hi, hi) << tag;
+  EXPECT_EQ(a.exp_orig, aligned(eo, lo, hi)) << tag;
+  EXPECT_EQ(a.exp_cast, aligned(ec, lo, hi)) << tag;
+  EXPECT_EQ(a.exp_zero_orig, eo.zeros) << tag;
+  EXPECT_EQ(a.exp_zero_cast, ec.zeros) << tag;
+  expect_hist(a.log_orig, histogram(xp, n, lo, hi + 1.0, bins, true), tag + " log_orig");
+  expect_hist(a.log_cast, histogram(qp, n, lo, hi + 1.0, bins, true), tag + " log_cast");
+  const double elim = s.max_abs_err > 0 ? s.max_abs_err * 1.02 : 1.0;
+  expect_hist(a.error, error_histogram(xp, qp, n, -elim, elim, bins), tag + " error");
+  // The mask: elements cast to zero, or the sparsity mask's kept elements.
+  std::vector<uint8_t> set(static_cast<size_t>(n));
+  const bool sparse = a.mask.what.rfind("kept by", 0) == 0;
+  for (int64_t i = 0; i < n; ++i)
+    set[static_cast<size_t>(i)] = sparse ? 0 : (std::isfinite(xp[i]) && xp[i] != 0 && qp[i] == 0);
+  if (!sparse) {
+    const widgets::MaskImage m = widgets::mask_image(set.data(), x.shape(), ao.mask_max_side, "");
+    EXPECT_EQ(a.mask.fraction, m.fraction) << tag;
+    EXPECT_EQ(a.mask.set, m.set) << tag;
+    EXPECT_EQ(a.mask.total, m.total) << tag;
+  } else {
+    // 2:4 sparsity keeps half of every group of four along the rows.
+    EXPECT_EQ(a.mask.set * 2, a.mask.total) << tag;
+  }
+}
+
+TEST(HostViews, EveryViewEqualsTheReferenceFunctions) {
+  const uint64_t seed = test::test_seed();
+  struct Case {
+    const char* dtype;
+    Shape shape;
+  };
+  // More than one pass chunk (65536 elements), chunks that start inside a row, leading dims
+  // folded into rows, cells that do not divide rows or columns, a 2:4 sparse mask, tensor-scaled,
+  // unscaled and TCFP datatypes.
+  const Case cases[] = {{"mxfp8e4", {3, 97, 160}},      {"nvfp4", {517, 300}},
+                        {"mxfp4e2", {2, 100000}},       {"e4m3fn_e8m0_t32n2m4", {130, 64}},
+                        {"fp8e4_block128", {200, 136}}, {"fp8e4_tensor", {64, 70}},
+                        {"float8_e5m2", {33, 257}},     {"tcfp8", {96, 64}},
+                        {"int8_sc", {300, 700}}};
+  AnalysisOptions ao;
+  ao.device = false;
+  ao.bins = 200;
+  ao.mask_max_side = 64;
+  uint64_t k = 0;
+  for (const Case& c : cases) {
+    const std::string tag = std::string(c.dtype) + " seed " + std::to_string(seed);
+    const Tensor x = hard_input(c.shape, seed + ++k);
+    CastOptions o;
+    o.device = Device::CPU;
+    const auto a = widgets::analyze(x, DataType::parse(c.dtype), o, "t", ao);
+    expect_reference_views(*a, ao, tag);
+  }
+}
+
+// The input's own views carried from one analysis to the next (as the app holds them in a
+// DeviceInput) equal those computed afresh, also when a cast widens the exponent range (log
+// histograms over another range) or another tensor takes the cache's place.
+TEST(HostViews, InputViewsCarriedOverEqualFreshOnes) {
+  const uint64_t seed = test::test_seed();
+  const Tensor x = hard_input({300, 260}, seed);
+  const Tensor y = hard_input({300, 260}, seed + 1);
+  AnalysisOptions ao;
+  ao.device = false;
+  ao.mask_max_side = 64;
+  CastOptions o;
+  o.device = Device::CPU;
+  widgets::DeviceInput input;
+  for (const Tensor* t : {&x, &y}) {
+    // mxint8 flushes small values to zero; e5m2 keeps binades the input does not have after
+    // rounding up; nvfp4 and mxfp4e2 round many values to other binades.
+    for (const char* name : {"mxfp8e4", "mxint8", "float8_e5m2", "nvfp4", "mxfp4e2", "mxfp8e4"}) {
+      const std::string tag = std::string(name) + " seed " + std::to_string(seed);
+      const DataType d = DataType::parse(name);
+      const auto fresh = widgets::analyze(*t, d, o, "t", ao);
+      const auto kept = widgets::analyze(*t, d, o, "t", ao, nullptr, &input);
+      expect_hist(kept->value_orig, fresh->value_orig, tag);
+      expect_hist(kept->log_orig, fresh->log_orig, tag);
+      expect_hist(kept->log_cast, fresh->log_cast, tag);
+      EXPECT_EQ(kept->exp_orig, fresh->exp_orig) << tag;
+      EXPECT_EQ(kept->exp_lo, fresh->exp_lo) << tag;
+      EXPECT_EQ(kept->exp_zero_orig, fresh->exp_zero_orig) << tag;
+      EXPECT_EQ(kept->absmax, fresh->absmax) << tag;
+      expect_reference_views(*kept, ao, tag);
+    }
+  }
+}
+
+// Values on and next to every bin edge of the log histogram: the table of significand steps must
+// put each in the bin std::log2 puts it in.
+TEST(HostViews, LogHistogramBinEdges) {
+  const uint64_t seed = test::test_seed();
+  AnalysisOptions ao;
+  ao.device = false;
+  ao.mask_max_side = 32;
+  std::mt19937_64 rng(seed);
+  for (int bins : {8, 96, 1000}) {
+    // Exponents span [-20, 9]: the log histogram covers [-20, 10].
+    std::vector<float> v = {std::ldexp(1.f, -20), std::ldexp(1.99f, 9)};
+    const double w = 30.0 / bins;
+    for (int b = 0; b <= bins; ++b) {
+      const float edge = static_cast<float>(std::exp2(-20.0 + b * w));
+      // The range's own ends stay inside it: 2^-20 is its least value, 2^10 is outside.
+      float lo = edge, hi = edge;
+      for (int u = 0; u < 3; ++u) {
+        lo = std::nextafter(lo, 0.f), hi = std::nextafter(hi, 1e30f);
+        if (b > 0 && b < bins) v.push_back(lo);  // below 2^10 bfloat16 rounds up to it
+        if (b < bins) v.push_back(-hi);
+      }
+      if (b < bins) v.push_back(edge);
+    }
+    std::shuffle(v.begin() + 2, v.end(), rng);
+    v.resize((v.size() + 63) / 64 * 64, 1.f);
+    Tensor x = Tensor::empty(DType::F32, {static_cast<int64_t>(v.size() / 64), 64});
+    std::memcpy(x.mutable_ptr<float>(), v.data(), v.size() * 4);
+    ao.bins = bins;
+    CastOptions o;
+    o.device = Device::CPU;
+    const auto a = widgets::analyze(x, DataType::parse("bfloat16"), o, "t", ao);
+    const std::string tag = "bins " + std::to_string(bins) + " seed " + std::to_string(seed);
+    ASSERT_EQ(a->exp_lo, -20) << tag;
+    ASSERT_EQ(a->exp_hi, 9) << tag;
+    expect_hist(a->log_orig, histogram(x.ptr<float>(), x.numel(), -20, 10, bins, true),
+                tag + " log_orig");
+    expect_hist(a->log_cast, histogram(a->values.ptr<float>(), x.numel(), -20, 10, bins, true),
+                tag + " log_cast");
+  }
+}
+
+// The statistics reach on_metrics before the histograms are computed, and equal the final ones.
+TEST(HostViews, MetricsComeFirst) {
+  const Tensor x = hard_input({256, 256}, test::test_seed());
+  AnalysisOptions ao;
+  ao.device = false;
+  Stats early;
+  bool histograms_empty = false;
+  int calls = 0;
+  ao.on_metrics = [&](const Analysis& a) {
+    early = a.stats;
+    histograms_empty = a.value_orig.counts.empty() && !a.tiles;
+    ++calls;
+  };
+  CastOptions o;
+  o.device = Device::CPU;
+  const auto a = widgets::analyze(x, DataType::parse("mxfp8e4"), o, "t", ao);
+  EXPECT_EQ(calls, 1);
+  EXPECT_TRUE(histograms_empty);
+  EXPECT_EQ(early.count, a->stats.count);
+  EXPECT_EQ(early.mse, a->stats.mse);
+  EXPECT_FALSE(a->value_orig.counts.empty());
+}
+
+}  // namespace
+}  // namespace castscope

@@ -1,0 +1,62 @@
+// The views' host path (widgets::analyze with the views on the CPU): two fused passes over a
+// tensor and its cast. Internal to the analysis library.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "castscope/metrics.hpp"
+#include "castscope/widgets/analysis.hpp"
+
+namespace castscope::widgets {
+
+struct InputViews {
+  double absmax = 0;
+  ExponentHistogram eo;
+  Histogram value, log;  // value_orig and log_orig, each over the range it records
+};
+
+// A tiled cast's sparsity mask (host or device tensor), when it has one per element.
+template <class T>
+bool sparsity_mask(bool tiled, const T& mask, int64_t n) {
+  return tiled && mask && mask.numel() == n && mask.dtype() == DType::Bool;
+}
+
+// What the first pass over the data gives: the statistics, the input's absmax, both exponent
+// histograms and the mask image's per-cell counts.
+struct FirstPass {
+  Stats stats;
+  double absmax = 0;
+  ExponentHistogram eo, ec;
+  std::vector<int64_t> cells;
+};
+// The second pass: histograms whose ranges the first one fixed.
+struct SecondPass {
+  Histogram vo, vc, lo, lc, err;
+};
+struct Ranges {
+  double lim = 1, lo = 0, hi = 1, elim = 1;
+  int bins = 8;
+};
+
+// The views' inputs on the host: the float32 input, its cast values and the cast result. Every
+// view comes from two passes over the input and its cast, split over the threads in chunks whose
+// partial results are merged in chunk order, so the sums do not depend on the thread count.
+struct HostViews {
+  Tensor x, q;
+  CastResult r;
+  bool tiled = false;
+  // The input's own views from an earlier analysis of the same tensor: the passes skip them.
+  const InputViews* known = nullptr;
+  int64_t n() const { return x.numel(); }
+  static constexpr int64_t kChunk = 1 << 16;
+  int64_t chunks() const { return (n() + kChunk - 1) / kChunk; }
+  // Statistics, absmax, exponent histograms and the mask's per-cell counts.
+  FirstPass first(const MaskImage& m, JobControl* job) const;
+  // The value, log and error histograms over the ranges the first pass fixed.
+  SecondPass second(const Ranges& g, JobControl* job) const;
+  TileMap tiles() const { return tile_map(x, q, r); }
+  bool has_mask() const { return sparsity_mask(tiled, r.mask, n()); }
+};
+
+}  // namespace castscope::widgets
