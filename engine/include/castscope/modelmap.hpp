@@ -57,6 +57,8 @@ struct MapRow {
   Shape shape;
   int64_t numel = 0;
   uint64_t stored_bytes = 0;
+  ResolvedLayout layout;       // the tensor's resolved layout (io::TensorInfo::layout)
+  std::string axis;            // the axis its cells were cast on (describe_axis)
   std::vector<MapCell> cells;  // one per column
 };
 
