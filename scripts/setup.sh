@@ -34,6 +34,14 @@ python3 -c "import torch, transformers, compressed_tensors, accelerate" 2>/dev/n
 python3 -c "import torchao" 2>/dev/null || python3 -m pip install -q torchao==0.18.0
 # The GGUF tests read and write GGUF with ggml's own Python package.
 python3 -c "import gguf" 2>/dev/null || python3 -m pip install -q gguf
+# The layout test (tests/interop/test_layouts.py) builds ONNX graphs with the onnx package and
+# reads PaddleOCR's v4 recognizer from the rapidocr-onnxruntime wheel, kept in a cache so that a
+# CI run downloads it once.
+python3 -c "import onnx" 2>/dev/null || python3 -m pip install -q onnx
+layout_cache="${CASTSCOPE_TEST_CACHE:-$HOME/.cache/castscope-tests}"
+ls "$layout_cache"/rapidocr_onnxruntime-1.4.4-*.whl >/dev/null 2>&1 ||
+  python3 -m pip download -q --no-deps rapidocr-onnxruntime==1.4.4 -d "$layout_cache" ||
+  echo "note: could not download rapidocr-onnxruntime; the layout test skips PaddleOCR"
 # nvcc ships with the CUDA toolkit under /usr/local/cuda when it is installed.
 if [ -x /usr/local/cuda/bin/nvcc ] && ! command -v nvcc >/dev/null; then
   echo "note: add /usr/local/cuda/bin to PATH to build the CUDA backend"

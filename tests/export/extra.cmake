@@ -26,3 +26,10 @@ set_tests_properties(castscope_interop_gguf PROPERTIES SKIP_RETURN_CODE 77 TIMEO
 add_test(NAME castscope_gptoss_python
   COMMAND ${_castscope_python} ${PROJECT_SOURCE_DIR}/tests/interop/test_gptoss.py $<TARGET_FILE:castscope-cli>)
 set_tests_properties(castscope_gptoss_python PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600 LABELS "export;interop")
+# Quantization layouts from the files (tests/interop/test_layouts.py): ONNX graphs built with the
+# onnx package, tiny GPT-2 / Llama from transformers, a Keras-layout file and PaddleOCR v4's
+# recognizer (from a cached rapidocr-onnxruntime wheel, see scripts/setup.sh); map figures equal
+# the casts of the documented 2-D views. Exit code 77 (skip) without onnx / safetensors.
+add_test(NAME castscope_layouts_python
+  COMMAND ${_castscope_python} ${PROJECT_SOURCE_DIR}/tests/interop/test_layouts.py $<TARGET_FILE:castscope-cli>)
+set_tests_properties(castscope_layouts_python PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600 LABELS "export;interop;layout")
