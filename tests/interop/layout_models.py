@@ -29,7 +29,7 @@ class Expect:
 def view_of(w, e):
     """The documented 2-D view of w: a reshape (contiguous axes merge, nothing moves)."""
     a = int(np.prod(w.shape[: e.split], dtype=np.int64))
-    return np.ascontiguousarray(w.reshape(a, -1), dtype=np.float32)
+    return np.array(w.reshape(a, -1), dtype=np.float32, order="C", copy=True)  # writable
 
 
 # ---------------------------------------------------------------------------------------------

@@ -52,13 +52,13 @@ Config read_config(const std::string& dir) {
   ss << f.rdbuf();
   nlohmann::json j = nlohmann::json::parse(ss.str(), nullptr, false);
   if (!j.is_object()) return c;  // not a transformers config: nothing learned from it
-  c.present = true;
   c.file = p.string();
   if (j.contains("model_type") && j["model_type"].is_string())
     c.model_type = j["model_type"].get<std::string>();
   if (j.contains("architectures") && j["architectures"].is_array() && !j["architectures"].empty() &&
       j["architectures"][0].is_string())
     c.arch = j["architectures"][0].get<std::string>();
+  c.present = !c.model_type.empty() || !c.arch.empty();
   return c;
 }
 

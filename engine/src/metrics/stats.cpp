@@ -2,7 +2,7 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
-#include <mutex>
+#include <vector>
 
 #include "castscope/metrics.hpp"
 #include "parallel.hpp"
@@ -41,10 +41,12 @@ Stats compute_stats(const Tensor& original, const Tensor& values, int64_t clippe
   Tensor q = values.dtype() == DType::F32 ? values : values.to_f32();
   const float* qp = q.ptr<float>();
   const bool f64 = x.dtype() == DType::F64;
-  std::mutex mu;
-  Acc total;
-  detail::parallel_for(x.numel(), 1 << 16, 0, nullptr, [&](int64_t b, int64_t e) {
-    Acc a;
+  // One accumulator per chunk, merged in chunk order: the sums (and so the SNR, to its last bit)
+  // do not depend on which thread finished first.
+  constexpr int64_t kGrain = 1 << 16;
+  std::vector<Acc> parts(static_cast<size_t>((x.numel() + kGrain - 1) / kGrain));
+  detail::parallel_for(x.numel(), kGrain, 0, nullptr, [&](int64_t b, int64_t e) {
+    Acc& a = parts[static_cast<size_t>(b / kGrain)];
     for (int64_t i = b; i < e; ++i) {
       const double xv = f64 ? x.ptr<double>()[i] : x.ptr<float>()[i];
       if (!std::isfinite(xv)) {
@@ -64,9 +66,9 @@ Stats compute_stats(const Tensor& original, const Tensor& values, int64_t clippe
       a.maxe = std::max(a.maxe, std::fabs(d));
       a.zeros_out += (qv == 0 && xv != 0);
     }
-    std::lock_guard<std::mutex> lock(mu);
-    total.merge(a);
   });
+  Acc total;
+  for (const Acc& a : parts) total.merge(a);
   Stats s;
   s.count = total.count;
   s.nonfinite_in = total.nonfinite_in;
