@@ -119,12 +119,14 @@ void draw_model_map_panel(AppState& app) {
       ImGui::TableNextRow();
       ImGui::TableNextColumn();
       const std::string shown = r.group.empty() ? r.name : r.name.substr(r.group.size() + 1);
-      ImGui::Text("  %s", shown.c_str());
+      // Figures of a tensor whose layout nothing in the file showed say so beside them.
+      ImGui::Text("  %s%s", shown.c_str(), r.layout.guessed ? "  (layout guessed)" : "");
       if (ImGui::IsItemHovered())
-        ImGui::SetTooltip("%s\n%s %s", r.name.c_str(), r.stored_dtype.c_str(),
-                          shape_str(r.shape).c_str());
+        ImGui::SetTooltip("%s\n%s %s\ncast along %s\n%s", r.name.c_str(), r.stored_dtype.c_str(),
+                          shape_str(r.shape).c_str(), r.axis.c_str(),
+                          describe_layout(r.layout, r.shape).c_str());
       const auto assigned =
-          app.plan.dtype_for({r.name, r.stored_dtype, r.shape, r.stored_bytes, ""});
+          app.plan.dtype_for({r.name, r.stored_dtype, r.shape, r.stored_bytes, "", r.layout});
       ImGui::TableNextColumn();
       ImGui::TextUnformatted(
           assigned ? (assigned->name().empty() ? assigned->str().c_str() : assigned->name().c_str())

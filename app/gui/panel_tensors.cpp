@@ -53,6 +53,18 @@ void leaf_columns(AppState& app, const io::TensorInfo& t, const char* label) {
   ImGui::TextUnformatted(t.dtype.c_str());
   ImGui::TableNextColumn();
   ImGui::TextUnformatted(human_bytes(static_cast<double>(t.nbytes)).c_str());
+  ImGui::TableNextColumn();
+  // The resolved quantization layout: what every figure of this tensor is cast along.
+  if (!t.layout.empty() && t.shape.size() >= 2) {
+    const std::string text = t.layout.axis.str() + "  " + t.layout.layout +
+                             (t.layout.guessed ? "  (layout guessed)" : "") +
+                             (t.layout.conflict ? "  (consumers disagree)" : "");
+    if (t.layout.guessed || t.layout.conflict)
+      ImGui::TextColored(ImVec4(1, 0.75f, 0.3f, 1), "%s", text.c_str());
+    else
+      ImGui::TextUnformatted(text.c_str());
+    if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", describe_layout(t.layout, t.shape).c_str());
+  }
 }
 
 void draw_node(AppState& app, const std::string& label, const Node& n,
@@ -105,12 +117,13 @@ void draw_tensors_panel(AppState& app) {
   ImGui::BeginDisabled(app.loader.running());
   const ImGuiTableFlags tf = ImGuiTableFlags_RowBg | ImGuiTableFlags_ScrollY |
                              ImGuiTableFlags_Resizable | ImGuiTableFlags_BordersInnerV;
-  if (ImGui::BeginTable("##tensors", 4, tf)) {
+  if (ImGui::BeginTable("##tensors", 5, tf)) {
     ImGui::TableSetupScrollFreeze(0, 1);
     ImGui::TableSetupColumn("name", ImGuiTableColumnFlags_WidthStretch);
     ImGui::TableSetupColumn("shape", ImGuiTableColumnFlags_WidthFixed);
     ImGui::TableSetupColumn("dtype", ImGuiTableColumnFlags_WidthFixed);
     ImGui::TableSetupColumn("size", ImGuiTableColumnFlags_WidthFixed);
+    ImGui::TableSetupColumn("layout", ImGuiTableColumnFlags_WidthFixed);
     ImGui::TableHeadersRow();
     if (app.filter[0]) {
       for (const auto& t : ts) {
