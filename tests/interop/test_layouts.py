@@ -13,10 +13,15 @@ rapidocr-onnxruntime wheel. For each:
   * `export --dtype` casts every weight of rank >= 2 (embeddings and 1-D tensors kept) and its
     values are those of the view's cast; GGUF export refuses a MatMul [K, N] weight by name.
 
-usage: test_layouts.py PATH/TO/castscope-cli   (exit 77: onnx / safetensors missing)
+  * the app's model map (a scripted session) gives the CLI's figures cell for cell.
+
+usage: test_layouts.py PATH/TO/castscope-cli [PATH/TO/castscope]
+       (exit 77: onnx / safetensors missing; the app check needs xvfb-run)
 """
 import json
 import os
+import shutil
+import subprocess
 import sys
 import tempfile
 
@@ -32,6 +37,8 @@ from interop_common import CLI, SEED, check, cli, exit_status, failures, same_bi
 import layout_models as lm  # noqa: E402
 
 DTYPES = ["mxfp6e2", "nvfp4", "q4_k"]
+# The app (optional second argument): its model map must give the CLI's figures.
+APP = sys.argv[2] if len(sys.argv) > 2 else None
 rng = np.random.default_rng(SEED)
 
 
@@ -96,6 +103,31 @@ def check_model(work, tag, path, weights, expect, full=True):
     return rows
 
 
+def check_app(work, tag, path):
+    """The app's model map (a scripted session, its state file) equals `castscope-cli map`."""
+    if not APP or not shutil.which("xvfb-run"):
+        print(f"{tag}: app model map not checked (no app or no xvfb-run)")
+        return
+    script = os.path.join(work, f"{tag}_map.txt")
+    state = os.path.join(work, f"{tag}_state.json")
+    with open(script, "w") as f:
+        f.write(f"open {path}\nmap-dtypes {' '.join(DTYPES)}\nmap-run\nwait\nquit\n")
+    env = dict(os.environ, XDG_CONFIG_HOME=os.path.join(work, "config"))
+    subprocess.run(["xvfb-run", "-a", "-s", "-screen 0 1600x1000x24", APP, "--script", script,
+                    "--state", state], check=True, capture_output=True, env=env)
+    app_rows = json.load(open(state))["model_map"]["rows"]
+    args = ["map", path, "--json"]
+    for d in DTYPES:
+        args += ["--dtype", d]
+    cli_rows = {r["name"]: r for r in json.loads(cli(*args))["rows"]}
+    check([r["name"] for r in app_rows] == list(cli_rows), f"{tag}: app map rows differ")
+    for r in app_rows:
+        c = cli_rows.get(r["name"], {"cells": []})
+        check(r.get("axis") == c.get("axis"), f"{tag}: app map {r['name']} axis {r.get('axis')}")
+        for d, a, b in zip(DTYPES, r["values"], c["cells"]):
+            check(a == b.get("snr_db"), f"{tag}: app map {r['name']} {d}: {a} != CLI {b}")
+
+
 def check_export(work, tag, path, weights, expect):
     """export --dtype: every weight of rank >= 2 but embeddings cast along its view, as the
     view's cast; 1-D tensors and embeddings kept."""
@@ -132,8 +164,9 @@ def main():
         w = lm.onnx_weights(p)
         check_model(work, "onnx", p, w, exp)
         check_export(work, "onnx", p, w, exp)
+        check_app(work, "onnx", p)
         out = os.path.join(work, "refused.gguf")
-        r = __import__("subprocess").run([CLI, "export", p, out, "--layout", "gguf", "--dtype",
+        r = subprocess.run([CLI, "export", p, out, "--layout", "gguf", "--dtype",
                                           "q8_0"], capture_output=True, text=True)
         check(r.returncode != 0 and "mm_w" in r.stderr and "rows" in r.stderr,
               f"gguf export of a MatMul [K, N] weight: rc {r.returncode}: {r.stderr[-300:]}")
@@ -145,6 +178,7 @@ def main():
         w = lm.safetensors_weights(p)
         check_model(work, "keras", p, w, exp)
         check_export(work, "keras", p, w, exp)
+        check_app(work, "keras", p)
 
         # transformers checkpoints (GPT-2's Conv1D, Llama's Linear).
         try:
@@ -176,6 +210,7 @@ def main():
                 check(exp[n].red == 0, f"ppocr: {n} expected over K")
             check(len(exp) == 47, f"ppocr: {len(exp)} weights resolved by the rule table, not 47")
             check_model(work, "ppocr", p, w, exp, full=False)
+            check_app(work, "ppocr", p)
     return exit_status(failures, "layout")
 
 
