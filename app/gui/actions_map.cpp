@@ -111,7 +111,7 @@ MapTotals plan_totals_over_map(const AppState& app) {
     t.stored_bits += stored;
     const auto d =
         app.plan.dtype_for({r.name, r.stored_dtype, r.shape, r.stored_bytes, "", r.layout});
-    t.bits += d ? d->bits_per_value(r.shape.back()) * n : stored;
+    t.bits += d ? d->bits_per_value(r.channel()) * n : stored;
   }
   return t;
 }

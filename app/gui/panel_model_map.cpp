@@ -156,7 +156,7 @@ void draw_model_map_panel(AppState& app) {
                 "%.3f bits/value%s%s",
                 r.name.c_str(), m->columns[c].c_str(), cell.stats.snr_db,
                 metric_value(cell.stats, MapMetric::RelErr), cell.stats.max_abs_err,
-                cell.stats.clipped_pct(), m->dtypes[c].bits_per_value(r.shape.back()),
+                cell.stats.clipped_pct(), m->dtypes[c].bits_per_value(r.channel()),
                 cell.has_output ? "\noutput SNR " : "",
                 cell.has_output ? std::to_string(cell.out_snr_db).c_str() : "");
             char hv[256];

@@ -158,6 +158,7 @@ ModelMap sweep_model(const io::Model& model, const MapOptions& o, JobControl* jo
     try {
       tensor_cast = io::cast_options_for(o.cast, *info);
       row.axis = describe_axis(tensor_cast, info->shape);
+      row.axis_length = axis_length(tensor_cast, info->shape);
     } catch (const Error&) {
       // an axis out of range for this tensor: every cell says why
     }
@@ -253,7 +254,7 @@ MapTotals map_totals(const ModelMap& map, const std::vector<int>& choice) {
     t.stored_bits += stored;
     const int c = i < choice.size() ? choice[i] : -1;
     if (c >= 0 && c < static_cast<int>(map.dtypes.size()))
-      t.bits += map.dtypes[static_cast<size_t>(c)].bits_per_value(r.shape.back()) * n;
+      t.bits += map.dtypes[static_cast<size_t>(c)].bits_per_value(r.channel()) * n;
     else
       t.bits += stored;
   }
