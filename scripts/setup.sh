@@ -82,3 +82,11 @@ open(sys.argv[2], 'wb').write(z.read('rapidocr_onnxruntime/models/ch_PP-OCRv4_re
   fi
   rm -rf "$wheel_dir"
 fi
+# The layout test (tests/interop/test_layouts.py) builds ONNX graphs with the onnx package and
+# reads PaddleOCR's v4 recognizer from the rapidocr-onnxruntime wheel, kept in a cache so that a
+# CI run downloads it once.
+python3 -c "import onnx" 2>/dev/null || python3 -m pip install -q onnx
+layout_cache="${CASTSCOPE_TEST_CACHE:-$HOME/.cache/castscope-tests}"
+ls "$layout_cache"/rapidocr_onnxruntime-1.4.4-*.whl >/dev/null 2>&1 ||
+  python3 -m pip download -q --no-deps rapidocr-onnxruntime==1.4.4 -d "$layout_cache" ||
+  echo "note: could not download rapidocr-onnxruntime; the layout test skips PaddleOCR"

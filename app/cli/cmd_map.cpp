@@ -229,6 +229,9 @@ void map_cmd(CLI::App& app) {
                            {"dtype", r.stored_dtype},
                            {"shape", r.shape},
                            {"numel", r.numel},
+                           {"axis", r.axis},
+                           {"layout", r.layout.layout},
+                           {"layout_guessed", r.layout.guessed},
                            {"cells", cells}});
     }
     j["skipped"] = ordered_json::array();

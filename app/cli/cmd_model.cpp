@@ -63,14 +63,23 @@ struct InspectArgs {
   bool json = false;
 };
 
-// The quantization axis a cast of this tensor would use ("-" for tensors that are never cast).
+// The quantization axis a cast of this tensor would use ("-" for tensors that are never cast):
+// its resolved layout's unless `o` names one.
 std::string axis_column(const io::TensorInfo& t, const CastOptions& o) {
   if (!io::is_float_storage(t.dtype) || t.shape.empty() || numel(t.shape) == 0) return "-";
   try {
-    return describe_axis(o, t.shape);
+    return describe_axis(io::cast_options_for(o, t), t.shape);
   } catch (const Error&) {
     return "out of range";
   }
+}
+
+std::string layout_column(const io::TensorInfo& t) {
+  if (t.layout.empty()) return "-";
+  std::string s = t.layout.layout;
+  if (t.layout.guessed) s += " (layout guessed)";
+  if (t.layout.conflict) s += " (consumers disagree)";
+  return s;
 }
 
 void inspect_cmd(CLI::App& app) {
@@ -105,19 +114,30 @@ void inspect_cmd(CLI::App& app) {
                                 {"numel", numel(t.shape)},
                                 {"nbytes", t.nbytes},
                                 {"file", t.file},
-                                {"axis", axis_column(t, o)}});
+                                {"axis", axis_column(t, o)},
+                                {"layout",
+                                 {{"name", t.layout.layout},
+                                  {"axis", t.layout.axis.str()},
+                                  {"view", layout_view(t.shape, t.layout.axis)},
+                                  {"reason", t.layout.reason},
+                                  {"guessed", t.layout.guessed},
+                                  {"conflict", t.layout.conflict},
+                                  {"embedding", t.layout.embedding}}}});
       j["total"] = {{"tensors", m->tensors().size()}, {"numel", elems}, {"nbytes", bytes}};
       std::printf("%s\n", j.dump(2).c_str());
       return;
     }
     size_t w = 4;
     for (const io::TensorInfo& t : m->tensors()) w = std::max(w, t.name.size());
-    std::printf("%-*s  %-14s  %-24s  %12s  %s\n", static_cast<int>(w), "name", "dtype", "shape",
-                "size", "axis");
+    size_t lw = 6;
+    for (const io::TensorInfo& t : m->tensors()) lw = std::max(lw, layout_column(t).size());
+    std::printf("%-*s  %-14s  %-24s  %12s  %-14s  %-*s  %s\n", static_cast<int>(w), "name", "dtype",
+                "shape", "size", "axis", static_cast<int>(lw), "layout", "reason");
     for (const io::TensorInfo& t : m->tensors())
-      std::printf("%-*s  %-14s  %-24s  %12s  %s\n", static_cast<int>(w), t.name.c_str(),
-                  t.dtype.c_str(), shape_str(t.shape).c_str(), human_bytes(t.nbytes).c_str(),
-                  axis_column(t, o).c_str());
+      std::printf("%-*s  %-14s  %-24s  %12s  %-14s  %-*s  %s\n", static_cast<int>(w),
+                  t.name.c_str(), t.dtype.c_str(), shape_str(t.shape).c_str(),
+                  human_bytes(t.nbytes).c_str(), axis_column(t, o).c_str(), static_cast<int>(lw),
+                  layout_column(t).c_str(), t.layout.reason.c_str());
     std::printf("%zu tensors, %lld values, %s (%s)\n", m->tensors().size(),
                 static_cast<long long>(elems), human_bytes(bytes).c_str(), m->format().c_str());
   });
@@ -226,7 +246,7 @@ void report_cmd(CLI::App& app) {
         Stats s;
         std::string err;
         try {
-          CastResult r = cast(x, dts[d], o);
+          CastResult r = cast(x, dts[d], io::cast_options_for(o, info));
           s = compute_stats(x, r.values, r.counts.clipped);
         } catch (const Cancelled&) {
           throw;
@@ -282,6 +302,8 @@ void report_cmd(CLI::App& app) {
                       {"dtype", info.dtype},
                       {"shape", info.shape},
                       {"axis", axis},
+                      {"layout", info.layout.layout},
+                      {"layout_guessed", info.layout.guessed},
                       {"results", jr}});
       std::fflush(stdout);
     }

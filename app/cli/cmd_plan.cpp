@@ -316,7 +316,8 @@ void plan_cmd(CLI::App& app) {
         j.push_back({{"tensor", p.tensor},
                      {"shape", t->shape},
                      {"axis", p.axis},
-                     {"axis_length", axis_length(o.cast, t->shape)},
+                     {"axis_length", axis_length(io::cast_options_for(o.cast, *t), t->shape)},
+                     {"layout", t->layout.layout},
                      {"dtype", p.dtype},
                      {"bits", p.bits},
                      {"snr_db", p.snr_db},
@@ -329,7 +330,7 @@ void plan_cmd(CLI::App& app) {
       for (const AutoPlanPick& p : picks) {
         const io::TensorInfo* t = model->find(p.tensor);
         std::printf("%-48s %-14s %-9s %-28s %6.3f %8.2f%s\n", p.tensor.c_str(),
-                    shape_str(t->shape).c_str(), describe_axis(o.cast, t->shape).c_str(),
+                    shape_str(t->shape).c_str(), p.axis.c_str(),
                     p.dtype.empty() ? "-" : p.dtype.c_str(), p.bits, p.snr_db,
                     p.met ? "" : "  (target not met)");
       }

@@ -121,6 +121,15 @@ void update_jobs(AppState& app) {
     o.scale_mode = app.composer.scale_mode;
     o.overflow = app.composer.overflow;
     app.composer.axis.apply(o);
+    // An automatic axis is the tensor's resolved layout, as the CLI and the model map take it.
+    if (input->model)
+      if (const io::TensorInfo* t = input->model->find(input->tensor)) {
+        try {
+          o = io::cast_options_for(o, *t);
+        } catch (const Error&) {
+          // an axis out of range: the analysis reports it
+        }
+      }
     o.device = Device::Auto;
     o.rotate = Rotation{app.view_rotate, app.view_rotate > 0 && app.view_signs,
                         static_cast<uint64_t>(app.view_seed)};

@@ -162,6 +162,11 @@ void update_decision_jobs(AppState& app) {
             CastOptions co = o;
             if (const std::optional<AxisSpec> ax = plan.axis_for(t)) ax->apply(co);
             try {
+              co = io::cast_options_for(co, t);  // auto: the tensor's resolved layout
+            } catch (const Error&) {
+              // an axis out of range: the cast below reports it
+            }
+            try {
               row.bits = d->bits_per_value(axis_length(co, t.shape));
             } catch (const Error&) {
               row.bits = d->bits_per_value(t.shape.empty() ? 1 : t.shape.back());

@@ -25,6 +25,9 @@ void start_model_map(AppState& app) {
   std::istringstream ss(app.map_dtypes);
   for (std::string d; ss >> d;) o.dtypes.push_back(d);
   o.cast.device = Device::Auto;
+  // The composer's axis (auto by default: each tensor's resolved layout), as `castscope-cli map`
+  // takes --axis, so every cell equals the CLI's figure.
+  app.composer.axis.apply(o.cast);
   o.cast.rotate = map_rotation(app);
   try {
     validate_rotation(o.cast.rotate);
@@ -106,8 +109,9 @@ MapTotals plan_totals_over_map(const AppState& app) {
     const double stored = 8.0 * static_cast<double>(r.stored_bytes);
     t.values += r.numel;
     t.stored_bits += stored;
-    const auto d = app.plan.dtype_for({r.name, r.stored_dtype, r.shape, r.stored_bytes, ""});
-    t.bits += d ? d->bits_per_value(r.shape.back()) * n : stored;
+    const auto d =
+        app.plan.dtype_for({r.name, r.stored_dtype, r.shape, r.stored_bytes, "", r.layout});
+    t.bits += d ? d->bits_per_value(r.channel()) * n : stored;
   }
   return t;
 }

@@ -190,18 +190,22 @@ void draw_model_map_panel(AppState& app) {
                                     ? r.name.substr(group.size() + 1)
                                     : r.name;
       ImGui::Indent(fs * 0.6f);
-      const std::string fitted = fit_text(shown, ImGui::GetContentRegionAvail().x);
+      // Figures of a tensor whose layout nothing in the file showed say so beside them.
+      const std::string fitted = fit_text(shown + (r.layout.guessed ? "  (layout guessed)" : ""),
+                                          ImGui::GetContentRegionAvail().x);
       ImGui::TextUnformatted(fitted.c_str());
       if (ImGui::IsItemHovered())
-        ImGui::SetTooltip("%s\n%s %s, %lld values", r.name.c_str(), r.stored_dtype.c_str(),
-                          shape_str(r.shape).c_str(), static_cast<long long>(r.numel));
+        ImGui::SetTooltip("%s\n%s %s, %lld values\ncast along %s\n%s", r.name.c_str(),
+                          r.stored_dtype.c_str(), shape_str(r.shape).c_str(),
+                          static_cast<long long>(r.numel), r.axis.c_str(),
+                          describe_layout(r.layout, r.shape).c_str());
       ImGui::Unindent(fs * 0.6f);
       ImGui::TableNextColumn();
       name_text(shape_str(r.shape));
       ImGui::TableNextColumn();
       ImGui::TextUnformatted(count_str(static_cast<double>(r.numel)).c_str());
       const auto assigned =
-          app.plan.dtype_for({r.name, r.stored_dtype, r.shape, r.stored_bytes, ""});
+          app.plan.dtype_for({r.name, r.stored_dtype, r.shape, r.stored_bytes, "", r.layout});
       ImGui::TableNextColumn();
       name_text(assigned ? (assigned->name().empty() ? assigned->str() : assigned->name())
                          : std::string("keep"));
@@ -231,7 +235,7 @@ void draw_model_map_panel(AppState& app) {
                 "%.3f bits/value%s%s",
                 r.name.c_str(), m->columns[c].c_str(), cell.stats.snr_db,
                 metric_value(cell.stats, MapMetric::RelErr), cell.stats.max_abs_err,
-                cell.stats.clipped_pct(), m->dtypes[c].bits_per_value(r.shape.back()),
+                cell.stats.clipped_pct(), m->dtypes[c].bits_per_value(r.channel()),
                 cell.has_output ? "\noutput SNR " : "",
                 cell.has_output ? std::to_string(cell.out_snr_db).c_str() : "");
             char hv[256];

@@ -63,6 +63,22 @@ void leaf_columns(AppState& app, const io::TensorInfo& t, const char* label) {
     ImGui::TableNextColumn();
     ImGui::TextUnformatted(human_bytes(static_cast<double>(t.nbytes)).c_str());
   }
+  if (g_columns > 4) {
+    ImGui::TableNextColumn();
+    // The resolved quantization layout: what every figure of this tensor is cast along.
+    if (!t.layout.empty() && t.shape.size() >= 2) {
+      const std::string text = t.layout.axis.str() + "  " + t.layout.layout +
+                               (t.layout.guessed ? "  (layout guessed)" : "") +
+                               (t.layout.conflict ? "  (consumers disagree)" : "");
+      const std::string fitted = fit_text(text, ImGui::GetContentRegionAvail().x);
+      if (t.layout.guessed || t.layout.conflict)
+        ImGui::TextColored(ImVec4(1, 0.75f, 0.3f, 1), "%s", fitted.c_str());
+      else
+        ImGui::TextUnformatted(fitted.c_str());
+      if (ImGui::IsItemHovered())
+        ImGui::SetTooltip("%s", describe_layout(t.layout, t.shape).c_str());
+    }
+  }
 }
 
 // A tree label shortened to the name column, its ID kept from the full label.
@@ -122,13 +138,14 @@ void draw_tensors_panel(AppState& app) {
   const ImGuiTableFlags tf = ImGuiTableFlags_RowBg | ImGuiTableFlags_ScrollY |
                              ImGuiTableFlags_Resizable | ImGuiTableFlags_BordersInnerV;
   const float fs = ImGui::GetFontSize(), avail = ImGui::GetContentRegionAvail().x;
-  g_columns = avail >= 27 * fs ? 4 : avail >= 22 * fs ? 3 : 2;
+  g_columns = avail >= 40 * fs ? 5 : avail >= 27 * fs ? 4 : avail >= 22 * fs ? 3 : 2;
   if (ImGui::BeginTable("##tensors", g_columns, tf)) {
     ImGui::TableSetupScrollFreeze(0, 1);
     ImGui::TableSetupColumn("name", ImGuiTableColumnFlags_WidthStretch);
     ImGui::TableSetupColumn("shape", ImGuiTableColumnFlags_WidthFixed);
     if (g_columns > 2) ImGui::TableSetupColumn("dtype", ImGuiTableColumnFlags_WidthFixed);
     if (g_columns > 3) ImGui::TableSetupColumn("size", ImGuiTableColumnFlags_WidthFixed);
+    if (g_columns > 4) ImGui::TableSetupColumn("layout", ImGuiTableColumnFlags_WidthStretch);
     ImGui::TableHeadersRow();
     if (app.filter[0]) {
       for (const auto& t : ts) {

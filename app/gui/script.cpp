@@ -565,9 +565,13 @@ std::string state_json(const AppState& app, const std::vector<std::string>& scri
         v.push_back(std::isnan(cell_value(c, metric))
                         ? nlohmann::json()
                         : nlohmann::json(finite_or(cell_value(c, metric), 1e308)));
-      const auto d = app.plan.dtype_for({r.name, r.stored_dtype, r.shape, r.stored_bytes, ""});
+      const auto d =
+          app.plan.dtype_for({r.name, r.stored_dtype, r.shape, r.stored_bytes, "", r.layout});
       rows.push_back({{"name", r.name},
                       {"layer", r.group},
+                      {"axis", r.axis},
+                      {"layout", r.layout.layout},
+                      {"layout_guessed", r.layout.guessed},
                       {"values", v},
                       {"plan", d ? d->str() : std::string("keep")}});
     }
@@ -575,7 +579,8 @@ std::string state_json(const AppState& app, const std::vector<std::string>& scri
     j["model_map"] = {{"columns", m->columns},         {"metric", to_string(metric)},
                       {"rotate", m->rotate.str()},     {"rows", rows},
                       {"values", m->values},           {"plan_bits", t.bits},
-                      {"plan_avg_bits", t.avg_bits()}, {"stored_bits", t.stored_bits}};
+                      {"plan_avg_bits", t.avg_bits()}, {"stored_bits", t.stored_bits},
+                      {"seconds", m->seconds}};
   }
   j["map_error"] = app.map_error;
   j["map_hover"] = app.map_hover;

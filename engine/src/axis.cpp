@@ -8,6 +8,7 @@ namespace castscope {
 
 std::string AxisSpec::str() const {
   if (automatic) return "auto";
+  if (lead) return ":" + std::to_string(axis);
   return std::to_string(axis) + (flatten ? ":" : "");
 }
 
@@ -18,7 +19,10 @@ AxisSpec AxisSpec::parse(std::string_view s) {
     return a;
   }
   std::string_view num = s;
-  if (!num.empty() && num.back() == ':') {
+  if (!num.empty() && num.front() == ':') {
+    a.flatten = a.lead = true;
+    num.remove_prefix(1);
+  } else if (!num.empty() && num.back() == ':') {
     a.flatten = true;
     num.remove_suffix(1);
   }
@@ -27,7 +31,8 @@ AxisSpec AxisSpec::parse(std::string_view s) {
   if (num.empty() || ec != std::errc() || p != end || a.axis < -64 || a.axis > 64)
     throw Error("axis '" + std::string(s) +
                 "': expected auto, an axis (-1: the last) or an axis followed by ':' (that axis "
-                "and every later one flattened into one, e.g. 1: for a conv weight)");
+                "and every later one flattened into one, e.g. 1: for a conv weight) or ':' "
+                "followed by an axis (axes 0 to it flattened, e.g. :2 for a Keras kernel)");
   return a;
 }
 
@@ -49,6 +54,11 @@ CastOptions resolve_axis(const CastOptions& o, const Shape& shape) {
     throw Error("quantization axis " + AxisSpec::from(o).str() +
                 " is out of range for a tensor of rank " + std::to_string(rank) + " (shape " +
                 shape_str(shape) + ")");
+  if (r.lead) {
+    r.axis = ax;
+    if (ax == 0 && rank <= 2) r.flatten = r.lead = false;  // the view is the tensor: plain axis 0
+    return r;
+  }
   if (ax == rank - 1) {
     r.flatten = false;  // nothing to merge: the plain last axis, as files without the key say
     return r;
@@ -64,6 +74,11 @@ Shape cast_view_shape(const Shape& shape, const CastOptions& o) {
   if (ax < 0 || ax >= rank)
     throw Error("flattened axis " + std::to_string(o.axis) + " is out of range for shape " +
                 shape_str(shape));
+  if (o.lead) {
+    int64_t red = 1, out = 1;
+    for (int i = 0; i < rank; ++i) (i <= ax ? red : out) *= shape[i];
+    return {red, out};
+  }
   Shape v(shape.begin(), shape.begin() + ax);
   int64_t n = 1;
   for (int i = ax; i < rank; ++i) n *= shape[i];
@@ -73,8 +88,9 @@ Shape cast_view_shape(const Shape& shape, const CastOptions& o) {
 
 CastOptions view_options(const CastOptions& o) {
   CastOptions v = o;
-  v.axis = -1;
+  v.axis = o.lead ? 0 : -1;
   v.flatten = false;
+  v.lead = false;
   v.axis_auto = false;
   return v;
 }
@@ -82,6 +98,7 @@ CastOptions view_options(const CastOptions& o) {
 int64_t axis_length(const CastOptions& o, const Shape& shape) {
   if (shape.empty()) return 1;
   const CastOptions r = resolve_axis(o, shape);
+  if (r.lead) return cast_view_shape(shape, r).front();
   if (r.flatten) return cast_view_shape(shape, r).back();
   const int rank = static_cast<int>(shape.size());
   const int ax = ((r.axis % rank) + rank) % rank;
@@ -92,6 +109,7 @@ std::string describe_axis(const CastOptions& o, const Shape& shape) {
   if (shape.empty()) return "-";
   const CastOptions r = resolve_axis(o, shape);
   const std::string len = std::to_string(axis_length(r, shape));
+  if (r.lead) return "0.." + std::to_string(r.axis) + ":" + len;
   if (r.flatten)
     return std::to_string(r.axis) + ".." + std::to_string(shape.size() - 1) + ":" + len;
   return std::to_string(r.axis) + ":" + len;

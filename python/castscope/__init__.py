@@ -28,6 +28,7 @@ from ._core import (  # noqa: F401  (re-exported)
     Cancelled,
     DataType,
     Error,
+    ResolvedLayout,
     TensorInfo,
     backend_info,
     datatypes,
@@ -42,6 +43,7 @@ __all__ = [
     "Error",
     "Model",
     "LazyTensor",
+    "ResolvedLayout",
     "TensorInfo",
     "backend_info",
     "cast",
@@ -128,8 +130,10 @@ def cast(
         device: ``auto`` | ``cpu`` | ``cuda``. A CUDA tensor is cast on its GPU in place; a host
             array may be cast on the GPU (``cuda``) with the result back on the host.
         axis: quantization axis, as ``castscope-cli --axis``: ``"auto"`` (a conv weight of rank
-            4 or 5 over its flattened I*kh*kw, anything else over its last axis), an int
-            (negative counts from the end), or ``"A:"`` (axes A to the end flattened).
+            4 or 5 over its flattened I*kh*kw, anything else over its last axis; a model
+            tensor's :meth:`LazyTensor.cast` takes its resolved layout instead), an int
+            (negative counts from the end), ``"A:"`` (axes A to the end flattened) or ``":A"``
+            (axes 0 to A flattened, e.g. ``":2"`` for a Keras kernel [kh, kw, Cin, Cout]).
         tcfp_absmax: TCFP-8 block scales at absmax instead of 3 sigma.
         threads: CPU threads (0: all).
     """
@@ -175,6 +179,18 @@ class LazyTensor:
     def torch(self, raw: bool = False):
         return self._model._m._load(self.name, raw, "torch")
 
+    layout = property(lambda self: self.info.layout,
+                      doc="The resolved quantization layout (:class:`ResolvedLayout`).")
+    view = property(lambda self: tuple(self.info.view),
+                    doc="The 2-D view [outputs, reduction] its layout casts.")
+
+    def cast(self, dtype: Union[str, DataType], axis: Union[int, str] = "auto", **kwargs) -> Any:
+        """Cast the tensor as ``castscope-cli`` casts it in a model: along its resolved layout
+        (``axis="auto"``), or along ``axis`` if named. Other arguments as :func:`cast`."""
+        if str(axis) == "auto" and self.info.layout.name:
+            axis = self.info.layout.axis
+        return cast(self.numpy(), dtype, axis=axis, **kwargs)
+
     def __array__(self, dtype=None, copy=None):
         a = self.numpy()
         return a if dtype is None else a.astype(dtype)
@@ -218,6 +234,26 @@ class Model:
     def __repr__(self) -> str:
         return f"Model({self.path!r}, {self.format}, {len(self)} tensors)"
 
+    def map(
+        self,
+        dtypes: List[str],
+        round: str = "even",
+        scale_mode: str = "floor",
+        axis: Union[int, str] = "auto",
+        device: str = "auto",
+        filter: str = "",
+        include_1d: bool = False,
+        include_embeddings: bool = False,
+        progress: Optional[Callable[[float], None]] = None,
+    ) -> Dict[str, Any]:
+        """The model map of ``castscope-cli map``: every weight cast to every datatype along its
+        resolved layout (``axis="auto"``), by the same engine sweep, so every figure equals the
+        CLI's. Returns ``{"columns", "rows": [{"name", "shape", "axis", "layout",
+        "layout_guessed", "cells": [{"snr_db", "mse", ...} or {"error"}]}], "backend",
+        "seconds"}``."""
+        return _core._map(self._m, [str(d) for d in dtypes], round, scale_mode, str(axis),
+                          device, filter, bool(include_1d), bool(include_embeddings), progress)
+
 
 def open_model(path: Union[str, os.PathLike]) -> Model:
     """Open a model lazily: only headers are read until a tensor is used."""
@@ -241,7 +277,8 @@ def export(
     """Export ``model`` to ``out``, as ``castscope-cli export`` does.
 
     ``plan`` is a plan file path, a plan as a dict (the JSON of docs/export-formats.md), or a
-    datatype string (every float 2-D tensor to it, the rest kept). ``layout``: native |
+    datatype string (every float weight of rank 2 or more to it along its resolved layout,
+    1-D tensors and embeddings kept). ``layout``: native |
     gpt-oss | compressed-tensors | gguf. ``progress(fraction)`` is called from this thread; an
     exception it raises cancels the export. The output is written to a temporary file, verified
     and renamed: an error or Ctrl+C leaves nothing at ``out``. Returns the per-tensor report.

@@ -10,6 +10,7 @@
 #include "castscope/export.hpp"
 #include "castscope/io.hpp"
 #include "castscope/matmul.hpp"
+#include "castscope/modelmap.hpp"
 #include "common.hpp"
 
 namespace castscope::py {
@@ -47,7 +48,28 @@ GemmKind parse_gemm_kind(const std::string& s) {
 }  // namespace
 
 void bind_model(nb::module_& m) {
+  nb::class_<ResolvedLayout>(
+      m, "ResolvedLayout",
+      "A tensor's quantization layout, resolved once from what its file says (docs/formats.md, "
+      "\"Quantization axis\").")
+      .def_ro("name", &ResolvedLayout::layout, "The convention, e.g. 'matmul B [K, N]'.")
+      .def_prop_ro(
+          "axis", [](const ResolvedLayout& l) { return l.axis.str(); },
+          "The reduction axis as cast(axis=...) takes it: '-1', '0', '1:' or ':2'.")
+      .def_ro("reason", &ResolvedLayout::reason, "What in the file decided it.")
+      .def_ro("guessed", &ResolvedLayout::guessed, "Nothing in the file showed the layout.")
+      .def_ro("conflict", &ResolvedLayout::conflict, "Its consumers disagree.")
+      .def_ro("embedding", &ResolvedLayout::embedding, "A lookup table, kept by shortcuts.")
+      .def("__repr__", [](const ResolvedLayout& l) {
+        return "ResolvedLayout('" + l.layout + "', axis '" + l.axis.str() + "'" +
+               (l.guessed ? ", guessed" : "") + (l.conflict ? ", conflict" : "") + ")";
+      });
+
   nb::class_<io::TensorInfo>(m, "TensorInfo", "A model tensor's entry, read from headers only.")
+      .def_ro("layout", &io::TensorInfo::layout, "Its resolved quantization layout.")
+      .def_prop_ro(
+          "view", [](const io::TensorInfo& t) { return layout_view(t.shape, t.layout.axis); },
+          "The 2-D view [outputs, reduction] its layout casts.")
       .def_ro("name", &io::TensorInfo::name)
       .def_ro("dtype", &io::TensorInfo::dtype, "Stored dtype: BF16, F8_E4M3, Q4_0, float32, ...")
       .def_ro("shape", &io::TensorInfo::shape)
@@ -155,6 +177,57 @@ void bind_model(nb::module_& m) {
         return out;
       },
       "model"_a, "plan_kind"_a, "plan"_a, "axis"_a, "layout"_a);
+
+  m.def(
+      "_map",
+      [](const io::Model& model, const std::vector<std::string>& dtypes, const std::string& round,
+         const std::string& scale_mode, const std::string& axis, const std::string& device,
+         const std::string& filter, bool include_1d, bool include_embeddings, nb::handle progress) {
+        MapOptions o;
+        o.dtypes = dtypes;
+        o.cast.round = parse_round(round);
+        o.cast.scale_mode = parse_scale_mode(scale_mode);
+        AxisSpec::parse(axis).apply(o.cast);
+        o.cast.device = parse_device(device);
+        o.filter = filter;
+        o.include_1d = include_1d;
+        o.include_embeddings = include_embeddings;
+        JobControl job;
+        // The sweep `castscope-cli map` runs: every cell is the CLI's figure.
+        const ModelMap map = run_job(job, progress, [&] { return sweep_model(model, o, &job); });
+        nb::list rows;
+        for (const MapRow& r : map.rows) {
+          nb::list cells;
+          for (const MapCell& c : r.cells) {
+            nb::dict d;
+            if (!c.error.empty()) {
+              d["error"] = c.error;
+            } else {
+              d["snr_db"] = c.stats.snr_db;
+              d["mse"] = c.stats.mse;
+              d["max_abs_err"] = c.stats.max_abs_err;
+              d["clipped_pct"] = c.stats.clipped_pct();
+            }
+            cells.append(d);
+          }
+          nb::dict d;
+          d["name"] = r.name;
+          d["shape"] = r.shape;
+          d["axis"] = r.axis;
+          d["layout"] = r.layout.layout;
+          d["layout_guessed"] = r.layout.guessed;
+          d["cells"] = cells;
+          rows.append(d);
+        }
+        nb::dict d;
+        d["columns"] = map.columns;
+        d["rows"] = rows;
+        d["backend"] = map.backend;
+        d["seconds"] = map.seconds;
+        return d;
+      },
+      "model"_a, "dtypes"_a, "round"_a, "scale_mode"_a, "axis"_a, "device"_a, "filter"_a,
+      "include_1d"_a, "include_embeddings"_a, "progress"_a.none());
 
   m.def(
       "gemm_available",

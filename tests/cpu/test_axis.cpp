@@ -1,5 +1,6 @@
 // Quantization axes: the settings users write, the default rule, and flattened casts, which must
 // equal the cast of the reshaped view [O, I*kh*kw] bit for bit in every mode.
+#include "castscope/layout.hpp"
 #include "castscope/metrics.hpp"
 #include "helpers.hpp"
 
@@ -128,4 +129,53 @@ TEST(Axis, LinearAndExpertsKeepTheLastAxis) {
     EXPECT_EQ(first_diff(r.values, cast(x, DataType::parse("mxfp8e4"), cpu_opts()).values), -1)
         << shape_str(s) << " seed " << seed;
   }
+}
+
+// The leading form ":A" (a Keras kernel [kh, kw, Cin, Cout] reduces over kh*kw*Cin; a
+// ConvTranspose weight [Cin, Cout/g, kh, kw] over Cin) is the cast of the view
+// [prod(shape[..A]), prod(shape[A+1..])] along axis 0, in every mode.
+TEST(Axis, LeadingFlattenEqualsViewAlongAxisZero) {
+  const uint64_t seed = fresh_seed();
+  std::mt19937_64 rng(seed);
+  EXPECT_EQ(AxisSpec::parse(":2").str(), ":2");
+  EXPECT_TRUE(AxisSpec::parse(":2").lead);
+  EXPECT_THROW(AxisSpec::parse(":"), Error);
+  EXPECT_THROW(AxisSpec::parse(":1:"), Error);
+  CastOptions r;
+  AxisSpec::parse(":0").apply(r);
+  EXPECT_FALSE(resolve_axis(r, {64, 32}).flatten);  // the view is the tensor: plain axis 0
+  EXPECT_EQ(resolve_axis(r, {64, 32}).axis, 0);
+  AxisSpec::parse(":2").apply(r);
+  EXPECT_EQ(describe_axis(r, {3, 3, 16, 24}), "0..2:144");
+  EXPECT_EQ(cast_view_shape({3, 3, 16, 24}, resolve_axis(r, {3, 3, 16, 24})), (Shape{144, 24}));
+  EXPECT_EQ(layout_view({3, 3, 16, 24}, AxisSpec::parse(":2")), (Shape{24, 144}));
+  EXPECT_EQ(layout_view({16, 8, 3, 3}, AxisSpec::parse(":0")), (Shape{72, 16}));
+  EXPECT_EQ(layout_view({16, 8, 3, 3}, AxisSpec::parse("1:")), (Shape{16, 72}));
+  EXPECT_EQ(layout_view({120, 6625}, AxisSpec::parse("0")), (Shape{6625, 120}));
+  const std::vector<std::pair<Shape, const char*>> cases = {
+      {{3, 3, 16, 24}, ":2"}, {{16, 8, 3, 3}, ":0"}, {{5, 12, 40}, ":1"}};
+  for (const auto& [s, spec] : cases)
+    for (const char* name : {"mxfp8e4", "nvfp4", "e4m3fn_float32_t0", "int4_float16_t64"}) {
+      const DataType d = DataType::parse(name);
+      const Tensor x = f32(mixed(numel(s), rng), s);
+      CastOptions o = cpu_opts();
+      AxisSpec::parse(spec).apply(o);
+      const Shape v = cast_view_shape(s, resolve_axis(o, s));
+      for (CastMode mode : {CastMode::Virtual, CastMode::Actual, CastMode::Compress}) {
+        const std::string what = std::string(name) + " " + shape_str(s) + " " + spec + " " +
+                                 to_string(mode) + " (seed " + std::to_string(seed) + ")";
+        o.mode = mode;
+        CastOptions ov = cpu_opts();
+        ov.mode = mode;
+        ov.axis = 0;
+        const CastResult got = cast(x, d, o);
+        const CastResult want = cast(x.reshaped(v), d, ov);
+        EXPECT_TRUE(got.options.lead) << what;
+        EXPECT_EQ(got.shape, s) << what;
+        const Tensor g = upcast(got);
+        ASSERT_EQ(g.shape(), s) << what;
+        EXPECT_EQ(first_diff(g.reshaped(v), upcast(want)), -1) << what;
+        if (mode != CastMode::Virtual) expect_same_parts(got, want, what);
+      }
+    }
 }

@@ -32,3 +32,15 @@ set_tests_properties(castscope_gptoss_python PROPERTIES SKIP_RETURN_CODE 77 TIME
 add_test(NAME castscope_llama_cpp_python
   COMMAND ${_castscope_python} ${PROJECT_SOURCE_DIR}/tests/interop/test_llama_cpp.py $<TARGET_FILE:castscope-cli>)
 set_tests_properties(castscope_llama_cpp_python PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600 LABELS "export;interop")
+# Quantization layouts from the files (tests/interop/test_layouts.py): ONNX graphs built with the
+# onnx package, tiny GPT-2 / Llama from transformers, a Keras-layout file and PaddleOCR v4's
+# recognizer (from a cached rapidocr-onnxruntime wheel, see scripts/setup.sh); map figures equal
+# the casts of the documented 2-D views. Exit code 77 (skip) without onnx / safetensors.
+# With the app built, its scripted model map is checked against the CLI's too.
+set(_castscope_layout_app "")
+if(CASTSCOPE_GUI)
+  set(_castscope_layout_app $<TARGET_FILE:castscope>)
+endif()
+add_test(NAME castscope_layouts_python
+  COMMAND ${_castscope_python} ${PROJECT_SOURCE_DIR}/tests/interop/test_layouts.py $<TARGET_FILE:castscope-cli> ${_castscope_layout_app})
+set_tests_properties(castscope_layouts_python PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600 LABELS "export;interop;layout")

@@ -238,3 +238,29 @@ TEST(AxisLayouts, GptOssExpertsAlongTheirInputs) {
             << "expert " << e << " out " << out << " in " << in << " seed " << seed;
       }
 }
+
+// A leading-flattened cast (":2", a Keras kernel) writes NAME.flatten "lead" and version 4, and
+// reads back to the same values; readers before 4 refuse the key by name.
+TEST(AxisFiles, PackedLeadingFlattenRoundTrips) {
+  const uint64_t seed = castscope::test::test_seed();
+  std::mt19937_64 rng(seed);
+  Tmp tmp;
+  const Tensor x = normal_tensor({3, 3, 16, 24}, rng);
+  CastOptions o = cpu();
+  o.mode = CastMode::Compress;
+  AxisSpec::parse(":2").apply(o);
+  const CastResult r = cast(x, DataType::parse("mxfp8e4"), o);
+  io::save_packed(tmp / "lead.safetensors", {{"w", r}});
+  const auto st = exporttest::read_st(tmp / "lead.safetensors");
+  EXPECT_EQ(st.metadata.at("w.flatten"), "lead");
+  EXPECT_EQ(st.metadata.at("castscope.version"), "4");
+  const auto back = io::load_packed(tmp / "lead.safetensors");
+  ASSERT_EQ(back.size(), 1u);
+  EXPECT_TRUE(back[0].result.options.lead);
+  CastOptions v = cpu();
+  v.axis = 0;
+  EXPECT_TRUE(same_bits(
+      upcast(back[0].result),
+      cast(x.reshaped({144, 24}), DataType::parse("mxfp8e4"), v).values.reshaped(x.shape())))
+      << "seed " << seed;
+}

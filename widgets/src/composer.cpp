@@ -298,19 +298,34 @@ bool draw_composer(ComposerState& s) {
   if (ImGui::Checkbox("auto axis", &s.axis.automatic)) changed = true;
   if (ImGui::IsItemHovered())
     ImGui::SetTooltip(
-        "The quantization axis of each tensor as the inference stacks reduce: the in-features "
-        "(last axis) of a linear weight [out, in], I*kh*kw of a conv weight [O, I, kh, kw].");
+        "The quantization axis of each tensor as its model reduces, resolved from the file "
+        "(the tensor list's layout column): K of an ONNX MatMul weight [K, N], the in-features "
+        "of a linear weight [out, in], I*kh*kw of a conv weight [O, I, kh, kw], kh*kw*Cin of a "
+        "Keras kernel [kh, kw, Cin, Cout].");
   if (!s.axis.automatic) {
     if (ImGui::InputInt("tile axis", &s.axis.axis)) changed = true;
     if (ImGui::IsItemHovered())
       ImGui::SetTooltip(
           "The axis tiles run along (negative counts from the end); a 2-D tile covers this "
           "axis and the one before it.");
-    if (ImGui::Checkbox("flatten later axes", &s.axis.flatten)) changed = true;
+    bool later = s.axis.flatten && !s.axis.lead;
+    if (ImGui::Checkbox("flatten later axes", &later)) {
+      s.axis.flatten = later;
+      s.axis.lead = false;
+      changed = true;
+    }
     if (ImGui::IsItemHovered())
       ImGui::SetTooltip(
           "This axis and every later one act as one (1 on a conv weight [O, I, kh, kw] casts "
           "the view [O, I*kh*kw]).");
+    if (ImGui::Checkbox("flatten earlier axes", &s.axis.lead)) {
+      s.axis.flatten = s.axis.lead;
+      changed = true;
+    }
+    if (ImGui::IsItemHovered())
+      ImGui::SetTooltip(
+          "Axes 0 to this one act as one reduction, the rest as the outputs (2 on a Keras kernel "
+          "[kh, kw, Cin, Cout] casts the view [kh*kw*Cin, Cout] down its columns).");
   }
   ImGui::EndDisabled();
 

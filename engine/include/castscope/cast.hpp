@@ -42,10 +42,14 @@ struct CastOptions {
   // end act as one, so a conv weight [O, I, kh, kw] with axis 1 is cast as its view
   // [O, I*kh*kw]; the codes and scaling tensors of such a cast have the view's shape, its values
   // the input's. With `axis_auto` both come from the input's shape (default_axis) as the cast
-  // starts, and the result records what was chosen.
+  // starts, and the result records what was chosen. With `lead` as well (flatten is then set
+  // too) the axes from 0 to `axis` merge into the reduction and the rest into the outputs: a
+  // Keras kernel [kh, kw, Cin, Cout] with axis 2 is cast as its view [kh*kw*Cin, Cout] along
+  // axis 0, a ConvTranspose weight [Cin, Cout/g, kh, kw] with axis 0 as [Cin, Cout/g*kh*kw].
   int axis = -1;
   bool flatten = false;
   bool axis_auto = false;
+  bool lead = false;
   Device device = Device::Auto;
   // TCFP-8 scale selection: true picks the block scale at 3 sigma (NormalFloat-aware), false at
   // the block's absmax.
@@ -58,22 +62,26 @@ struct CastOptions {
 };
 
 // A quantization-axis setting as users write it (CLI --axis, plan files, the app):
-// "auto" (default_axis of each tensor), "A" (axis A) or "A:" (axes A to the end flattened).
+// "auto" (each tensor's resolved layout, see layout.hpp), "A" (axis A), "A:" (axes A to the
+// end flattened into the reduction) or ":A" (axes 0 to A flattened into the reduction, the
+// rest into the outputs; `lead`).
 struct AxisSpec {
   bool automatic = false;
   int axis = -1;
   bool flatten = false;
+  bool lead = false;  // with flatten: the leading axes 0..axis are the reduction
   std::string str() const;
   static AxisSpec parse(std::string_view s);  // throws Error naming the text
-  static AxisSpec from(const CastOptions& o) { return {o.axis_auto, o.axis, o.flatten}; }
+  static AxisSpec from(const CastOptions& o) { return {o.axis_auto, o.axis, o.flatten, o.lead}; }
   void apply(CastOptions& o) const {
     o.axis_auto = automatic;
     o.axis = axis;
-    o.flatten = flatten;
+    o.flatten = flatten || lead;
+    o.lead = lead;
   }
   // Spelled out: the CUDA sources that include this header compile as C++17.
   bool operator==(const AxisSpec& o) const {
-    return automatic == o.automatic && axis == o.axis && flatten == o.flatten;
+    return automatic == o.automatic && axis == o.axis && flatten == o.flatten && lead == o.lead;
   }
   bool operator!=(const AxisSpec& o) const { return !(*this == o); }
 };
@@ -84,17 +92,20 @@ struct AxisSpec {
 // stacked experts [E, out, in], a 1-D vector). A rank-3 conv1d weight is not told apart from
 // stacked experts and takes the last axis unless set explicitly.
 AxisSpec default_axis(const Shape& shape);
-// `o` with axis_auto resolved for `shape`, a negative flattened axis made non-negative and
-// `flatten` dropped where it merges nothing (the axis is the last). Throws Error for an axis out
-// of range.
+// `o` with axis_auto resolved for `shape` (by default_axis: callers that know the tensor's
+// layout resolve it first, see layout.hpp), a negative flattened axis made non-negative and
+// `flatten` dropped where it merges nothing (the axis is the last; a leading axis 0 of a rank-2
+// tensor becomes plain axis 0). Throws Error for an axis out of range.
 CastOptions resolve_axis(const CastOptions& o, const Shape& shape);
 // The shape a cast of `shape` under (resolved) `o` works on: with flatten, the axes from `axis`
-// on multiplied into one last axis; otherwise `shape` itself.
+// on multiplied into one last axis; with lead, [prod(shape[0..axis]), prod(shape[axis+1..])];
+// otherwise `shape` itself.
 Shape cast_view_shape(const Shape& shape, const CastOptions& o);
-// `o` for the flattened view itself: its last axis, nothing left to flatten or resolve.
+// `o` for the flattened view itself: its last axis (its first with lead), nothing left to
+// flatten or resolve.
 CastOptions view_options(const CastOptions& o);
 // The axis in use on `shape` for display: "-1:4096", "1..3:147" (axes 1 to 3 flattened, 147
-// values per row).
+// values per row), "0..2:576" (with lead: axes 0 to 2 flattened).
 std::string describe_axis(const CastOptions& o, const Shape& shape);
 // Length of the (possibly flattened) quantization axis of `shape`.
 int64_t axis_length(const CastOptions& o, const Shape& shape);

@@ -66,7 +66,10 @@ struct PlanRule {
   std::string pattern;  // glob (whole name), or "re:REGEX" (searched anywhere in the name)
   std::string dtype;    // datatype string, or "keep"
   int rank = -1;        // only tensors of this rank (-1: any)
-  Rotation rotate;      // block Hadamard rotation before the cast (none: "rotate" absent)
+  // "weights": true: only tensors of rank 2 or more that are not embeddings (by their resolved
+  // layout): every weight a matrix product or convolution uses.
+  bool weights = false;
+  Rotation rotate;  // block Hadamard rotation before the cast (none: "rotate" absent)
   // Quantization axis ("axis": "auto", an integer, or "A:" flattened); absent: the export's.
   std::optional<AxisSpec> axis;
   // Filled by the loader.
@@ -99,8 +102,10 @@ struct ExportPlan {
   Rotation rotation_for(const io::TensorInfo& info) const;
   // The axis setting of the matching rule (empty: none given, the export's own applies).
   std::optional<AxisSpec> axis_for(const io::TensorInfo& info) const;
-  // Index of the rule that matches (-1: none).
+  // Index of the rule that matches (-1: none). The name-and-rank form takes a "weights" rule
+  // for any tensor of rank 2 or more (it cannot tell embeddings).
   int match(const std::string& name, int rank) const;
+  int match(const io::TensorInfo& info) const;
 };
 
 // Parse plan JSON text; `source` names the file in every error message.
@@ -108,7 +113,8 @@ ExportPlan parse_plan(const std::string& json_text, const std::string& source = 
 ExportPlan load_plan(const std::string& path);
 std::string plan_to_json(const ExportPlan& plan);  // pretty-printed; parse_plan gives it back
 void save_plan(const std::string& path, const ExportPlan& plan);
-// The --dtype shortcut: every float 2-D tensor to `dtype`, everything else kept.
+// The --dtype shortcut: every float weight of rank 2 or more (embeddings aside) to `dtype`, cast
+// along its resolved layout; 1-D tensors and embeddings kept.
 ExportPlan plan_for_dtype(const std::string& dtype);
 // Glob match of the whole name: '*' any run of characters (dots included), '?' one character,
 // [abc] / [a-z] / [!a] character classes.

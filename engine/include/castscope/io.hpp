@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "castscope/cast.hpp"
+#include "castscope/layout.hpp"
 #include "castscope/tensor.hpp"
 
 namespace castscope::io {
@@ -39,7 +40,17 @@ struct TensorInfo {
   Shape shape;
   uint64_t nbytes = 0;  // stored size
   std::string file;     // file that holds it (models may span several files)
+  // Its quantization layout, resolved once by open_model from what the file says (the ONNX
+  // graph, config.json, Keras / TF names, GGUF rows); every consumer casts along it
+  // (options_for, cast_options_for).
+  ResolvedLayout layout;
 };
+
+// `o` for tensor `t`: an automatic axis becomes the tensor's resolved layout, an explicit one
+// (command line, plan rule) is kept; then resolved for its shape.
+inline CastOptions cast_options_for(const CastOptions& o, const TensorInfo& t) {
+  return options_for(o, t.shape, t.layout);
+}
 
 // A model (checkpoint) opened from a file, a directory, or a *.safetensors.index.json. Opening
 // and listing read headers only; load() maps the data and converts one tensor to float32.
@@ -98,7 +109,8 @@ std::vector<std::pair<std::string, std::string>> packed_tensor_metadata(const st
                                                                         const CastResult& r);
 // The castscope.version a file holding r needs: 1, 2 with a rotation (readers of version 1 would
 // skip the inverse rotation), 3 with flattened axes (codes and scales in the flattened view's
-// shape, which readers before 3 refuse against NAME.shape, as they should). A file takes the
+// shape, which readers before 3 refuse against NAME.shape, as they should), 4 with leading
+// flattened axes (NAME.flatten "lead", which readers before 4 refuse by name). A file takes the
 // largest over its tensors.
 int packed_version(const CastResult& r);
 // The tensors packed tensor NAME holding r is stored as, in file order (key, tensor): its parts,

@@ -57,6 +57,13 @@ struct MapRow {
   Shape shape;
   int64_t numel = 0;
   uint64_t stored_bytes = 0;
+  ResolvedLayout layout;    // the tensor's resolved layout (io::TensorInfo::layout)
+  std::string axis;         // the axis its cells were cast on (describe_axis)
+  int64_t axis_length = 0;  // that axis's length: the channel bits per value are counted on
+  // The channel length bits per value are counted on (the last axis where none was resolved).
+  int64_t channel() const {
+    return axis_length > 0 ? axis_length : shape.empty() ? 1 : shape.back();
+  }
   std::vector<MapCell> cells;  // one per column
 };
 

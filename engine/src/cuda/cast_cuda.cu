@@ -457,6 +457,7 @@ DeviceCastResult cast(const DeviceTensor& x, const DataType& dtype, const CastOp
         cast(x.reshaped(cast_view_shape(x.shape(), opt)), dtype, view_options(opt), with_values);
     r.options.axis = opt.axis;
     r.options.flatten = true;
+    r.options.lead = opt.lead;
     r.shape = x.shape();
     if (r.values) r.values = r.values.reshaped(x.shape());
     return r;

@@ -29,7 +29,8 @@ bool is_embedding_name(const std::string& name) {
 bool auto_considers(const io::TensorInfo& info, const AutoPlanOptions& o) {
   if (!io::is_float_storage(info.dtype) || info.shape.empty()) return false;
   if (info.shape.size() < 2 && !o.include_1d) return false;
-  if (is_embedding_name(info.name) && !o.include_embeddings) return false;
+  if ((info.layout.embedding || is_embedding_name(info.name)) && !o.include_embeddings)
+    return false;
   return true;
 }
 
@@ -114,7 +115,10 @@ std::vector<AutoPlanPick> auto_assign(const io::Model& model, const AutoPlanOpti
     if (job) job->check();
     if (!auto_considers(ts[i], o)) continue;
     try {
-      picks.push_back(auto_pick(ts[i].name, model.load(ts[i].name), o, job));
+      // Each tensor along its own resolved layout unless the options name an axis.
+      AutoPlanOptions ot = o;
+      ot.cast = io::cast_options_for(o.cast, ts[i]);
+      picks.push_back(auto_pick(ts[i].name, model.load(ts[i].name), ot, job));
     } catch (const Error& e) {
       throw Error("tensor '" + ts[i].name + "' of '" + model.path() + "': " + e.what());
     }

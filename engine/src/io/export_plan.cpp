@@ -65,31 +65,42 @@ bool glob_match(std::string_view p, std::string_view s) {
   return pi == p.size();
 }
 
-int ExportPlan::match(const std::string& name, int rank) const {
-  for (size_t i = 0; i < rules.size(); ++i) {
-    const PlanRule& r = rules[i];
+namespace {
+int match_rule(const ExportPlan& plan, const std::string& name, int rank, bool embedding) {
+  for (size_t i = 0; i < plan.rules.size(); ++i) {
+    const PlanRule& r = plan.rules[i];
     if (r.rank >= 0 && r.rank != rank) continue;
+    if (r.weights && (rank < 2 || embedding)) continue;
     const bool hit = r.re ? std::regex_search(name, *r.re) : glob_match(r.pattern, name);
     if (hit) return static_cast<int>(i);
   }
   return -1;
 }
+}  // namespace
+
+int ExportPlan::match(const std::string& name, int rank) const {
+  return match_rule(*this, name, rank, false);
+}
+
+int ExportPlan::match(const io::TensorInfo& info) const {
+  return match_rule(*this, info.name, static_cast<int>(info.shape.size()), info.layout.embedding);
+}
 
 std::optional<DataType> ExportPlan::dtype_for(const io::TensorInfo& info) const {
   const DType d = exportdetail::stored_dtype(info);
   if (!dtype_is_float(d)) return std::nullopt;
-  const int i = match(info.name, static_cast<int>(info.shape.size()));
+  const int i = match(info);
   return i >= 0 ? rules[static_cast<size_t>(i)].target : default_dtype;
 }
 
 Rotation ExportPlan::rotation_for(const io::TensorInfo& info) const {
   if (!dtype_for(info)) return {};
-  const int i = match(info.name, static_cast<int>(info.shape.size()));
+  const int i = match(info);
   return i >= 0 ? rules[static_cast<size_t>(i)].rotate : Rotation{};
 }
 
 std::optional<AxisSpec> ExportPlan::axis_for(const io::TensorInfo& info) const {
-  const int i = match(info.name, static_cast<int>(info.shape.size()));
+  const int i = match(info);
   return i >= 0 ? rules[static_cast<size_t>(i)].axis : std::nullopt;
 }
 
@@ -173,9 +184,9 @@ ExportPlan parse_plan(const std::string& text, const std::string& source) {
         throw Error(where + ": expected {\"pattern\": \"...\", \"dtype\": \"...\"}");
       for (auto it = r.begin(); it != r.end(); ++it)
         if (it.key() != "pattern" && it.key() != "dtype" && it.key() != "rank" &&
-            it.key() != "rotate" && it.key() != "axis")
+            it.key() != "rotate" && it.key() != "axis" && it.key() != "weights")
           throw Error(where + ": unknown key \"" + it.key() +
-                      "\" (expected pattern, dtype, rank, rotate, axis)");
+                      "\" (expected pattern, dtype, rank, weights, rotate, axis)");
       PlanRule rule;
       rule.pattern = r["pattern"].get<std::string>();
       rule.dtype = r["dtype"].get<std::string>();
@@ -183,6 +194,10 @@ ExportPlan parse_plan(const std::string& text, const std::string& source) {
       if (r.contains("rank")) {
         rule.rank =
             static_cast<int>(io::detail::json_integer(r["rank"], "", where + ": \"rank\"", 0, 64));
+      }
+      if (r.contains("weights")) {
+        if (!r["weights"].is_boolean()) throw Error(where + ": \"weights\" must be true or false");
+        rule.weights = r["weights"].get<bool>();
       }
       rule.target = parse_target(rule.dtype, where);
       if (r.contains("rotate")) {
@@ -239,9 +254,10 @@ std::string plan_to_json(const ExportPlan& plan) {
   for (const PlanRule& r : plan.rules) {
     json o = {{"pattern", r.pattern}, {"dtype", r.target ? r.target->str() : std::string("keep")}};
     if (r.rank >= 0) o["rank"] = r.rank;
+    if (r.weights) o["weights"] = true;
     if (r.rotate.enabled()) o["rotate"] = r.rotate.str();
     if (r.axis) {
-      if (!r.axis->automatic && !r.axis->flatten)
+      if (!r.axis->automatic && !r.axis->flatten && !r.axis->lead)
         o["axis"] = r.axis->axis;
       else
         o["axis"] = r.axis->str();
@@ -268,7 +284,8 @@ void save_plan(const std::string& path, const ExportPlan& plan) {
 
 ExportPlan plan_for_dtype(const std::string& dtype) {
   const std::string text =
-      json({{"default", "keep"}, {"rules", {{{"pattern", "*"}, {"dtype", dtype}, {"rank", 2}}}}})
+      json({{"default", "keep"},
+            {"rules", {{{"pattern", "*"}, {"dtype", dtype}, {"weights", true}}}}})
           .dump();
   return parse_plan(text, "--dtype " + dtype);
 }

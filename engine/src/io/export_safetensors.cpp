@@ -467,10 +467,23 @@ CastOptions cast_options(const ExportOptions& o, CastMode mode, JobControl* sub,
   if (const std::optional<AxisSpec> a = plan.axis_for(info)) a->apply(c);
   // The stacks of these layouts fix the axis: ggml quantizes rows; transformers' gpt-oss experts
   // [E, in, out] reduce over axis -2, and other tensors of that layout over their last axis.
-  if (o.layout == Layout::GGUF && c.axis_auto) AxisSpec{}.apply(c);
+  if (o.layout == Layout::GGUF && c.axis_auto) {
+    // A layout that reduces elsewhere (MatMul's B [K, N], a Keras kernel) would be quantized
+    // across its outputs: refused, unless an axis is named.
+    const CastOptions want = io::cast_options_for(c, info);
+    const int r = static_cast<int>(info.shape.size());
+    if (r >= 2 && !info.layout.guessed &&
+        (want.lead || (!want.flatten && want.axis != -1 && want.axis != r - 1)))
+      throw Error("GGUF holds blocks along the last axis (ggml's rows); this tensor's layout '" +
+                  info.layout.layout + "' reduces over axis " + describe_axis(want, info.shape) +
+                  " (" + info.layout.reason +
+                  "): keep it, or name an axis (--axis -1) to cast it along its rows anyway");
+    AxisSpec{}.apply(c);
+  }
   if (o.layout == Layout::GptOss && c.axis_auto)
     AxisSpec{false, info.shape.size() == 3 ? -2 : -1, false}.apply(c);
-  return resolve_axis(c, info.shape);
+  // Otherwise an automatic axis is the tensor's resolved layout.
+  return io::cast_options_for(c, info);
 }
 
 void for_each_tensor(const io::Model& model, const ExportPlan& plan, JobControl* job,

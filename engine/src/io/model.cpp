@@ -176,7 +176,7 @@ std::string sniff(const std::string& path) {
               "directory or a *.safetensors.index.json)");
 }
 
-std::vector<Entry> read_file(const std::string& path, const std::string& fmt) {
+std::vector<Entry> read_entries(const std::string& path, const std::string& fmt) {
   if (fmt == "safetensors") return read_safetensors(path);
   if (fmt == "npy") return read_npy_entries(path);
   if (fmt == "npz") return read_npz(path);
@@ -188,6 +188,14 @@ std::vector<Entry> read_file(const std::string& path, const std::string& fmt) {
               "': this build of CastScope has no ONNX reader (built without libonnx-dev / "
               "libprotobuf-dev)");
 #endif
+}
+
+// A file's entries with their layouts resolved; a checkpoint's config.json lies beside it.
+std::vector<Entry> read_file(const std::string& path, const std::string& fmt) {
+  std::vector<Entry> e = read_entries(path, fmt);
+  const fs::path dir = fs::path(path).parent_path();
+  resolve_layouts(e, fmt, dir.empty() ? std::string(".") : dir.string());
+  return e;
 }
 
 std::unique_ptr<Model> open_directory(const std::string& dir) {

@@ -186,8 +186,12 @@ std::vector<Entry> read_npy_entries(const std::string& path) {
   auto map = MappedFile::open(path);
   const NpyHeader h = parse_npy_header(map->data(), map->size(), "'" + path + "'");
   Entry e;
-  e.info = {std::filesystem::path(path).stem().string(), dtype_name(h.dtype), h.shape, h.nbytes,
-            path};
+  e.info = {std::filesystem::path(path).stem().string(),
+            dtype_name(h.dtype),
+            h.shape,
+            h.nbytes,
+            path,
+            {}};
   const uint8_t* p = map->data() + h.data_offset;
   const bool plain = !h.big_endian && (!h.fortran || h.shape.size() < 2);
   e.raw = [map, h, p, plain] {

@@ -136,12 +136,12 @@ std::vector<std::pair<std::string, std::string>> packed_tensor_metadata(const st
         {name + ".codebook",
          json{{"codebook", cb->str()}, {"mappings", cb->maps}, {"names", cb->names}}.dump()});
   if (r.options.rotate.enabled()) m.push_back({name + ".rotate", r.options.rotate.str()});
-  if (r.options.flatten) m.push_back({name + ".flatten", "true"});
+  if (r.options.flatten) m.push_back({name + ".flatten", r.options.lead ? "lead" : "true"});
   return m;
 }
 
 int packed_version(const CastResult& r) {
-  return r.options.flatten ? 3 : r.options.rotate.enabled() ? 2 : 1;
+  return r.options.lead ? 4 : r.options.flatten ? 3 : r.options.rotate.enabled() ? 2 : 1;
 }
 
 std::vector<std::pair<std::string, Tensor>> packed_file_tensors(const std::string& name,
@@ -264,9 +264,10 @@ std::vector<PackedTensor> load_packed(const std::string& path) {
       // Files without the key (all before flattened axes existed) tile along NAME.axis alone.
       if (meta.contains(name + ".flatten")) {
         const std::string f = get(".flatten");
-        if (f != "true" && f != "false")
-          throw Error("metadata " + name + ".flatten is '" + f + "', expected true or false");
-        r.options.flatten = f == "true";
+        if (f != "true" && f != "false" && f != "lead")
+          throw Error("metadata " + name + ".flatten is '" + f + "', expected true, false or lead");
+        r.options.flatten = f != "false";
+        r.options.lead = f == "lead";
       }
       if (r.mode == CastMode::Virtual) throw Error("mode 'virtual' has no codes");
     } catch (const Error& e) {

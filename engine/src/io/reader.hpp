@@ -15,6 +15,9 @@
 namespace castscope::ggml {
 struct TypeInfo;
 }
+namespace onnx {
+class GraphProto;
+}
 
 namespace castscope::io::detail {
 
@@ -105,6 +108,14 @@ struct GgufHeader {
 };
 GgufHeader parse_gguf(const std::string& path);
 std::vector<Entry> read_onnx(const std::string& path);
+
+// Fills the quantization layout of every entry that has none (layout_rules.cpp): checkpoint
+// conventions (config.json in `config_dir`, Keras / TF names, sibling biases), GGUF rows, else
+// the rule by rank marked guessed. ONNX entries get theirs from the graph in read_onnx.
+void resolve_layouts(std::vector<Entry>& entries, const std::string& format,
+                     const std::string& config_dir);
+// ONNX: each initializer's layout from the nodes that consume it (onnx_layout.cpp).
+void resolve_onnx_layouts(const onnx::GraphProto& g, std::vector<Entry>& entries);
 
 // .npy header of an in-memory buffer (file or zip member); `what` names it in errors.
 struct NpyHeader {

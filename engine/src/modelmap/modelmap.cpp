@@ -72,7 +72,8 @@ bool is_embedding_tensor(const std::string& name) {
 bool map_considers(const io::TensorInfo& info, const MapOptions& o) {
   if (!io::is_float_storage(info.dtype) || numel(info.shape) == 0) return false;
   if (info.shape.size() < 2 && !o.include_1d) return false;
-  if (!o.include_embeddings && is_embedding_tensor(info.name)) return false;
+  if (!o.include_embeddings && (info.layout.embedding || is_embedding_tensor(info.name)))
+    return false;
   return true;
 }
 
@@ -128,7 +129,7 @@ ModelMap sweep_model(const io::Model& model, const MapOptions& o, JobControl* jo
   int64_t last = 0;
   for (const io::TensorInfo* t : todo) {
     try {
-      last = std::max(last, axis_length(o.cast, t->shape));
+      last = std::max(last, axis_length(io::cast_options_for(o.cast, *t), t->shape));
     } catch (const Error&) {
       last = std::max(last, t->shape.back());  // an axis out of range: the cell says why
     }
@@ -151,6 +152,16 @@ ModelMap sweep_model(const io::Model& model, const MapOptions& o, JobControl* jo
     row.shape = info->shape;
     row.numel = numel(info->shape);
     row.stored_bytes = info->nbytes;
+    row.layout = info->layout;
+    // The tensor's own reduction axis (its resolved layout) unless the sweep names one.
+    CastOptions tensor_cast = o.cast;
+    try {
+      tensor_cast = io::cast_options_for(o.cast, *info);
+      row.axis = describe_axis(tensor_cast, info->shape);
+      row.axis_length = axis_length(tensor_cast, info->shape);
+    } catch (const Error&) {
+      // an axis out of range for this tensor: every cell says why
+    }
     layer_and_block(info->name, row.group, row.block);
     Tensor x;
     try {
@@ -178,7 +189,7 @@ ModelMap sweep_model(const io::Model& model, const MapOptions& o, JobControl* jo
       }
       for (size_t d = 0; d < map.dtypes.size(); ++d) {
         exportdetail::SubJob sub(job, base + width * d / ncols, width / ncols);
-        CastOptions co = o.cast;
+        CastOptions co = tensor_cast;
         co.mode = CastMode::Virtual;
         co.job = job ? &sub.inner : nullptr;
         MapCell cell;
@@ -243,7 +254,7 @@ MapTotals map_totals(const ModelMap& map, const std::vector<int>& choice) {
     t.stored_bits += stored;
     const int c = i < choice.size() ? choice[i] : -1;
     if (c >= 0 && c < static_cast<int>(map.dtypes.size()))
-      t.bits += map.dtypes[static_cast<size_t>(c)].bits_per_value(r.shape.back()) * n;
+      t.bits += map.dtypes[static_cast<size_t>(c)].bits_per_value(r.channel()) * n;
     else
       t.bits += stored;
   }
