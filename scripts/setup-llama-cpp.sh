@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs llama.cpp's Python binding (llama-cpp-python, built from its PyPI source) for the test
-# that runs CastScope's GGUF exports in llama.cpp itself (tests/llama). PyPI ships it as source
-# only, and compiling llama.cpp takes minutes on two cores, so the wheel is built once into a cache
-# outside the checkout and later runs install it from there in seconds.
+# that runs CastScope's GGUF exports in llama.cpp itself (tests/interop/test_llama_cpp.py). PyPI
+# ships it as source only, and compiling llama.cpp takes minutes on two cores, so the wheel is
+# built once into a cache outside the checkout and later runs install it from there in seconds.
 #
 # Only what the test calls is compiled: the llama and ggml libraries with the CPU backend, for the
 # baseline x86-64 instruction set (no -march=native, no AVX), so the cached wheel runs on any
