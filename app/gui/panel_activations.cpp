@@ -113,7 +113,10 @@ void draw_activations_panel(AppState& app) {
         ImGui::Text("%-10s %d x %d x %d  %.3f ms  %.1f TFLOP/s", to_string(r.kind), r.m, r.n, r.k,
                     r.ms, r.tflops);
   } else {
+    // The reason can be long (a driver message); it wraps inside the panel.
+    ImGui::PushTextWrapPos(0.0f);
     ImGui::TextDisabled("GEMM timings need a GPU: %s", why.c_str());
+    ImGui::PopTextWrapPos();
   }
   ImGui::End();
 }
