@@ -100,8 +100,12 @@ def reference_metrics(ref, out, probabilities):
     return snr, kl, top1
 
 
-def expected_cast(w, rule):
-    return castscope.cast(w, rule["dtype"], axis=rule.get("axis", "auto"))
+def expected_cast(model_path, name, w, rule):
+    """What castscope-cli casts: along the tensor's resolved layout unless the rule names an axis
+    (a MatMul weight [K, N] reduces over K, axis 0)."""
+    if rule.get("axis", "auto") == "auto":
+        return castscope.open_model(model_path)[name].cast(rule["dtype"])
+    return castscope.cast(w, rule["dtype"], axis=rule["axis"])
 
 
 def test_mlp_outputs_match_onnxruntime_and_weights_match_cast(tmp_path, rng):
@@ -118,7 +122,7 @@ def test_mlp_outputs_match_onnxruntime_and_weights_match_cast(tmp_path, rng):
     ran = graph_weights(q_path)
     rules = {rule["pattern"]: rule for rule in PLAN["rules"]}
     for name in ("w1", "w2"):
-        want = expected_cast(weights[name], rules[name])
+        want = expected_cast(path, name, weights[name], rules[name])
         assert np.array_equal(ran[name].view(np.uint32), want.view(np.uint32)), name
         assert not np.array_equal(ran[name], weights[name])
     assert np.array_equal(ran["b"], weights["b"])
@@ -138,11 +142,13 @@ def test_mlp_outputs_match_onnxruntime_and_weights_match_cast(tmp_path, rng):
     # logits and their softmax are the same distribution
     assert by_name["probs"]["kl"] == pytest.approx(by_name["logits"]["kl"], rel=1e-3)
     assert r.kl == by_name["logits"]["kl"]
-    # bits per weight at each tensor's axis length: nvfp4 on rows of 96 (4.5), mxfp4 on rows of
-    # 40 (two blocks of 32, the second padded: 4.4)
-    b1 = castscope.DataType("nvfp4").bits_per_value(96)
-    b2 = castscope.DataType("mxfp4e2").bits_per_value(40)
-    assert b2 == pytest.approx(4 + 16 / 40)
+    # bits per weight at each tensor's resolved axis length: both are MatMul weights [K, N], cast
+    # along K: nvfp4 on 64 (4.5), mxfp4 on 96 (three whole blocks of 32: 4.25). A partial block
+    # carries a whole scale (rows of 40: two blocks, 4.4).
+    b1 = castscope.DataType("nvfp4").bits_per_value(64)
+    b2 = castscope.DataType("mxfp4e2").bits_per_value(96)
+    assert b2 == pytest.approx(4.25)
+    assert castscope.DataType("mxfp4e2").bits_per_value(40) == pytest.approx(4 + 16 / 40)
     n1, n2 = 64 * 96, 96 * 40
     assert r.size["bits_per_weight_cast"] == pytest.approx((b1 * n1 + b2 * n2) / (n1 + n2))
 
@@ -158,7 +164,7 @@ def test_conv_weights_cast_on_the_resolved_axis(tmp_path, rng):
     ran = graph_weights(q_path)
     rules = {rule["pattern"]: rule for rule in PLAN["rules"]}
     for name in ("conv.w", "gemm.w"):
-        want = expected_cast(weights[name], rules[name])
+        want = expected_cast(path, name, weights[name], rules[name])
         assert np.array_equal(ran[name], want), name
     # a conv weight [O, I, kh, kw] is cast over I*kh*kw (axes 1..3 flattened): not the same as
     # casting its last axis
