@@ -87,6 +87,18 @@ class PinnedStream final : public TensorStream {
     opt_.readers = std::max(1, opt_.readers);
     opt_.slots = std::max(2, opt_.slots);
     opt_.slot_bytes = std::max<size_t>(opt_.slot_bytes, 1u << 20);
+    // A small model (the app's map of one checkpoint file, a test) pins no more than it streams.
+    uint64_t total = 0, largest = 0;
+    for (const std::string& n : names_)
+      if (const io::TensorInfo* t = model_.find(n)) {
+        total += t->nbytes;
+        largest = std::max<uint64_t>(largest, t->nbytes);
+      }
+    if (largest > 0) {
+      opt_.slot_bytes = std::max<size_t>(1u << 20, std::min<uint64_t>(opt_.slot_bytes, largest));
+      const uint64_t need = (total + opt_.slot_bytes - 1) / opt_.slot_bytes;
+      opt_.slots = static_cast<int>(std::max<uint64_t>(2, std::min<uint64_t>(opt_.slots, need)));
+    }
     CS_CUDA(cudaGetDevice(&device_));
     for (int s = 0; s < opt_.slots; ++s) {
       void* p = nullptr;
