@@ -4,6 +4,8 @@ style decoder (hidden 4096, 8 KV heads, MLP 14336), for timing the model map and
 
     python3 tools/make_synthetic_model.py OUT.safetensors --layers 2 [--embeddings] [--seed 1]
     python3 tools/make_synthetic_model.py OUTDIR --shards 4 ...   (sharded, with an index)
+    ... --jobs 16   (tensors generated in parallel, each from its own seed: other values than
+                     the default single stream, the same for every --jobs count)
 
 Weights are N(0, 0.02) with a few outlier input columns per matrix; norms are ones. 32 layers
 plus embeddings and head are 8.0 billion parameters (16 GB); fewer layers scale it down.
@@ -45,7 +47,27 @@ def bf16_bits(a):
     return (u >> 16).astype(np.uint16)
 
 
-def write_file(path, specs, rng):
+def make_tensor(shape, rng):
+    if len(shape) == 1:
+        return np.ones(shape, np.float32)
+    w = rng.standard_normal(shape, dtype=np.float32) * 0.02
+    cols = rng.choice(shape[1], size=4, replace=False)
+    w[:, cols] *= 20.0
+    return w
+
+
+def write_one(job):
+    # One tensor from its own seed, written at its offset (--jobs).
+    path, at, shape, seed = job
+    data = bf16_bits(make_tensor(shape, np.random.default_rng(seed))).tobytes()
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        os.pwrite(fd, data, at)
+    finally:
+        os.close(fd)
+
+
+def write_file(path, specs, rng, pool=None, seed=0, first=0):
     header, off = {}, 0
     for name, shape in specs:
         n = int(np.prod(shape)) * 2
@@ -57,14 +79,17 @@ def write_file(path, specs, rng):
     with open(path, "wb") as f:
         f.write(struct.pack("<Q", len(h)))
         f.write(h)
-        for name, shape in specs:
-            if len(shape) == 1:
-                w = np.ones(shape, np.float32)
-            else:
-                w = rng.standard_normal(shape, dtype=np.float32) * 0.02
-                cols = rng.choice(shape[1], size=4, replace=False)
-                w[:, cols] *= 20.0
-            f.write(bf16_bits(w).tobytes())
+        if pool is not None:
+            f.truncate(8 + len(h) + off)
+        else:
+            for name, shape in specs:
+                f.write(bf16_bits(make_tensor(shape, rng)).tobytes())
+    if pool is not None:
+        jobs = [(path, 8 + len(h) + header[name]["data_offsets"][0], shape, [seed, first + i])
+                for i, (name, shape) in enumerate(specs)]
+        # Largest first, so the pool ends together.
+        jobs.sort(key=lambda j: -int(np.prod(j[2])))
+        list(pool.imap_unordered(write_one, jobs))
     return off
 
 
@@ -90,21 +115,28 @@ def main():
     ap.add_argument("--embeddings", action="store_true")
     ap.add_argument("--shards", type=int, default=0, help="write OUT/model-*-of-*.safetensors + index")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--jobs", type=int, default=0, help="processes; each tensor from its own seed")
     a = ap.parse_args()
     rng = np.random.default_rng(a.seed)
     specs = llama_tensors(a.layers, a.embeddings)
+    pool = None
+    if a.jobs > 0:
+        import multiprocessing
+
+        pool = multiprocessing.Pool(a.jobs)
     if a.shards > 0:
         os.makedirs(a.out, exist_ok=True)
         groups = split_shards(specs, a.shards)
-        weight_map, off = {}, 0
+        weight_map, off, first = {}, 0, 0
         for i, g in enumerate(groups):
             fname = f"model-{i + 1:05d}-of-{len(groups):05d}.safetensors"
-            off += write_file(os.path.join(a.out, fname), g, rng)
+            off += write_file(os.path.join(a.out, fname), g, rng, pool, a.seed, first)
+            first += len(g)
             weight_map.update({name: fname for name, _ in g})
         with open(os.path.join(a.out, "model.safetensors.index.json"), "w") as f:
             json.dump({"metadata": {"total_size": off}, "weight_map": weight_map}, f, indent=2)
     else:
-        off = write_file(a.out, specs, rng)
+        off = write_file(a.out, specs, rng, pool, a.seed)
     params = sum(int(np.prod(s)) for _, s in specs)
     print(f"{a.out}: {len(specs)} tensors, {params / 1e9:.3f} B parameters, {off / 1e9:.2f} GB")
 

@@ -6,6 +6,9 @@
 #   python: the Python package's pytest suite with CUDA tensors, where nanobind and torch import)
 #   "cli" (not a default): tests/gpu/time_cli.sh, `castscope-cli cast` with cpu / auto / cuda
 #   "host" (not a default): castscope-bench --host, the views' update on the CPU alone
+#   "map" (not a default): the model map, CPU against CUDA cell by cell on a 2-layer synthetic
+#     checkpoint, then castscope-bench --map on the 8B one (MAP_DIR, default ./syn8b on disk, made
+#     once; MAP_LAYERS=32) from the page cache and cold
 #   "ncu" (not a default) profiles the cast kernels of `castscope-bench --quick` (NCU_KERNELS regex)
 #   BUILD_DIR=build-device  JOBS=$(nproc)  BENCH_ARGS=""  SAN_FILTER=...  TEST_FILTER=...
 set -u -o pipefail
@@ -71,6 +74,33 @@ if has host; then
   RESULT[host]="rc=$rc $(( $(now) - t0 ))s"
   cat "$OUT/host.log"
 fi
+if has map; then
+  t0=$(now)
+  CLI="$B/app/castscope-cli"
+  D6="--dtype mxfp4e2 --dtype nvfp4 --dtype mxfp6e2 --dtype mxfp8e4 --dtype mx6 --dtype int8_sc"
+  SMALL=${MAP_SMALL:-$PWD/syn2.safetensors}
+  [ -f "$SMALL" ] || python3 tools/make_synthetic_model.py "$SMALL" --layers 2 --jobs "$JOBS" >"$OUT/map.log" 2>&1
+  # shellcheck disable=SC2086
+  "$CLI" map "$SMALL" $D6 --json --device cpu >"$OUT/map_cpu.json" 2>>"$OUT/map.log" &&
+    "$CLI" map "$SMALL" $D6 --json --device cuda >"$OUT/map_cuda.json" 2>>"$OUT/map.log" &&
+    python3 tests/gpu/compare_map.py "$OUT/map_cpu.json" "$OUT/map_cuda.json" >>"$OUT/map.log" 2>&1
+  rc=$?
+  tail -3 "$OUT/map.log"
+  MD=${MAP_DIR:-$PWD/syn8b}
+  if [ ! -f "$MD/model.safetensors.index.json" ]; then
+    t1=$(now)
+    python3 tools/make_synthetic_model.py "$MD" --layers "${MAP_LAYERS:-32}" --embeddings --shards 4 \
+      --jobs "$JOBS" >>"$OUT/map.log" 2>&1
+    echo "synthetic checkpoint: $(( $(now) - t1 ))s"
+  fi
+  df -h "$MD" | tail -1
+  t1=$(now); cat "$MD"/*.safetensors >/dev/null; echo "cat (page cache): $(( $(now) - t1 ))s"
+  timeout "${MAP_TIMEOUT:-240}" "$BENCH_BIN" --map "$MD/model.safetensors.index.json" --cold \
+    --runs "${MAP_RUNS:-2}" >"$OUT/map_bench.log" 2>&1
+  rc2=$?
+  cat "$OUT/map_bench.log"
+  RESULT[map]="compare rc=$rc bench rc=$rc2 $(( $(now) - t0 ))s"
+fi
 if has ncu; then
   t0=$(now)
   NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
@@ -103,7 +133,7 @@ fi
 
 echo
 echo "step       result"
-for s in build test bench cli host ncu memcheck racecheck python; do
+for s in build test bench cli host map ncu memcheck racecheck python; do
   [ -n "${RESULT[$s]:-}" ] && printf '%-10s %s\n' "$s" "${RESULT[$s]}"
 done
 exit 0

@@ -7,6 +7,7 @@
 #include <regex>
 
 #include "castscope/cuda_stats.hpp"
+#include "cuda/sweep_pipeline.hpp"
 
 namespace castscope {
 
@@ -139,6 +140,18 @@ ModelMap sweep_model(const io::Model& model, const MapOptions& o, JobControl* jo
   // The device-resident path skips a host round trip per cell; rotations go through cast().
   bool on_gpu = o.cast.device != Device::CPU && !o.cast.rotate.enabled() && gpu::available();
   map.backend = on_gpu ? "cuda" : "cpu";
+  // On the GPU the tensors stream onto the device ahead of their cells, read and uploaded while
+  // the cells of earlier tensors run (cuda/sweep_pipeline.hpp).
+  std::unique_ptr<gpu::TensorStream> stream;
+  if (on_gpu) {
+    std::vector<std::string> names;
+    for (const io::TensorInfo* t : todo) names.push_back(t->name);
+    try {
+      stream = gpu::open_tensor_stream(model, std::move(names));
+    } catch (const Error&) {
+      // no pinned memory: each tensor is loaded and uploaded in turn
+    }
+  }
   uint64_t done_bytes = 0;
   const double ncols = static_cast<double>(map.dtypes.size());
   for (const io::TensorInfo* info : todo) {
@@ -163,14 +176,20 @@ ModelMap sweep_model(const io::Model& model, const MapOptions& o, JobControl* jo
       // an axis out of range for this tensor: every cell says why
     }
     layer_and_block(info->name, row.group, row.block);
+    gpu::DeviceTensor streamed = stream ? stream->next() : gpu::DeviceTensor();
     Tensor x;
     try {
-      x = model.load(info->name);
+      if (!streamed) x = model.load(info->name);
     } catch (const Error& e) {
       map.skipped.emplace_back(info->name, e.what());
       done_bytes += std::max<uint64_t>(info->nbytes, 1);
       continue;
     }
+    // A streamed tensor is read on the host only where a cell needs it there.
+    auto host_x = [&]() -> const Tensor& {
+      if (!x) x = model.load(info->name);
+      return x;
+    };
     {
       // Drop the tensor's mapped pages when done: resident memory stays about one tensor.
       struct Release {
@@ -178,8 +197,8 @@ ModelMap sweep_model(const io::Model& model, const MapOptions& o, JobControl* jo
         const std::string& name;
         ~Release() { io::release_pages(model, name); }
       } release{model, info->name};
-      gpu::DeviceTensor dx;
-      if (on_gpu) {
+      gpu::DeviceTensor dx = streamed;
+      if (on_gpu && !dx) {
         try {
           dx = gpu::DeviceTensor::upload(x);
         } catch (const Error&) {
@@ -208,18 +227,18 @@ ModelMap sweep_model(const io::Model& model, const MapOptions& o, JobControl* jo
             }
           }
           if (!done) {
-            CastResult r = cast(x, map.dtypes[d], co);
-            cell.stats = compute_stats(x, r.values, r.counts.clipped);
+            CastResult r = cast(host_x(), map.dtypes[d], co);
+            cell.stats = compute_stats(host_x(), r.values, r.counts.clipped);
           }
-          if (o.activations && x.rank() == 2 && o.activations.rank() == 2 &&
-              o.activations.shape()[1] == x.shape()[1]) {
+          if (o.activations && info->shape.size() == 2 && o.activations.rank() == 2 &&
+              o.activations.shape()[1] == info->shape[1]) {
             LinearErrorOptions lo;
             lo.cast = o.cast;
             lo.max_tokens = o.max_tokens;
             lo.gemm_iters = 1;  // the map reports errors; one timed GEMM per cell is enough
             lo.weight_dtype = map.dtypes[d];
             if (!o.act_keep) lo.act_dtype = o.act_dtype ? *o.act_dtype : map.dtypes[d];
-            const LinearError le = linear_error(o.activations, x, lo, co.job);
+            const LinearError le = linear_error(o.activations, host_x(), lo, co.job);
             cell.has_output = true;
             cell.out_snr_db = le.snr_db;
             cell.out_rel_err = le.rel_err;
