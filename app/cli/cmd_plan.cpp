@@ -28,7 +28,7 @@ struct PlanArgs {
   bool include_1d = false, include_embeddings = false, json = false, csv = false;
   double budget = -1;
   int64_t budget_bytes = -1;
-  bool pareto = false, no_role_weights = false;
+  bool pareto = false, no_role_weights = false, absolute = false;
   std::string activations;
   int64_t tokens = 64;
   int points = 48;
@@ -77,6 +77,7 @@ void run_budget(const PlanArgs& a, const CastOptions& cast) {
   o.include_embeddings = a.include_embeddings;
   o.cast = cast;
   o.role_weights = !a.no_role_weights;
+  o.relative = !a.absolute;
   o.tokens = a.tokens;
   if (!a.activations.empty()) set_activations(o, a.activations);
   const std::unique_ptr<io::Model> model = io::open_model(a.model);
@@ -159,6 +160,7 @@ void run_budget(const PlanArgs& a, const CastOptions& cast) {
     j["model"] = a.model;
     j["candidates"] = t.candidates;
     j["activations"] = t.activations;
+    j["error"] = t.relative ? "relative" : "absolute";
     j["values"] = t.values;
     j["kept_bits"] = t.kept_bits;
     if (choice) {
@@ -278,12 +280,15 @@ void plan_cmd(CLI::App& app) {
       ->check(CLI::NonNegativeNumber);
   sub->add_flag("--no-role-weights", a.no_role_weights,
                 "Budget planner: every tensor's error counts once (no role weights)");
+  sub->add_flag("--absolute", a.absolute,
+                "Budget planner: absolute squared errors, not each divided by the tensor's own "
+                "output energy");
   sub->callback([] {
     if (a.json && a.csv) throw Error("plan: choose one of --csv and --json");
     const bool budgeted = a.budget >= 0 || a.budget_bytes >= 0 || a.pareto;
-    if (!budgeted && (a.csv || !a.activations.empty() || a.no_role_weights))
+    if (!budgeted && (a.csv || !a.activations.empty() || a.no_role_weights || a.absolute))
       throw Error(
-          "plan: --csv, --activations and --no-role-weights go with --budget, "
+          "plan: --csv, --activations, --no-role-weights and --absolute go with --budget, "
           "--budget-bytes or --pareto");
     if (budgeted) {
       CastOptions c;

@@ -209,6 +209,33 @@ void start_evaluate(AppState& app) {
 
 }  // namespace
 
+bool plan_evaluate_running() {
+  return state().job.running();
+}
+
+std::string plan_evaluate_state_json() {
+  const EvalState& s = state();
+  auto finite = [](double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(); };
+  nlohmann::json j = {{"running", s.job.running()}, {"error", s.error}};
+  if (const EvalSummary* r = s.result.get()) {
+    nlohmann::json outs = nlohmann::json::array();
+    for (const EvalOutput& o : r->outputs)
+      outs.push_back({{"name", o.name},
+                      {"distribution", o.distribution},
+                      {"snr_db", finite(o.snr_db)},
+                      {"kl", finite(o.kl)},
+                      {"top1", finite(o.top1)}});
+    j["result"] = {{"runtime", r->runtime},
+                   {"device", r->device},
+                   {"synthetic", r->synthetic},
+                   {"bits_per_weight", finite(r->bpw)},
+                   {"bits_per_weight_cast", finite(r->bpw_cast)},
+                   {"tensors_cast", r->tensors_cast},
+                   {"outputs", outs}};
+  }
+  return j.dump();
+}
+
 void draw_plan_evaluate(AppState& app) {
   EvalState& s = state();
   std::shared_ptr<const EvalSummary> got;
