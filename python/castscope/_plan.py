@@ -317,7 +317,10 @@ def plan(
     acts: Dict[str, np.ndarray] = {}
     desc = None
     measure = None
-    fmt = detect_format(path)
+    try:
+        fmt = detect_format(path)
+    except EvalError:
+        fmt = "other"  # a checkpoint no runtime runs (safetensors, npz, ...): weights only
     measured = bool(sensitivity) and not isinstance(sensitivity, Mapping)
     if activations == "runtime" or measured:
         if fmt == "onnx":

@@ -177,3 +177,18 @@ def test_sensitivity_is_the_measured_output_divergence(tmp_path, rng):
             {"pattern": e["name"], "dtype": probe["dtype"]}]}, inputs=x, device="cpu")
         kl = np.mean([o["kl"] for o in ev.outputs if o.get("kl") is not None])
         assert probe["error"] == pytest.approx(kl, rel=1e-6), e["name"]
+
+
+def test_checkpoints_without_a_runtime_plan_from_weights():
+    """A checkpoint no runtime runs (here the demo layer, .npy) is planned from its weights;
+    a sensitivity for it is refused by name."""
+    import os
+
+    layer = os.path.join(os.path.dirname(__file__), "..", "..", "assets", "demo_layer.npy")
+    r = castscope.plan(layer, budget=6.3, candidates=CANDIDATES, points=8)
+    assert [e["predictor"] for e in r["table"]["tensors"]] == ["weights"]
+    assert r["choice"]["bits_per_weight"] <= 6.3 and r["inputs"] is None
+    s = castscope.plan(layer, budget=6.3, candidates=CANDIDATES, activations="synthetic", points=0)
+    assert s["table"]["tensors"][0]["predictor"] == "activations"
+    with pytest.raises(castscope.Error, match="ONNX and Hugging Face models only"):
+        castscope.plan(layer, budget=6.3, sensitivity=True)
