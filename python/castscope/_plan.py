@@ -4,7 +4,9 @@ from the graph's input spec) and the input of every MatMul, Gemm and ungrouped C
 weight is captured; Hugging Face models run in PyTorch and forward pre-hooks capture the input of
 every Linear and GPT-2 Conv1D layer. Each tensor's candidates are then predicted by the relative
 output error ||X (Q(W) - W)||^2 / ||X W||^2 along its resolved layout; tensors whose input the
-runtime does not show fall back to the relative weight error ||Q(W) - W||^2 / ||W||^2."""
+runtime does not show fall back to the relative weight error ||Q(W) - W||^2 / ||W||^2. With
+sensitivity, each tensor's errors are also scaled to the output divergence measured with that
+tensor alone cast (docs/planning.md, "The predictor")."""
 
 from __future__ import annotations
 
@@ -64,7 +66,8 @@ def _divergence(ref: Sequence[np.ndarray], out: Sequence[np.ndarray]) -> float:
             d.append(float(c["kl"]))
         else:
             r64 = np.asarray(r, np.float64)
-            d.append(float(np.sum((np.asarray(o, np.float64) - r64) ** 2) / max(np.sum(r64 ** 2), 1e-300)))
+            err = np.sum((np.asarray(o, np.float64) - r64) ** 2)
+            d.append(float(err / max(np.sum(r64 ** 2), 1e-300)))
     return float(np.mean(d)) if d else 0.0
 
 
