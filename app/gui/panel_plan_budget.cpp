@@ -24,8 +24,9 @@ void draw_plan_budget(AppState& app) {
   ImGui::Checkbox("synthetic activations", &app.budget_activations);
   if (ImGui::IsItemHovered())
     ImGui::SetTooltip(
-        "Predict each tensor's output error ||XW - XQ(W)||^2 with synthetic activations "
-        "(outlier channels); off: the weights' squared error, weighted by role");
+        "Predict each tensor's relative output error ||XW - XQ(W)||^2 / ||XW||^2 with "
+        "synthetic activations (outlier channels); off: the weights' relative squared error; "
+        "both weighted by role");
   ImGui::SameLine();
   if (ImGui::Button("Plan")) start_budget_table(app);
   ImGui::EndDisabled();
