@@ -277,6 +277,7 @@ def plan(
     axis: Union[int, str] = "auto",
     device: str = "auto",
     progress: Optional[Callable[[float], None]] = None,
+    _table_json: bool = False,
 ) -> Dict[str, Any]:
     """Choose one datatype per tensor under a size budget (``castscope-cli plan --budget``),
     minimizing the predicted output error exactly, and return the plan and the Pareto curve.
@@ -348,6 +349,8 @@ def plan(
         table = _core._plan_budget(*args[:2], -1.0, -1, 0, *args[5:], {}, None)["table"]
         sens = _sensitivities(m, table, measure, progress)
     r = _core._plan_budget(*args, sens, progress)
+    if not _table_json:
+        del r["table_json"]
     r["plan"] = json.loads(r["plan"]) if "plan" in r else None
     r.setdefault("choice", None)
     r["inputs"] = desc

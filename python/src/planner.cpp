@@ -104,6 +104,8 @@ void bind_planner(nb::module_& m) {
         });
         nb::dict d;
         d["table"] = table_dict(r.table);
+        // For castscope-cli plan and the app, which solve this same table themselves.
+        d["table_json"] = plan_table_to_json(r.table);
         if (r.choice) {
           nb::list picks;
           for (size_t i = 0; i < r.table.tensors.size(); ++i) {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <limits>
 #include <random>
@@ -451,6 +452,57 @@ TEST(Planner, RefusesABudgetBelowTheSmallestPlan) {
   BudgetPlanOptions bad = small_options();
   bad.candidates = {"mxfp4e2", "no_such_type"};
   EXPECT_THROW(build_plan_table(m, bad), Error);
+}
+
+// The Python planner's table reaches the CLI and the app as JSON: every double must come back
+// with the same bits, or their choice could differ from castscope.plan's.
+TEST(Planner, TableJsonRoundTripsExactly) {
+  const uint64_t seed = test::test_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  const MemoryModel m = small_model(seed);
+  BudgetPlanOptions o = small_options();
+  o.synthetic = true;
+  o.seed = seed;
+  o.tensor_sensitivity["model.layers.0.mlp.down_proj.weight"] = 0.1 + 1.0 / 3.0;
+  PlanTable t = build_plan_table(m, o);
+  t.tensors[0].options[0].snr_db = INFINITY;  // a weight cast without error
+  t.tensors[0].options[1].snr_db = -INFINITY;
+  t.tensors[1].options[0].snr_db = NAN;
+  t.tensors[1].failed.emplace_back("q4_k", "a row of 64 \"is\" short");
+  const PlanTable r = plan_table_from_json(plan_table_to_json(t));
+  auto same = [](double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; };
+  EXPECT_EQ(r.candidates, t.candidates);
+  EXPECT_EQ(r.values, t.values);
+  EXPECT_EQ(r.kept, t.kept);
+  EXPECT_EQ(r.kept_bits, t.kept_bits);
+  EXPECT_EQ(r.activations, t.activations);
+  EXPECT_EQ(r.relative, t.relative);
+  ASSERT_EQ(r.tensors.size(), t.tensors.size());
+  for (size_t i = 0; i < t.tensors.size(); ++i) {
+    const PlanTensor &a = t.tensors[i], &b = r.tensors[i];
+    EXPECT_EQ(b.name, a.name);
+    EXPECT_EQ(b.shape, a.shape);
+    EXPECT_EQ(b.numel, a.numel);
+    EXPECT_EQ(b.axis, a.axis);
+    EXPECT_EQ(b.predictor, a.predictor);
+    EXPECT_TRUE(same(b.role, a.role) && same(b.sensitivity, a.sensitivity) &&
+                same(b.energy, a.energy))
+        << a.name;
+    EXPECT_EQ(b.failed, a.failed);
+    ASSERT_EQ(b.options.size(), a.options.size());
+    for (size_t k = 0; k < a.options.size(); ++k) {
+      const PlanOption &x = a.options[k], &y = b.options[k];
+      EXPECT_EQ(y.candidate, x.candidate);
+      EXPECT_EQ(y.bits, x.bits);
+      EXPECT_TRUE(same(y.error, x.error) && same(y.weight_sse, x.weight_sse)) << a.name << k;
+      EXPECT_TRUE(same(y.snr_db, x.snr_db) || (std::isnan(x.snr_db) && std::isnan(y.snr_db)))
+          << a.name << k;
+    }
+  }
+  const uint64_t cap = budget_bits_for(t, 6.0);
+  EXPECT_EQ(choose_within(r, cap).option, choose_within(t, cap).option);
+  EXPECT_THROW(plan_table_from_json("{\"candidates\": []}"), Error);
+  EXPECT_THROW(plan_table_from_json("not json"), Error);
 }
 
 TEST(Planner, PlanFileRecordsTheBudgetAndOldPlansStillRead) {

@@ -158,6 +158,12 @@ struct ParetoPoint {
 std::vector<ParetoPoint> pareto_curve(const PlanTable& t, int points = 48,
                                       JobControl* job = nullptr);
 
+// The table as JSON and back, exactly (every double round-trips; non-finite SNRs as "inf" /
+// "-inf" / "nan"): how a table built with the model's runtime activations in Python reaches the
+// CLI and the app, which then solve it with the same solver. Error naming what is malformed.
+std::string plan_table_to_json(const PlanTable& t);
+PlanTable plan_table_from_json(const std::string& text);
+
 // Exact-name rules for the chosen datatypes (default keep), with the budget and the predicted
 // error recorded (ExportPlan::budget).
 ExportPlan plan_from_choice(const PlanTable& t, const BudgetChoice& c);
