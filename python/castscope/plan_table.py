@@ -56,7 +56,16 @@ def main(argv: Optional[List[str]] = None) -> int:
 
     tty = not a.progress and sys.stderr.isatty()
 
+    # With sensitivity castscope.plan reports two passes (the runs of the model, then the
+    # table), each from 0 to 1: shown as the two halves of one.
+    phase = {"last": 0.0, "base": 0.0}
+
     def progress(f: float) -> None:
+        if a.sensitivity:
+            if f < phase["last"] or phase["last"] >= 1.0:
+                phase["base"] = 0.5
+            phase["last"] = f
+            f = phase["base"] + f / 2
         if a.progress:
             print(f"progress {f:.4f} planning", file=sys.stderr, flush=True)
         elif tty:
