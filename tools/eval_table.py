@@ -2,13 +2,16 @@
 """Per model, a table of end-to-end KL divergence, top-1 agreement and bits per weight of plans
 run in the model's own runtime (castscope.evaluate): uniform MXFP4, NVFP4, Q4_K, MXFP6, MXFP8;
 the SNR-threshold auto plan (castscope-cli plan); a llama.cpp-style mix (Q4_K, attn_v and ffn_down
-at Q6_K); and the budget plans of castscope-cli plan --budget B. A row whose plan command fails
+at Q6_K); the budget plans of castscope-cli plan --budget B (relative weight error) and of
+castscope.plan(budget=B) (relative output error from the runtime's activations on calibration
+inputs: text lines of another seed, token ids of another seed). A row whose plan command fails
 is left out, and the table says why.
 
 usage:
   tools/eval_table.py [--cli build/app/castscope-cli] MODEL[=INPUTS] ... > tables.md
   tools/eval_table.py --make-tiny DIR        # the tiny transformers models of the tables
   tools/eval_table.py --text-lines OUT.npy   # text lines rendered for the PaddleOCR recognizer
+                                             # (and OUT.calib.npy for the planner)
 """
 
 from __future__ import annotations
@@ -57,7 +60,7 @@ def cli_plan(cli: str, model: str, extra: list, out: str):
     return out, None
 
 
-def rows_for(cli: str, model: str, inputs, device: str, tmp: str):
+def rows_for(cli: str, model: str, inputs, calib, device: str, tmp: str):
     import castscope
 
     plans = [(name, uniform_plan(d), None) for name, d in UNIFORM]
@@ -66,7 +69,29 @@ def rows_for(cli: str, model: str, inputs, device: str, tmp: str):
     plans.append(("llama.cpp-style mix (Q4_K; attn_v, ffn_down Q6_K)", mix_plan(), None))
     for b in BUDGETS:
         path, why = cli_plan(cli, model, ["--budget", str(b)], os.path.join(tmp, f"b{b}.json"))
-        plans.append((f"budget {b}", path, why))
+        plans.append((f"budget {b} (weights)", path, why))
+    if not model.endswith(".gguf"):
+        # Activation-aware: the activations the model's runtime computes on calibration inputs
+        # other than the evaluation's (text lines of another seed; token ids of seed 1).
+        # With sensitivity, each tensor's errors are also scaled to the output KL measured with
+        # that tensor alone cast (measured once, then reused for every budget).
+        try:
+            t = castscope.plan(model, inputs=calib, points=0, sensitivity=True)["table"]
+            sens = {e["name"]: e["sensitivity"] for e in t["tensors"]}
+        except castscope.Error as e:
+            sens = str(e).splitlines()[0]
+        for label, with_sens in (("activations", False), ("activations + sensitivity", True)):
+            for b in BUDGETS:
+                name = f"budget {b} ({label})"
+                if with_sens and isinstance(sens, str):
+                    plans.append((name, None, sens))
+                    continue
+                try:
+                    r = castscope.plan(model, budget=b, inputs=calib, points=0,
+                                       sensitivity=sens if with_sens else False)
+                    plans.append((name, r["plan"], None))
+                except castscope.Error as e:
+                    plans.append((name, None, str(e).splitlines()[0]))
     rows, skipped = [], []
     for name, plan, why in plans:
         if plan is None:
@@ -193,8 +218,17 @@ def tiny_gguf(path: str, rng, vocab=512, embd=256, ff=512, heads=4, kv=2, blocks
     w.close()
 
 
+def calibration_path(inputs: str) -> str:
+    """Where text_lines writes the planner's calibration lines beside the evaluation's."""
+    root, ext = os.path.splitext(inputs)
+    return root + ".calib" + ext
+
+
 def text_lines(out: str, seed: int = 7) -> None:
-    """Eight text lines, 48 x 320, normalized as PaddleOCR feeds its recognizer."""
+    """Eight text lines, 48 x 320, normalized as PaddleOCR feeds its recognizer; and eight
+    others (seed + 1) for the planner's activations (calibration_path)."""
+    if seed == 7:
+        text_lines(calibration_path(out), seed + 1)
     from PIL import Image, ImageDraw, ImageFont
 
     words = ["CastScope", "quantization", "MXFP4", "NVFP4", "bits", "per", "weight", "2026",
@@ -229,7 +263,10 @@ def main() -> int:
         model, _, inputs = spec.partition("=")
         print(f"{model}", file=sys.stderr, flush=True)
         with tempfile.TemporaryDirectory() as tmp:
-            rows, skipped = rows_for(cli, model, inputs or None, a.device, tmp)
+            calib = calibration_path(inputs) if inputs else None
+            if calib and not os.path.exists(calib):
+                sys.exit(f"{calib}: the calibration inputs are missing (--text-lines writes them)")
+            rows, skipped = rows_for(cli, model, inputs or None, calib, a.device, tmp)
         print(table(model, rows, skipped))
     return 0
 

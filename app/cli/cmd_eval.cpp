@@ -3,21 +3,13 @@
 // transformers, llama.cpp). Those runtimes are Python libraries, so the command runs the castscope
 // Python package (python3 -m castscope.eval) with the same arguments; $CASTSCOPE_PYTHON names
 // another interpreter.
-#include <fcntl.h>
-#include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <vector>
 
 #include "cli/command.hpp"
-
-extern char** environ;
+#include "cli/python_child.hpp"
 
 namespace castscope::cli {
 namespace {
@@ -29,52 +21,6 @@ struct EvalArgs {
   int max_tokens = 512;
   bool json = false, csv = false, progress = false;
 };
-
-std::string python_exe() {
-  const char* p = std::getenv("CASTSCOPE_PYTHON");
-  return p && *p ? p : "python3";
-}
-
-// Runs argv with this process's stdio; SIGINT (Ctrl+C reaches the whole foreground group) is left
-// to the child, which stops and exits 130, while this process waits for its status.
-int run_child(const std::vector<std::string>& args, bool quiet) {
-  std::vector<char*> argv;
-  for (const std::string& s : args) argv.push_back(const_cast<char*>(s.c_str()));
-  argv.push_back(nullptr);
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  if (quiet) {
-    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
-    posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
-  }
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  sigset_t defaults;
-  sigemptyset(&defaults);
-  sigaddset(&defaults, SIGINT);
-  sigaddset(&defaults, SIGTERM);
-  posix_spawnattr_setsigdefault(&attr, &defaults);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF);
-  struct sigaction ignore {
-  }, old_int{}, old_term{};
-  ignore.sa_handler = SIG_IGN;
-  sigaction(SIGINT, &ignore, &old_int);
-  sigaction(SIGTERM, &ignore, &old_term);
-  pid_t pid = -1;
-  const int rc = posix_spawnp(&pid, argv[0], &fa, &attr, argv.data(), environ);
-  int status = 0;
-  if (rc == 0)
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-    }
-  sigaction(SIGINT, &old_int, nullptr);
-  sigaction(SIGTERM, &old_term, nullptr);
-  posix_spawn_file_actions_destroy(&fa);
-  posix_spawnattr_destroy(&attr);
-  if (rc != 0) return -1;
-  if (WIFEXITED(status)) return WEXITSTATUS(status);
-  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
-  return 1;
-}
 
 void eval_cmd(CLI::App& app) {
   static EvalArgs a;
@@ -104,20 +50,8 @@ void eval_cmd(CLI::App& app) {
   sub->add_flag("--progress", a.progress, "Print 'progress FRACTION STAGE' lines on stderr");
   sub->callback([] {
     const std::string py = python_exe();
-    // A missing package would otherwise surface as Python's "No module named" in the middle of
-    // the command's output; ask first, quietly, and say how to install it.
-    const int probe = run_child({py, "-c", "import castscope.eval"}, true);
-    if (probe != 0)
-      throw Error(
-          (probe < 0 ? "'" + py + "' cannot be run"
-                     : "'" + py +
-                           "' cannot import the castscope "
-                           "Python package") +
-          "; eval runs the package (python3 -m castscope.eval). Install it from the CastScope "
-          "source tree with: PIP_BREAK_SYSTEM_PACKAGES=1 python3 -m pip install . (plus "
-          "onnxruntime and onnx for ONNX models, torch and transformers for Hugging Face "
-          "directories, llama-cpp-python for GGUF), or set CASTSCOPE_PYTHON to an interpreter "
-          "that has it");
+    require_python_module(py, "castscope.eval",
+                          "eval runs the package (python3 -m castscope.eval)");
     std::vector<std::string> args = {py, "-m", "castscope.eval", a.model, "--plan", a.plan};
     auto opt = [&](const char* flag, const std::string& v) {
       if (!v.empty()) args.insert(args.end(), {flag, v});

@@ -2,20 +2,28 @@
 // [--include-embeddings]: per-layer auto-assignment of the cheapest candidate datatype that
 // reaches an SNR target, written as a plan file for `export --plan`. With --budget BPW or
 // --budget-bytes N the exact least-predicted-error choice within the size (docs/planning.md);
-// --pareto prints the curve of optimal plans.
+// --pareto prints the curve of optimal plans. Activations from the model's own runtime
+// (--activations runtime, --inputs) and measured sensitivities (--sensitivity) come from the Python
+// package's planner (python3 -m castscope.plan_table, as eval runs castscope.eval): its table is
+// solved and printed here like the engine's own.
 #include <unistd.h>
 
 #include <atomic>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "castscope/autoplan.hpp"
 #include "castscope/io.hpp"
 #include "castscope/linear_error.hpp"
 #include "castscope/planner.hpp"
 #include "cli/command.hpp"
+#include "cli/python_child.hpp"
 
 namespace castscope::cli {
 namespace {
@@ -28,8 +36,9 @@ struct PlanArgs {
   bool include_1d = false, include_embeddings = false, json = false, csv = false;
   double budget = -1;
   int64_t budget_bytes = -1;
-  bool pareto = false, no_role_weights = false;
-  std::string activations;
+  bool pareto = false, no_role_weights = false, absolute = false;
+  std::string activations, inputs;
+  bool sensitivity = false;
   int64_t tokens = 64;
   int points = 48;
 };
@@ -69,17 +78,84 @@ void set_activations(BudgetPlanOptions& o, const std::string& spec) {
   o.seed = seed;
 }
 
+// Whether the table comes from the Python planner: the model's runtime runs for it.
+bool needs_runtime(const PlanArgs& a) {
+  return a.activations == "runtime" || a.sensitivity || !a.inputs.empty();
+}
+
+// The table castscope.plan builds (python3 -m castscope.plan_table), read back exactly.
+PlanTable python_table(const PlanArgs& a) {
+  const bool plain = a.activations.empty() || a.activations == "runtime" ||
+                     a.activations == "synthetic" || a.activations == "none";
+  if (!plain)
+    throw Error("plan: --activations '" + a.activations +
+                "' goes with neither --inputs nor --sensitivity (they run the model's runtime; "
+                "use --activations runtime, synthetic or none with them)");
+  if (!a.inputs.empty() && a.activations != "runtime" && !a.activations.empty() && !a.sensitivity)
+    throw Error("plan: --inputs goes with --activations runtime or --sensitivity");
+  const std::string py = python_exe();
+  require_python_module(py, "castscope.plan_table",
+                        "plan with --activations runtime, --inputs or --sensitivity runs the "
+                        "package (python3 -m castscope.plan_table)");
+  std::string tmpl =
+      (std::filesystem::temp_directory_path() / "castscope-plan-table-XXXXXX").string();
+  const int fd = mkstemp(tmpl.data());
+  if (fd < 0) throw Error("plan: cannot create a temporary file in " + tmpl);
+  ::close(fd);
+  struct Remove {
+    std::string path;
+    ~Remove() {
+      std::error_code ec;
+      std::filesystem::remove(path, ec);
+    }
+  } remove{tmpl};
+  // No --activations with --inputs means runtime; with --sensitivity alone, the weight form.
+  const std::string acts = !a.activations.empty() ? a.activations
+                           : !a.inputs.empty()    ? "runtime"
+                                                  : "none";
+  std::vector<std::string> args = {py,      "-m", "castscope.plan_table", a.model,
+                                   "--out", tmpl, "--activations",        acts};
+  if (!a.inputs.empty()) args.insert(args.end(), {"--inputs", a.inputs});
+  if (a.sensitivity) args.push_back("--sensitivity");
+  if (!a.candidates.empty()) {
+    std::string c;
+    for (const std::string& x : a.candidates) c += (c.empty() ? "" : ",") + x;
+    args.insert(args.end(), {"--candidates", c});
+  }
+  if (a.include_1d) args.push_back("--include-1d");
+  if (a.include_embeddings) args.push_back("--include-embeddings");
+  if (a.no_role_weights) args.push_back("--no-role-weights");
+  if (a.absolute) args.push_back("--absolute");
+  args.insert(args.end(), {"--round", a.round, "--scale-mode", a.scale_mode, "--axis", a.axis,
+                           "--device", a.device});
+  std::fflush(nullptr);
+  const int rc = run_child(args, false);
+  if (rc < 0) throw Error("'" + py + "' cannot be run");
+  if (rc != 0) {
+    // The child printed its own message; keep its status (1 error, 130 cancelled).
+    std::fflush(nullptr);
+    std::exit(rc);
+  }
+  std::ifstream in(tmpl);
+  std::stringstream text;
+  text << in.rdbuf();
+  return plan_table_from_json(text.str());
+}
+
 // The budget planner's output: the chosen plan, the Pareto curve, or both.
 void run_budget(const PlanArgs& a, const CastOptions& cast) {
+  const bool runtime = needs_runtime(a);
   BudgetPlanOptions o;
   if (!a.candidates.empty()) o.candidates = a.candidates;
   o.include_1d = a.include_1d;
   o.include_embeddings = a.include_embeddings;
   o.cast = cast;
   o.role_weights = !a.no_role_weights;
+  o.relative = !a.absolute;
   o.tokens = a.tokens;
-  if (!a.activations.empty()) set_activations(o, a.activations);
-  const std::unique_ptr<io::Model> model = io::open_model(a.model);
+  if (!runtime && !a.activations.empty() && a.activations != "none")
+    set_activations(o, a.activations);
+  const std::unique_ptr<io::Model> model = runtime ? nullptr : io::open_model(a.model);
   JobControl job;
   const bool tty = ::isatty(2) != 0;
   job.on_progress = [tty](double f) {
@@ -94,8 +170,8 @@ void run_budget(const PlanArgs& a, const CastOptions& cast) {
   std::optional<BudgetChoice> choice;
   std::vector<ParetoPoint> curve;
   try {
-    t = build_plan_table(*model, o, &job);
-    if (tty) std::fprintf(stderr, "\r\033[K");
+    t = runtime ? python_table(a) : build_plan_table(*model, o, &job);
+    if (tty && !runtime) std::fprintf(stderr, "\r\033[K");
     if (t.tensors.empty()) throw Error("plan: no tensor of '" + a.model + "' to choose for");
     if (a.budget >= 0 || a.budget_bytes >= 0) {
       const uint64_t bits =
@@ -159,6 +235,7 @@ void run_budget(const PlanArgs& a, const CastOptions& cast) {
     j["model"] = a.model;
     j["candidates"] = t.candidates;
     j["activations"] = t.activations;
+    j["error"] = t.relative ? "relative" : "absolute";
     j["values"] = t.values;
     j["kept_bits"] = t.kept_bits;
     if (choice) {
@@ -272,19 +349,31 @@ void plan_cmd(CLI::App& app) {
   sub->add_flag("--csv", a.csv, "Print CSV (the curve with --pareto, else the budget plan)");
   sub->add_option("--activations", a.activations,
                   "Budget planner: activations [tokens, features] (.npy / .safetensors) for "
-                  "every tensor whose quantization axis has that length, or "
-                  "synthetic[:TOKENS[:OUTLIERS[:SCALE[:SEED]]]] for every tensor");
+                  "every tensor whose quantization axis has that length, "
+                  "synthetic[:TOKENS[:OUTLIERS[:SCALE[:SEED]]]] for every tensor, runtime (the "
+                  "inputs of every layer as the model's runtime computes them; ONNX and Hugging "
+                  "Face models, through the Python package) or none (the weight form)");
+  sub->add_option("--inputs", a.inputs,
+                  "Budget planner: the model's inputs for --activations runtime and "
+                  "--sensitivity, as eval takes them (default: synthesized from the input spec)");
+  sub->add_flag("--sensitivity", a.sensitivity,
+                "Budget planner: scale each tensor's errors by its end-to-end sensitivity, "
+                "measured by running the model with that tensor alone cast (Python package)");
   sub->add_option("--tokens", a.tokens, "Activation rows used (default 64; 0: all)")
       ->check(CLI::NonNegativeNumber);
   sub->add_flag("--no-role-weights", a.no_role_weights,
                 "Budget planner: every tensor's error counts once (no role weights)");
+  sub->add_flag("--absolute", a.absolute,
+                "Budget planner: absolute squared errors, not each divided by the tensor's own "
+                "output energy");
   sub->callback([] {
     if (a.json && a.csv) throw Error("plan: choose one of --csv and --json");
     const bool budgeted = a.budget >= 0 || a.budget_bytes >= 0 || a.pareto;
-    if (!budgeted && (a.csv || !a.activations.empty() || a.no_role_weights))
+    if (!budgeted && (a.csv || !a.activations.empty() || a.no_role_weights || a.absolute ||
+                      !a.inputs.empty() || a.sensitivity))
       throw Error(
-          "plan: --csv, --activations and --no-role-weights go with --budget, "
-          "--budget-bytes or --pareto");
+          "plan: --csv, --activations, --inputs, --sensitivity, --no-role-weights and "
+          "--absolute go with --budget, --budget-bytes or --pareto");
     if (budgeted) {
       CastOptions c;
       AxisSpec::parse(a.axis).apply(c);

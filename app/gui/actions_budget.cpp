@@ -1,8 +1,17 @@
 // Background work of the plan panel's budget planner: the table of predicted errors and the
 // Pareto curve once per model and inputs, then the exact plan for each budget the user drags to.
+// With activations from an inputs file or measured sensitivities the table comes from the Python
+// planner (python3 -m castscope.plan_table, as castscope-cli plan runs it), read back exactly.
+#include <unistd.h>
+
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 
 #include "app_state.hpp"
+#include "budget_runtime.hpp"
+#include "python_job.hpp"
 
 namespace castscope::gui {
 
@@ -29,7 +38,35 @@ std::string model_key(const AppState& app) {
   return ptr;
 }
 
+// The table castscope.plan builds for these options, from the Python package in a child process
+// (progress and cancel through ctl).
+PlanTable python_table(JobControl& ctl, std::vector<std::string> args) {
+  std::string out =
+      (std::filesystem::temp_directory_path() / "castscope-plan-table-XXXXXX").string();
+  const int fd = mkstemp(out.data());
+  if (fd < 0) throw Error("cannot create a temporary file for the plan table");
+  ::close(fd);
+  struct Remove {
+    std::string path;
+    ~Remove() {
+      std::error_code ec;
+      std::filesystem::remove(path, ec);
+    }
+  } remove{out};
+  args.insert(args.end(), {"--out", out, "--progress"});
+  run_python_job(ctl, std::move(args), "budget planner");
+  std::ifstream in(out);
+  std::stringstream text;
+  text << in.rdbuf();
+  return plan_table_from_json(text.str());
+}
+
 }  // namespace
+
+BudgetRuntimeOptions& budget_runtime_options() {
+  static BudgetRuntimeOptions o;
+  return o;
+}
 
 void start_budget_table(AppState& app) {
   if (!app.model) {
@@ -40,18 +77,44 @@ void start_budget_table(AppState& app) {
   const std::vector<std::string> cands = split_list(app.budget_candidates);
   if (!cands.empty()) o.candidates = cands;
   o.cast = composer_cast_options(app);
-  o.synthetic = app.budget_activations;
+  const BudgetRuntimeOptions& rt = budget_runtime_options();
+  o.synthetic = app.budget_activations && !rt.from_inputs;
+  const std::string acts = rt.from_inputs ? "runtime" : o.synthetic ? "synthetic" : "none";
   std::string key = model_key(app) + AxisSpec::from(o.cast).str() + "|" + to_string(o.cast.round) +
-                    "|" + to_string(o.cast.scale_mode) + "|" + (o.synthetic ? "act" : "weights");
+                    "|" + to_string(o.cast.scale_mode) + "|" + acts;
+  if (rt.from_inputs) key += "|inputs=" + std::string(rt.inputs);
+  if (rt.sensitivity) key += "|sensitivity";
   for (const std::string& c : o.candidates) key += "|" + c;
+  // Only the Python package runs the model's runtime.
+  std::vector<std::string> py;
+  if (rt.from_inputs || rt.sensitivity) {
+    py = {python_interpreter(),
+          "-m",
+          "castscope.plan_table",
+          app.model->path(),
+          "--activations",
+          acts,
+          "--axis=" + AxisSpec::from(o.cast).str(),
+          "--round",
+          to_string(o.cast.round),
+          "--scale-mode",
+          to_string(o.cast.scale_mode)};
+    if (rt.from_inputs && rt.inputs[0]) py.insert(py.end(), {"--inputs", rt.inputs});
+    if (rt.sensitivity) py.push_back("--sensitivity");
+    if (!cands.empty()) {
+      std::string c;
+      for (const std::string& x : cands) c += (c.empty() ? "" : ",") + x;
+      py.insert(py.end(), {"--candidates", c});
+    }
+  }
   auto model = app.model;
   app.budget_error.clear();
   app.budget_pick.reset();
   app.started_pick.clear();
-  app.budget_job.start("plan under a budget", [model, o, key](JobControl& job) {
+  app.budget_job.start("plan under a budget", [model, o, key, py](JobControl& job) {
     auto r = std::make_shared<BudgetTable>();
     r->key = key;
-    r->table = build_plan_table(*model, o, &job);
+    r->table = py.empty() ? build_plan_table(*model, o, &job) : python_table(job, py);
     if (r->table.tensors.empty()) throw Error("no tensor of this model for the planner");
     r->curve = pareto_curve(r->table, 48, &job);
     r->min_bits = choose_within(r->table, 0).min_bits;

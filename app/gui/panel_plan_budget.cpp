@@ -5,6 +5,7 @@
 
 #include <cmath>
 
+#include "budget_runtime.hpp"
 #include "castscope/widgets/pareto_plot.hpp"
 #include "panels.hpp"
 
@@ -21,13 +22,40 @@ void draw_plan_budget(AppState& app) {
         "Datatypes the planner chooses from, comma-separated; empty: mxfp4e2, nvfp4, q4_k, "
         "mxfp6e2, q6_k, mxfp8e4, q8_0, bfloat16");
   ImGui::SameLine();
-  ImGui::Checkbox("synthetic activations", &app.budget_activations);
+  if (ImGui::Button("Plan")) start_budget_table(app);
+  // Activations: none (the weights' relative error), the synthetic generator, or what the
+  // model's runtime computes on an inputs file (Python package).
+  BudgetRuntimeOptions& rt = budget_runtime_options();
+  int acts = rt.from_inputs ? 2 : app.budget_activations ? 1 : 0;
+  ImGui::TextUnformatted("activations:");
+  const char* const labels[] = {"none", "synthetic", "from inputs file"};
+  const char* const tips[] = {
+      "Predict from the weights: each tensor's relative squared error ||Q(W) - W||^2 / ||W||^2",
+      "Predict each tensor's relative output error ||XW - XQ(W)||^2 / ||XW||^2 with synthetic "
+      "activations (outlier channels)",
+      "Predict each tensor's relative output error with the activations the model's own runtime "
+      "computes (onnxruntime, PyTorch) on the inputs file (.npy / .npz / text; empty: "
+      "synthesized from the input spec), through the castscope Python package"};
+  for (int i = 0; i < 3; ++i) {
+    ImGui::SameLine();
+    if (ImGui::RadioButton(labels[i], acts == i)) acts = i;
+    if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s; weighted by role", tips[i]);
+  }
+  app.budget_activations = acts == 1;
+  rt.from_inputs = acts == 2;
+  if (rt.from_inputs) {
+    ImGui::SameLine();
+    ImGui::SetNextItemWidth(ImGui::GetFontSize() * 14);
+    ImGui::InputTextWithHint("##budgetinputs", "inputs (.npy / .npz / text)", rt.inputs,
+                             sizeof rt.inputs);
+  }
+  ImGui::SameLine();
+  ImGui::Checkbox("sensitivity", &rt.sensitivity);
   if (ImGui::IsItemHovered())
     ImGui::SetTooltip(
-        "Predict each tensor's output error ||XW - XQ(W)||^2 with synthetic activations "
-        "(outlier channels); off: the weights' squared error, weighted by role");
-  ImGui::SameLine();
-  if (ImGui::Button("Plan")) start_budget_table(app);
+        "Run the model once per tensor with only that tensor cast and scale its predicted "
+        "errors to the output divergence measured (Python package; ONNX and Hugging Face "
+        "models)");
   ImGui::EndDisabled();
   job_line(app.budget_job);
   if (!app.budget_error.empty())

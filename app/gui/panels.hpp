@@ -29,6 +29,10 @@ void draw_plan_panel(AppState& app);
 void draw_plan_budget(AppState& app);  // the plan panel's budget planner (panel_plan_budget.cpp)
 void draw_plan_evaluate(
     AppState& app);  // the plan panel's end-to-end "Evaluate" (plan_evaluate.cpp)
+// For scripted sessions: whether the evaluation runs, and its state as JSON (running, error,
+// the last result's sizes and outputs).
+bool plan_evaluate_running();
+std::string plan_evaluate_state_json();
 void draw_export_panel(AppState& app);
 void draw_matmul_panel(AppState& app);
 void draw_teach_panel(AppState& app);

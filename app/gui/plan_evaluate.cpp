@@ -3,24 +3,16 @@
 // with progress and cancel, its KL divergence, top-1 agreement and SNR shown beside the plan's
 // size. The runtimes are Python libraries, so the job runs `python3 -m castscope.eval` (as
 // castscope-cli eval does) and reads its progress lines and JSON result.
-#include <fcntl.h>
-#include <poll.h>
-#include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <cmath>
-#include <cstdlib>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "panels.hpp"
-
-extern char** environ;
+#include "python_job.hpp"
 
 namespace castscope::gui {
 namespace {
@@ -85,8 +77,7 @@ EvalSummary parse_result(const std::string& text) {
   return s;
 }
 
-// Runs the evaluation child; stderr lines "progress F STAGE" drive the job's progress, the rest
-// of stderr is the error message; a cancel sends SIGINT, on which the child stops and exits 130.
+// The evaluation child's JSON result; the plan file it read is removed whatever happens.
 std::shared_ptr<const EvalSummary> run_eval(JobControl& ctl, std::vector<std::string> args,
                                             const std::string& plan_file) {
   struct Cleanup {
@@ -96,83 +87,7 @@ std::shared_ptr<const EvalSummary> run_eval(JobControl& ctl, std::vector<std::st
       std::filesystem::remove(path, ec);
     }
   } cleanup{plan_file};
-  int out[2], err[2];
-  if (pipe(out) != 0 || pipe(err) != 0) throw Error("cannot create pipes for the evaluation");
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_adddup2(&fa, out[1], 1);
-  posix_spawn_file_actions_adddup2(&fa, err[1], 2);
-  posix_spawn_file_actions_addclose(&fa, out[0]);
-  posix_spawn_file_actions_addclose(&fa, err[0]);
-  std::vector<char*> argv;
-  for (std::string& s : args) argv.push_back(s.data());
-  argv.push_back(nullptr);
-  pid_t pid = -1;
-  const int rc = posix_spawnp(&pid, argv[0], &fa, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&fa);
-  close(out[1]);
-  close(err[1]);
-  if (rc != 0) {
-    close(out[0]);
-    close(err[0]);
-    throw Error("cannot run '" + args[0] + "' for the evaluation (set CASTSCOPE_PYTHON)");
-  }
-  std::string stdout_text, stderr_text, line;
-  bool sent_int = false;
-  pollfd fds[2] = {{out[0], POLLIN, 0}, {err[0], POLLIN, 0}};
-  int open_fds = 2;
-  char buf[4096];
-  while (open_fds > 0) {
-    if (ctl.cancel && !sent_int) {
-      kill(pid, SIGINT);
-      sent_int = true;
-    }
-    if (poll(fds, 2, 100) < 0 && errno != EINTR) break;
-    for (int i = 0; i < 2; ++i) {
-      if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-      const ssize_t n = read(fds[i].fd, buf, sizeof buf);
-      if (n <= 0) {
-        close(fds[i].fd);
-        fds[i].fd = -1;
-        --open_fds;
-        continue;
-      }
-      if (i == 0) {
-        stdout_text.append(buf, static_cast<size_t>(n));
-        continue;
-      }
-      for (ssize_t k = 0; k < n; ++k) {
-        if (buf[k] != '\n') {
-          line += buf[k];
-          continue;
-        }
-        double f = 0;
-        if (std::sscanf(line.c_str(), "progress %lf", &f) == 1)
-          ctl.progress = std::min(std::max(f, 0.0), 1.0);
-        else
-          stderr_text += line + "\n";
-        line.clear();
-      }
-    }
-  }
-  stderr_text += line;
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  if (ctl.cancel || code == 130) throw Cancelled();
-  if (code != 0) {
-    if (stderr_text.find("No module named") != std::string::npos)
-      throw Error("'" + args[0] +
-                  "' cannot import the castscope Python package: install it from the source "
-                  "tree with pip install . (and onnxruntime / torch + transformers / "
-                  "llama-cpp-python for the model's runtime), or set CASTSCOPE_PYTHON");
-    // The message is the child's "error: ..." line; runtime log lines before it are noise here.
-    const size_t at = stderr_text.rfind("error: ");
-    if (at != std::string::npos) throw Error(stderr_text.substr(at + 7));
-    throw Error(stderr_text.empty() ? "evaluation failed (exit status " + std::to_string(code) + ")"
-                                    : stderr_text);
-  }
+  const std::string stdout_text = run_python_job(ctl, std::move(args), "evaluation");
   try {
     return std::make_shared<const EvalSummary>(parse_result(stdout_text));
   } catch (const nlohmann::json::exception& e) {
@@ -182,7 +97,6 @@ std::shared_ptr<const EvalSummary> run_eval(JobControl& ctl, std::vector<std::st
 
 void start_evaluate(AppState& app) {
   EvalState& s = state();
-  const char* py = std::getenv("CASTSCOPE_PYTHON");
   const std::string plan_file = (std::filesystem::temp_directory_path() /
                                  ("castscope-eval-plan-" + std::to_string(getpid()) + ".json"))
                                     .string();
@@ -192,7 +106,7 @@ void start_evaluate(AppState& app) {
     s.error = e.what();
     return;
   }
-  std::vector<std::string> args = {py && *py ? py : "python3",
+  std::vector<std::string> args = {python_interpreter(),
                                    "-m",
                                    "castscope.eval",
                                    app.model->path(),
@@ -208,6 +122,33 @@ void start_evaluate(AppState& app) {
 }
 
 }  // namespace
+
+bool plan_evaluate_running() {
+  return state().job.running();
+}
+
+std::string plan_evaluate_state_json() {
+  const EvalState& s = state();
+  auto finite = [](double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(); };
+  nlohmann::json j = {{"running", s.job.running()}, {"error", s.error}};
+  if (const EvalSummary* r = s.result.get()) {
+    nlohmann::json outs = nlohmann::json::array();
+    for (const EvalOutput& o : r->outputs)
+      outs.push_back({{"name", o.name},
+                      {"distribution", o.distribution},
+                      {"snr_db", finite(o.snr_db)},
+                      {"kl", finite(o.kl)},
+                      {"top1", finite(o.top1)}});
+    j["result"] = {{"runtime", r->runtime},
+                   {"device", r->device},
+                   {"synthetic", r->synthetic},
+                   {"bits_per_weight", finite(r->bpw)},
+                   {"bits_per_weight_cast", finite(r->bpw_cast)},
+                   {"tensors_cast", r->tensors_cast},
+                   {"outputs", outs}};
+  }
+  return j.dump();
+}
 
 void draw_plan_evaluate(AppState& app) {
   EvalState& s = state();

@@ -9,6 +9,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "panels.hpp"
+
 namespace castscope::gui {
 
 namespace {
@@ -128,7 +130,7 @@ void Script::step(AppState& app) {
     return;
   }
   if (waiting_) {
-    const bool idle = !app.busy() && !app.recompute && !app.pending;
+    const bool idle = !app.busy() && !app.recompute && !app.pending && !plan_evaluate_running();
     if (!idle) {
       if (glfwGetTime() - wait_started_ > wait_limit_s_) {
         errors_.push_back("line wait: still busy after " +
@@ -508,6 +510,7 @@ std::string state_json(const AppState& app, const std::vector<std::string>& scri
     j["scale_mode_selected"] = to_string(static_cast<ScaleMode>(app.scale_mode_sel));
   }
   j["plan"] = nlohmann::json::parse(plan_to_json(app.plan), nullptr, false);
+  j["plan_evaluate"] = nlohmann::json::parse(plan_evaluate_state_json(), nullptr, false);
   if (const PlanResult* p = app.plan_eval.get()) {
     nlohmann::json rows = nlohmann::json::array();
     for (const PlanRow& r : p->rows)

@@ -23,6 +23,7 @@ import numpy as np
 
 from . import _core
 from ._eval import EvalResult  # noqa: F401  (re-exported)
+from ._plan import plan  # noqa: F401  (re-exported)
 from ._core import (  # noqa: F401  (re-exported)
     CastResult,
     Cancelled,
@@ -55,6 +56,7 @@ __all__ = [
     "gemm_available",
     "metrics",
     "open_model",
+    "plan",
     "transfer_counters",
 ]
 

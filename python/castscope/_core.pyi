@@ -161,5 +161,10 @@ def _plan_layout(model: _Model, plan_kind: str, plan: str, axis: str,
 def _map(model: _Model, dtypes: List[str], round: str, scale_mode: str, axis: str, device: str,
          filter: str, include_1d: bool, include_embeddings: bool,
          progress: Optional[Callable[[float], None]]) -> Dict[str, Any]: ...
+def _plan_budget(model: _Model, candidates: List[str], budget: float, budget_bytes: int,
+                 points: int, axis: str, round: str, scale_mode: str, device: str,
+                 include_1d: bool, include_embeddings: bool, role_weights: bool, relative: bool,
+                 synthetic: bool, tokens: int, activations: Mapping[str, Any],
+                 sensitivity: Mapping[str, float], progress: Optional[Callable[[float], None]]) -> Dict[str, Any]: ...
 def _gemm(kind: str, m: int, n: int, k: int, seed: int, warmup: int, iters: int,
           check: bool) -> Dict[str, Any]: ...

@@ -104,7 +104,9 @@ def plan_size(layout: List[Mapping[str, Any]]) -> Dict[str, Any]:
     for e in layout:
         n = float(np.prod(e["shape"])) if e["shape"] else 1.0
         if e["dtype"] is not None:
-            b = float(e["bits_per_value"])
+            # The exact storage (storage_bits: partial blocks whole, a tensor scale once), the
+            # size the budget planner counts; bits_per_value where an older engine lacks it.
+            b = float(e["storage_bits"]) / n if "storage_bits" in e else float(e["bits_per_value"])
             cast_n += n
             cast_bits += n * b
         elif str(e["stored"]).upper() in stored_bits:

@@ -27,13 +27,14 @@ enum class Framework { Numpy, Torch };
 // A C-contiguous array handed in through DLPack or the buffer protocol. `as_dtype` overrides the
 // element type for storage that numpy cannot describe (ml_dtypes bfloat16 arrives as uint16).
 struct Input {
-  nb::ndarray<nb::c_contig> array;
+  nb::ndarray<nb::ro, nb::c_contig> array;
   DType dtype = DType::F32;
   Shape shape;
   bool cuda = false;
   int device_id = 0;
 };
-Input read_input(nb::ndarray<nb::c_contig> a, const std::string& as_dtype, const char* what);
+Input read_input(nb::ndarray<nb::ro, nb::c_contig> a, const std::string& as_dtype,
+                 const char* what);
 Tensor host_tensor(const Input& in);               // borrows the array's memory
 gpu::DeviceTensor device_tensor(const Input& in);  // borrows the array's device memory
 

@@ -11,6 +11,7 @@
 #include "castscope/io.hpp"
 #include "castscope/matmul.hpp"
 #include "castscope/modelmap.hpp"
+#include "castscope/planner.hpp"
 #include "common.hpp"
 
 namespace castscope::py {
@@ -167,6 +168,8 @@ void bind_model(nb::module_& m) {
             e["axis"] = AxisSpec::from(c).str();
             e["axis_desc"] = describe_axis(c, info.shape);
             e["bits_per_value"] = d->bits_per_value(axis_length(c, info.shape));
+            // Exact, partial blocks counted whole (a K-quant row of 120 stores a 256-block).
+            e["storage_bits"] = storage_bits(*d, info.shape, c);
             const Rotation rot = p.rotation_for(info);
             e["rotate"] = rot.enabled() ? rot.str() : std::string();
           } else {

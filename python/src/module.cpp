@@ -14,7 +14,8 @@
 
 namespace castscope::py {
 
-void bind_model(nb::module_& m);  // model.cpp
+void bind_model(nb::module_& m);    // model.cpp
+void bind_planner(nb::module_& m);  // planner.cpp
 
 namespace {
 
@@ -65,11 +66,11 @@ gpu::DeviceCastResult settle(gpu::DeviceCastResult r, const CastOptions& o) {
   return p;
 }
 
-PyCastResult do_cast(nb::ndarray<nb::c_contig> x, const DataType& dtype, const std::string& round,
-                     const std::string& scale_mode, const std::string& overflow, uint64_t seed,
-                     const std::string& axis, const std::string& mode, const std::string& device,
-                     bool tcfp_absmax, int threads, const std::string& as_dtype,
-                     const std::string& framework) {
+PyCastResult do_cast(nb::ndarray<nb::ro, nb::c_contig> x, const DataType& dtype,
+                     const std::string& round, const std::string& scale_mode,
+                     const std::string& overflow, uint64_t seed, const std::string& axis,
+                     const std::string& mode, const std::string& device, bool tcfp_absmax,
+                     int threads, const std::string& as_dtype, const std::string& framework) {
   CastOptions o;
   o.round = parse_round(round);
   o.scale_mode = parse_scale_mode(scale_mode);
@@ -119,7 +120,7 @@ nb::dict stats_dict(const Stats& s) {
   return d;
 }
 
-nb::dict do_metrics(nb::ndarray<nb::c_contig> x, nb::ndarray<nb::c_contig> y,
+nb::dict do_metrics(nb::ndarray<nb::ro, nb::c_contig> x, nb::ndarray<nb::ro, nb::c_contig> y,
                     const std::string& x_as, int64_t clipped) {
   const Input a = read_input(std::move(x), x_as, "x");
   const Input b = read_input(std::move(y), "", "y");
@@ -366,4 +367,5 @@ NB_MODULE(_core, m) {
   py::bind_datatype(m);
   py::bind_cast(m);
   py::bind_model(m);
+  py::bind_planner(m);
 }

@@ -98,7 +98,8 @@ nb::object make(void* data, const Shape& shape, nb::handle owner, DType d, int d
 
 }  // namespace
 
-Input read_input(nb::ndarray<nb::c_contig> a, const std::string& as_dtype, const char* what) {
+Input read_input(nb::ndarray<nb::ro, nb::c_contig> a, const std::string& as_dtype,
+                 const char* what) {
   Input in;
   bool ok = false;
   if (!as_dtype.empty()) {

@@ -227,6 +227,23 @@ def test_input_is_not_modified(rng):
     assert bits(x) == bits(before)
 
 
+def test_read_only_arrays_are_accepted(rng):
+    """Inputs are never written, so a read-only array (np.load with mmap_mode="r", a frozen
+    buffer) casts and measures like a writable one."""
+    x = rng.standard_normal((8, 64)).astype(np.float32)
+    ro = x.copy()
+    ro.flags.writeable = False
+    for dtype in ("mxfp4e2", "nvfp4"):
+        np.testing.assert_array_equal(castscope.cast(ro, dtype), castscope.cast(x, dtype))
+        a, b = castscope.cast(ro, dtype, mode="actual"), castscope.cast(x, dtype, mode="actual")
+        np.testing.assert_array_equal(a.data, b.data)
+        np.testing.assert_array_equal(a.scale, b.scale)
+    y = castscope.cast(x, "mxfp4e2")
+    y.flags.writeable = False
+    assert castscope.metrics(ro, y) == castscope.metrics(x, y)
+    np.testing.assert_array_equal(ro, x)
+
+
 def test_ctrl_c_cancels_a_long_cast(rng):
     # One thread makes the cast slow enough to interrupt; the time to a small cast sets the scale.
     # On the CPU: a GPU cast of this size ends before any signal arrives.

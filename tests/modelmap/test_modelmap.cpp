@@ -180,6 +180,34 @@ TEST(LinearError, MatchesAnIndependentProduct) {
   EXPECT_EQ(exact.rel_err, 0.0);
 }
 
+// A weight stored [in, out] (an ONNX MatMul's B, GPT-2's Conv1D) reduced over axis 0, or a conv
+// [O, I, kh, kw] over its flattened axes 1..3, gives the error of its [out, in] matrix.
+TEST(LinearError, WeightReadAlongItsLayout) {
+  const Tensor x = synthetic_activations(8, 96, 3, 20.0, kSeed + 40);
+  const Tensor w = normal({40, 96}, kSeed + 41, 0.05);
+  Tensor wt = Tensor::empty(DType::F32, {96, 40});
+  for (int r = 0; r < 40; ++r)
+    for (int k = 0; k < 96; ++k) wt.mutable_ptr<float>()[k * 40 + r] = w.ptr<float>()[r * 96 + k];
+  LinearErrorOptions o;
+  o.weight_dtype = DataType::parse("mxfp4e2");
+  o.cast.device = Device::CPU;
+  const LinearError ref = linear_error(x, w, o);
+  o.weight_axis = AxisSpec::parse("0");
+  const LinearError lead = linear_error(x, wt, o);
+  EXPECT_EQ(lead.out, 40);
+  EXPECT_EQ(lead.in, 96);
+  EXPECT_EQ(lead.snr_db, ref.snr_db);
+  EXPECT_EQ(lead.channel_rel_err, ref.channel_rel_err);
+  // Read as [out, in] (the default) the same [96, 40] does not fit 96 features.
+  o.weight_axis = AxisSpec::parse("-1");
+  EXPECT_THROW(linear_error(x, wt, o), Error);
+  o.weight_axis = AxisSpec::parse("1:");
+  const LinearError conv = linear_error(x, w.reshaped({40, 6, 4, 4}), o);
+  EXPECT_EQ(conv.snr_db, ref.snr_db);
+  o.weight_axis = AxisSpec::parse("1");
+  EXPECT_THROW(linear_error(x, w.reshaped({40, 6, 4, 4}), o), Error);
+}
+
 TEST(LinearError, RotationRecoversOutlierChannelsInPerTokenInt4) {
   // QuaRot's setting: INT4 with one scale per token. A few outlier channels set every token's
   // scale, so the other channels round to zero; a random Hadamard rotation spreads the outliers

@@ -35,6 +35,12 @@ echo "$csv" | tail -n +2 | awk -F, 'NR > 1 && ($1 <= b || $3 >= e) { exit 1 } { 
 
 json=$("$cli" plan "$layer" --pareto --json --device cpu)
 echo "$json" | grep -q '"pareto"' || fail "pareto json: $json"
+echo "$json" | grep -q '"error": "relative"' || fail "relative errors by default: $json"
+abs=$("$cli" plan "$layer" --pareto --json --absolute --device cpu)
+echo "$abs" | grep -q '"error": "absolute"' || fail "--absolute: $abs"
+if "$cli" plan "$layer" --absolute >/dev/null 2>&1; then
+  fail "--absolute without a budget"
+fi
 if "$cli" plan "$layer" --budget 5 --budget-bytes 100 >/dev/null 2>&1; then
   fail "--budget and --budget-bytes together"
 fi

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <limits>
 #include <random>
@@ -329,10 +330,14 @@ TEST(Planner, PredictedErrorsAreTheDocumentedSums) {
   const Tensor w = random_tensor({24, 96}, rng, 0.05, true);
   m.add("model.layers.0.mlp.down_proj.weight", w);
   const Tensor x = random_tensor({10, 96}, rng, 1.5, true);
-  for (bool with_act : {false, true}) {
+  for (int form = 0; form < 4; ++form) {
+    const bool with_act = form & 1, relative = form & 2;
+    SCOPED_TRACE(std::string(with_act ? "activations" : "weights") +
+                 (relative ? ", relative" : ", absolute"));
     BudgetPlanOptions o;
     o.candidates = {"mxfp4e2", "q8_0"};
     o.cast.device = Device::CPU;
+    o.relative = relative;
     if (with_act) o.activations = x;
     const PlanTable t = build_plan_table(m, o);
     ASSERT_EQ(t.tensors.size(), 1u);
@@ -346,23 +351,77 @@ TEST(Planner, PredictedErrorsAreTheDocumentedSums) {
       double sse = 0;
       for (int64_t i = 0; i < w.numel(); ++i) sse += (double(pq[i]) - pw[i]) * (pq[i] - pw[i]);
       EXPECT_NEAR(po.weight_sse, sse, 1e-9 * sse);
-      double expect = 2.0 * sse;
+      double ww = 0;
+      for (int64_t i = 0; i < w.numel(); ++i) ww += double(pw[i]) * pw[i];
+      double expect = 2.0 * sse / (relative ? ww : 1.0);
       if (with_act) {
         const float* px = x.ptr<float>();
-        double ms = 0, out = 0;
+        double ms = 0, out = 0, energy = 0;
         for (int64_t i = 0; i < x.numel(); ++i) ms += double(px[i]) * px[i];
         ms /= static_cast<double>(x.numel());
         for (int64_t tk = 0; tk < 10; ++tk)
           for (int64_t r = 0; r < 24; ++r) {
-            double y = 0;
-            for (int64_t k = 0; k < 96; ++k)
+            double y = 0, yw = 0;
+            for (int64_t k = 0; k < 96; ++k) {
               y += double(px[tk * 96 + k]) * (double(pq[r * 96 + k]) - pw[r * 96 + k]);
+              yw += double(px[tk * 96 + k]) * pw[r * 96 + k];
+            }
             out += y * y;
+            energy += yw * yw;
           }
-        expect = 2.0 * out / (10.0 * ms);
+        expect = relative ? 2.0 * out / energy : 2.0 * out / (10.0 * ms);
       }
-      EXPECT_NEAR(po.error, expect, 1e-4 * expect) << with_act;
+      EXPECT_NEAR(po.error, expect, 1e-4 * expect);
     }
+  }
+}
+
+// A weight [K, N] reduced over its first axis (an ONNX MatMul's B, GPT-2's Conv1D) with its own
+// activations [T, K]: the predicted error is the relative error of X W, not of W^T.
+TEST(Planner, OwnActivationsAlongALeadingAxis) {
+  const uint64_t seed = test::test_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  const std::string name = "model.layers.0.mlp.up_proj.weight";
+  MemoryModel m;
+  const Tensor w = random_tensor({96, 40}, rng, 0.05, true);
+  m.add(name, w);
+  Tensor x = random_tensor({12, 96}, rng, 1.0, false);
+  for (int64_t tk = 0; tk < 12; ++tk) x.mutable_ptr<float>()[tk * 96 + 7] *= 30.0f;
+  BudgetPlanOptions o;
+  o.candidates = {"mxfp4e2", "mxfp6e2"};
+  o.cast.device = Device::CPU;
+  AxisSpec::parse("0").apply(o.cast);
+  o.tensor_activations[name] = x;
+  o.tokens = 0;
+  const PlanTable t = build_plan_table(m, o);
+  EXPECT_EQ(t.activations, "model");
+  ASSERT_EQ(t.tensors.size(), 1u);
+  EXPECT_EQ(t.tensors[0].predictor, "activations");
+  EXPECT_EQ(t.tensors[0].axis, "0");
+  for (const PlanOption& po : t.tensors[0].options) {
+    const Tensor q = cast(w, DataType::parse(o.candidates[po.candidate]), o.cast).values;
+    const float *pw = w.ptr<float>(), *pq = q.ptr<float>(), *px = x.ptr<float>();
+    double err = 0, energy = 0;
+    for (int64_t tk = 0; tk < 12; ++tk)
+      for (int64_t c = 0; c < 40; ++c) {
+        double y = 0, yw = 0;
+        for (int64_t k = 0; k < 96; ++k) {
+          y += double(px[tk * 96 + k]) * (double(pq[k * 40 + c]) - pw[k * 40 + c]);
+          yw += double(px[tk * 96 + k]) * pw[k * 40 + c];
+        }
+        err += y * y;
+        energy += yw * yw;
+      }
+    EXPECT_NEAR(po.error, err / energy, 1e-4 * err / energy) << o.candidates[po.candidate];
+  }
+  // Activations of the wrong width name the mismatch.
+  o.tensor_activations[name] = random_tensor({12, 40}, rng, 1.0, false);
+  try {
+    build_plan_table(m, o);
+    ADD_FAILURE() << "activations of 40 features for an axis of 96 must be refused";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("40 features"), std::string::npos) << e.what();
   }
 }
 
@@ -393,6 +452,57 @@ TEST(Planner, RefusesABudgetBelowTheSmallestPlan) {
   BudgetPlanOptions bad = small_options();
   bad.candidates = {"mxfp4e2", "no_such_type"};
   EXPECT_THROW(build_plan_table(m, bad), Error);
+}
+
+// The Python planner's table reaches the CLI and the app as JSON: every double must come back
+// with the same bits, or their choice could differ from castscope.plan's.
+TEST(Planner, TableJsonRoundTripsExactly) {
+  const uint64_t seed = test::test_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  const MemoryModel m = small_model(seed);
+  BudgetPlanOptions o = small_options();
+  o.synthetic = true;
+  o.seed = seed;
+  o.tensor_sensitivity["model.layers.0.mlp.down_proj.weight"] = 0.1 + 1.0 / 3.0;
+  PlanTable t = build_plan_table(m, o);
+  t.tensors[0].options[0].snr_db = INFINITY;  // a weight cast without error
+  t.tensors[0].options[1].snr_db = -INFINITY;
+  t.tensors[1].options[0].snr_db = NAN;
+  t.tensors[1].failed.emplace_back("q4_k", "a row of 64 \"is\" short");
+  const PlanTable r = plan_table_from_json(plan_table_to_json(t));
+  auto same = [](double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; };
+  EXPECT_EQ(r.candidates, t.candidates);
+  EXPECT_EQ(r.values, t.values);
+  EXPECT_EQ(r.kept, t.kept);
+  EXPECT_EQ(r.kept_bits, t.kept_bits);
+  EXPECT_EQ(r.activations, t.activations);
+  EXPECT_EQ(r.relative, t.relative);
+  ASSERT_EQ(r.tensors.size(), t.tensors.size());
+  for (size_t i = 0; i < t.tensors.size(); ++i) {
+    const PlanTensor &a = t.tensors[i], &b = r.tensors[i];
+    EXPECT_EQ(b.name, a.name);
+    EXPECT_EQ(b.shape, a.shape);
+    EXPECT_EQ(b.numel, a.numel);
+    EXPECT_EQ(b.axis, a.axis);
+    EXPECT_EQ(b.predictor, a.predictor);
+    EXPECT_TRUE(same(b.role, a.role) && same(b.sensitivity, a.sensitivity) &&
+                same(b.energy, a.energy))
+        << a.name;
+    EXPECT_EQ(b.failed, a.failed);
+    ASSERT_EQ(b.options.size(), a.options.size());
+    for (size_t k = 0; k < a.options.size(); ++k) {
+      const PlanOption &x = a.options[k], &y = b.options[k];
+      EXPECT_EQ(y.candidate, x.candidate);
+      EXPECT_EQ(y.bits, x.bits);
+      EXPECT_TRUE(same(y.error, x.error) && same(y.weight_sse, x.weight_sse)) << a.name << k;
+      EXPECT_TRUE(same(y.snr_db, x.snr_db) || (std::isnan(x.snr_db) && std::isnan(y.snr_db)))
+          << a.name << k;
+    }
+  }
+  const uint64_t cap = budget_bits_for(t, 6.0);
+  EXPECT_EQ(choose_within(r, cap).option, choose_within(t, cap).option);
+  EXPECT_THROW(plan_table_from_json("{\"candidates\": []}"), Error);
+  EXPECT_THROW(plan_table_from_json("not json"), Error);
 }
 
 TEST(Planner, PlanFileRecordsTheBudgetAndOldPlansStillRead) {

@@ -22,6 +22,11 @@ struct LinearErrorOptions {
   // (the last axis of x [tokens, in] and of W [out, in]); axis is ignored. A rotation acts on
   // both operands with the same R, so x W^T = (x R^T)(W R^T)^T before casting.
   CastOptions cast;
+  // The weight's reduction axis, as its resolved layout gives it (layout.hpp): automatic or the
+  // last axis reads W as [out, in]; a leading one ("0", ":1": a MatMul B [K, N], GPT-2's Conv1D
+  // [in, out], a Keras conv) as its transpose; a flattened trailing one ("1:", a conv
+  // [O, I, k...]) as [O, I*k...].
+  AxisSpec weight_axis{true};
   int64_t max_tokens = 0;  // use the first max_tokens rows of x (0: all)
   int hist_bins = 64;
   int gemm_iters = 5;         // timed launches of the GPU product of the cast operands (median)
@@ -47,7 +52,8 @@ struct LinearError {
   Tensor y, yq;               // [tokens, out] float32, with keep_outputs
 };
 
-// x: float activations [..., in] (flattened to [tokens, in]); w: [out, in]. The reference y is
+// x: float activations [..., in] (flattened to [tokens, in]); w: a weight whose reduction along
+// o.weight_axis has `in` values, read as [out, in] (see weight_axis). The reference y is
 // the float32 product of the uncast operands. Device CPU (or Auto without a GPU): both products
 // are float32 multiplies summed in a fixed order, so the difference is the casts' alone. Device
 // CUDA (or Auto with a GPU): the casts run on the GPU, y is a cuBLASLt fp32 GEMM and the cast

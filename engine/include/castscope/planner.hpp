@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -67,6 +68,16 @@ struct BudgetPlanOptions {
   bool include_embeddings = false;  // token / position embeddings are kept unless asked
   CastOptions cast;                 // round, scale mode, axis (per tensor), device
   bool role_weights = true;
+  // Each tensor's errors divided by its own output energy (relative, the default), so that
+  // tensors of any scale and size compare on one footing; false: absolute squared errors.
+  bool relative = true;
+  // Activations of individual tensors by name, [..., len] along the tensor's quantization axis
+  // (the inputs its matrix product sees, e.g. collected from the model's runtime); they take
+  // precedence over the file's and the synthetic ones.
+  std::map<std::string, Tensor> tensor_activations;
+  // Per tensor, a factor its errors are multiplied by: how strongly its own error reaches the
+  // model's output, measured end to end (castscope.plan's sensitivity); 1 where not given.
+  std::map<std::string, double> tensor_sensitivity;
   // Activations: a file's [tokens, features] apply to every tensor whose quantization axis has
   // that length; synthetic ones (synthetic_activations with these parameters) to every tensor.
   Tensor activations;
@@ -93,6 +104,8 @@ struct PlanTensor {
   std::string axis;                 // the quantization axis every candidate was cast on (resolved)
   std::string predictor;            // "activations" or "weights"
   double role = 1;                  // role_weight, or 1 without role weights
+  double sensitivity = 1;           // BudgetPlanOptions::tensor_sensitivity, or 1
+  double energy = 0;                // ||X W^T||^2 / (T mean(X^2)) with activations, else ||W||^2
   std::vector<PlanOption> options;  // the candidates that cast this tensor
   std::vector<std::pair<std::string, std::string>> failed;  // candidate, why it did not cast
 };
@@ -104,7 +117,8 @@ struct PlanTable {
   // Tensors kept as stored (not considered, or no candidate casts them).
   std::vector<std::pair<std::string, std::string>> kept;  // name, reason
   uint64_t kept_bits = 0;
-  std::string activations;  // "file", "synthetic" or "none"
+  std::string activations;  // "model" (per tensor), "file", "synthetic" or "none"
+  bool relative = true;     // errors divided by each tensor's energy
 };
 
 // Casts every tensor the planner considers (auto_considers) to every candidate. Progress by
@@ -143,6 +157,12 @@ struct ParetoPoint {
 // of at most its bits has less predicted error); ordered by bits.
 std::vector<ParetoPoint> pareto_curve(const PlanTable& t, int points = 48,
                                       JobControl* job = nullptr);
+
+// The table as JSON and back, exactly (every double round-trips; non-finite SNRs as "inf" /
+// "-inf" / "nan"): how a table built with the model's runtime activations in Python reaches the
+// CLI and the app, which then solve it with the same solver. Error naming what is malformed.
+std::string plan_table_to_json(const PlanTable& t);
+PlanTable plan_table_from_json(const std::string& text);
 
 // Exact-name rules for the chosen datatypes (default keep), with the budget and the predicted
 // error recorded (ExportPlan::budget).

@@ -55,18 +55,44 @@ Tensor cast_operand(const Tensor& t, const std::optional<DataType>& d, const Cas
   return r.values;
 }
 
+// The weight as [out, in] along its reduction axis: a view of the trailing reduction, a copy
+// transposed from a leading one. Throws Error for an axis in the middle.
+Tensor weight_out_in(const Tensor& w, const AxisSpec& axis) {
+  CastOptions c;
+  axis.apply(c);
+  const CastOptions r = resolve_axis(c, w.shape());
+  const int rank = static_cast<int>(w.rank());
+  const int ax = r.axis < 0 ? r.axis + rank : r.axis;
+  const int64_t len = axis_length(r, w.shape());
+  const int64_t rows = len ? w.numel() / len : 0;
+  const Tensor f = w.to_f32();
+  if ((r.flatten && !r.lead) || ax == rank - 1) return f.reshaped({rows, len});
+  if (!(r.lead || ax == 0))
+    throw Error("linear layer: the weight " + shape_str(w.shape()) + " is reduced over axis " +
+                axis.str() + ", which is neither its leading nor its trailing axes");
+  Tensor t = Tensor::empty(DType::F32, {rows, len});
+  const float* p = f.ptr<float>();
+  float* q = t.mutable_ptr<float>();
+  for (int64_t k = 0; k < len; ++k)
+    for (int64_t c2 = 0; c2 < rows; ++c2) q[c2 * len + k] = p[k * rows + c2];
+  return t;
+}
+
 }  // namespace
 
-LinearError linear_error(const Tensor& x_in, const Tensor& w_in, const LinearErrorOptions& o,
+LinearError linear_error(const Tensor& x_in, const Tensor& w_given, const LinearErrorOptions& o,
                          JobControl* job) {
-  if (x_in.rank() < 1 || w_in.rank() != 2)
+  if (x_in.rank() < 1 || w_given.rank() < 2)
     throw Error("linear layer: activations " + shape_str(x_in.shape()) + " and weight " +
-                shape_str(w_in.shape()) + " must be [..., in] and [out, in]");
+                shape_str(w_given.shape()) + " must be [..., in] and a matrix");
+  const Tensor w_in = weight_out_in(w_given, o.weight_axis);
   const int64_t in = w_in.shape()[1];
   if (x_in.shape().back() != in)
     throw Error("linear layer: activations " + shape_str(x_in.shape()) + " have " +
                 std::to_string(x_in.shape().back()) + " features, the weight " +
-                shape_str(w_in.shape()) + " expects " + std::to_string(in));
+                shape_str(w_given.shape()) +
+                (o.weight_axis.automatic ? "" : " reduced over axis " + o.weight_axis.str()) +
+                " expects " + std::to_string(in));
   LinearError r;
   r.in = in;
   r.out = w_in.shape()[0];

@@ -230,10 +230,12 @@ ModelMap sweep_model(const io::Model& model, const MapOptions& o, JobControl* jo
             CastResult r = cast(host_x(), map.dtypes[d], co);
             cell.stats = compute_stats(host_x(), r.values, r.counts.clipped);
           }
-          if (o.activations && info->shape.size() == 2 && o.activations.rank() == 2 &&
-              o.activations.shape()[1] == info->shape[1]) {
+          // The activations meet the weight along its resolved reduction axis.
+          if (o.activations && info->shape.size() >= 2 && o.activations.rank() == 2 &&
+              o.activations.shape()[1] == axis_length(tensor_cast, info->shape)) {
             LinearErrorOptions lo;
             lo.cast = o.cast;
+            lo.weight_axis = AxisSpec::from(tensor_cast);
             lo.max_tokens = o.max_tokens;
             lo.gemm_iters = 1;  // the map reports errors; one timed GEMM per cell is enough
             lo.weight_dtype = map.dtypes[d];

@@ -77,11 +77,24 @@ class ActivationSource {
       const int64_t f = a.shape().empty() ? 1 : a.shape().back();
       file_ = a.reshaped({a.numel() / f, f});
     }
+    for (const auto& [name, x] : o.tensor_activations) {
+      if (!x.defined() || x.numel() == 0 || x.rank() < 1)
+        throw Error("activations of '" + name + "' are empty");
+      Tensor a = x.to_f32();
+      const int64_t f = a.shape().back();
+      own_.emplace(name, a.reshaped({a.numel() / f, f}));
+    }
   }
-  // Activations for a quantization axis of `len` values; none when there are none of that width.
-  std::optional<Activations> get(int64_t len) {
+  // Activations for tensor `name` whose quantization axis has `len` values: its own (given by
+  // name), else synthetic ones or the file's of that width; none when there are none.
+  std::optional<Activations> get(const std::string& name, int64_t len) {
     const Tensor* t = nullptr;
-    if (o_.synthetic) {
+    if (auto own = own_.find(name); own != own_.end()) {
+      if (own->second.shape()[1] != len)
+        throw Error("its activations have " + std::to_string(own->second.shape()[1]) +
+                    " features, its quantization axis " + std::to_string(len) + " values");
+      t = &own->second;
+    } else if (o_.synthetic) {
       auto it = synth_.find(len);
       if (it == synth_.end()) {
         const int outliers = static_cast<int>(std::min<int64_t>(o_.outliers, len));
@@ -107,11 +120,12 @@ class ActivationSource {
                   " features are all zero or not finite: they cannot weight an error");
     return a;
   }
-  bool any() const { return o_.synthetic || file_.defined(); }
+  bool any() const { return o_.synthetic || file_.defined() || !own_.empty(); }
 
  private:
   const BudgetPlanOptions& o_;
   Tensor file_;
+  std::map<std::string, Tensor> own_;
   std::map<int64_t, Tensor> synth_;
 };
 
@@ -130,7 +144,11 @@ PlanTable build_plan_table(const io::Model& model, const BudgetPlanOptions& o, J
   }
   if (dts.empty()) throw Error("plan: no candidate datatypes");
   ActivationSource acts(o);
-  t.activations = o.synthetic ? "synthetic" : acts.any() ? "file" : "none";
+  t.activations = !o.tensor_activations.empty() ? "model"
+                  : o.synthetic                 ? "synthetic"
+                  : acts.any()                  ? "file"
+                                                : "none";
+  t.relative = o.relative;
   AutoPlanOptions consider;
   consider.include_1d = o.include_1d;
   consider.include_embeddings = o.include_embeddings;
@@ -145,27 +163,59 @@ PlanTable build_plan_table(const io::Model& model, const BudgetPlanOptions& o, J
     }
     try {
       const Tensor w = model.load(info.name).to_f32();
-      const CastOptions r = resolve_axis(o.cast, info.shape);
+      // The tensor's resolved layout (layout.hpp), as cast, map and export read it.
+      const CastOptions r = io::cast_options_for(o.cast, info);
       PlanTensor pt;
       pt.name = info.name;
       pt.shape = info.shape;
       pt.numel = numel(info.shape);
       pt.axis = AxisSpec::from(r).str();
       pt.role = o.role_weights ? role_weight(info.name) : 1.0;
+      if (auto it = o.tensor_sensitivity.find(info.name); it != o.tensor_sensitivity.end()) {
+        if (!(it->second >= 0) || !std::isfinite(it->second))
+          throw Error("its sensitivity must be a finite number >= 0");
+        pt.sensitivity = it->second;
+      }
       const int64_t len = std::max<int64_t>(axis_length(r, info.shape), 1);
       const int rank = static_cast<int>(info.shape.size());
       const int ax = r.axis < 0 ? r.axis + rank : r.axis;
-      // The error matrix reads as [rows, len] when the axis is the last (or flattened to it); a
-      // 2-D weight quantized along axis 0 ([in, out], GPT-2's Conv1D) is transposed.
-      const bool last = r.flatten || ax == rank - 1;
-      const bool transposed = !last && rank == 2 && ax == 0;
+      // The error matrix reads as [rows, len] when the reduction is the trailing axes (a linear
+      // [out, in], a conv [O, I, k...] flattened from axis 1); it is transposed when the
+      // reduction is the leading ones (a MatMul B [K, N], GPT-2's Conv1D [in, out], a Keras
+      // conv [k..., Cin, Cout]). Any other axis has no matrix product to weight.
+      const bool last = (r.flatten && !r.lead) || ax == rank - 1;
+      const bool transposed = !last && (r.lead || ax == 0);
       std::optional<Activations> a;
-      if (last || transposed) a = acts.get(len);
+      if (last || transposed) a = acts.get(info.name, len);
       pt.predictor = a ? "activations" : "weights";
       const float* pw = w.ptr<float>();
+      // What a relative error divides by: the layer's output energy ||X W^T||^2 with
+      // activations, the weight's ||W||^2 without (docs/planning.md, "The predictor").
       std::vector<float> e(static_cast<size_t>(pt.numel));
+      auto to_rows = [&](const float* q) {
+        if (transposed) {
+          const int64_t out = pt.numel / len;
+          for (int64_t k = 0; k < len; ++k)
+            for (int64_t c = 0; c < out; ++c)
+              e[static_cast<size_t>(c * len + k)] = (q ? q[k * out + c] : 0.0f) - pw[k * out + c];
+        } else {
+          for (int64_t k = 0; k < pt.numel; ++k)
+            e[static_cast<size_t>(k)] = (q ? q[k] : 0.0f) - pw[k];
+        }
+      };
+      double energy = 0;
+      if (a) {
+        to_rows(nullptr);  // -W: its output energy is that of W
+        energy = output_sse(a->x, a->tokens, e, len, o.cast.threads, job) /
+                 (static_cast<double>(a->tokens) * a->mean_square);
+      } else {
+        for (int64_t k = 0; k < pt.numel; ++k) energy += static_cast<double>(pw[k]) * pw[k];
+      }
+      pt.energy = energy;
+      // A tensor of zeros casts exactly under every candidate: its errors stay 0 either way.
+      const double scale = o.relative && energy > 0 ? 1.0 / energy : 1.0;
       cast_each(
-          w, dts, o.cast, job,
+          w, dts, r, job,  // along the resolved layout
           [&](size_t i, const CastResult& cr) {
             const Tensor q = cr.values.to_f32();
             const float* pq = q.ptr<float>();
@@ -185,18 +235,11 @@ PlanTable build_plan_table(const io::Model& model, const BudgetPlanOptions& o, J
             po.snr_db = compute_stats(w, cr.values, cr.counts.clipped).snr_db;
             double err = sse;
             if (a) {
-              if (transposed) {
-                const int64_t out = info.shape[1];
-                for (int64_t k = 0; k < len; ++k)
-                  for (int64_t c = 0; c < out; ++c)
-                    e[static_cast<size_t>(c * len + k)] = pq[k * out + c] - pw[k * out + c];
-              } else {
-                for (int64_t k = 0; k < pt.numel; ++k) e[static_cast<size_t>(k)] = pq[k] - pw[k];
-              }
+              to_rows(pq);
               err = output_sse(a->x, a->tokens, e, len, o.cast.threads, job) /
                     (static_cast<double>(a->tokens) * a->mean_square);
             }
-            po.error = pt.role * err;
+            po.error = pt.role * pt.sensitivity * err * scale;
             if (!std::isfinite(po.error)) {
               pt.failed.emplace_back(o.candidates[i], "its output error is not finite");
               return true;
