@@ -6,7 +6,7 @@
 #include <limits>
 #include <regex>
 
-#include "castscope/cuda_stats.hpp"
+#include "castscope/executor.hpp"
 
 namespace castscope {
 
@@ -136,9 +136,15 @@ ModelMap sweep_model(const io::Model& model, const MapOptions& o, JobControl* jo
   }
   for (const DataType& d : map.dtypes) map.bits.push_back(d.bits_per_value(last));
 
-  // The device-resident path skips a host round trip per cell; rotations go through cast().
-  bool on_gpu = o.cast.device != Device::CPU && !o.cast.rotate.enabled() && gpu::available();
-  map.backend = on_gpu ? "cuda" : "cpu";
+  // The executor decides once where the sweep runs. On the device each tensor is uploaded once
+  // and cast to every datatype there, skipping a host round trip per cell; rotations go through
+  // cast(), which places them itself.
+  //
+  // Seam for a pipelined device sweep (several tensors in flight, loads overlapping casts): it
+  // takes over the loop below when sweep.on_device(), called from here with `todo` and the
+  // sweep's placement, and leaves rows, progress and cancellation as this loop keeps them.
+  exec::Sweep sweep(exec::current(), o.cast.device, !o.cast.rotate.enabled(), job);
+  map.backend = sweep.backend();
   uint64_t done_bytes = 0;
   const double ncols = static_cast<double>(map.dtypes.size());
   for (const io::TensorInfo* info : todo) {
@@ -178,15 +184,10 @@ ModelMap sweep_model(const io::Model& model, const MapOptions& o, JobControl* jo
         const std::string& name;
         ~Release() { io::release_pages(model, name); }
       } release{model, info->name};
-      gpu::DeviceTensor dx;
-      if (on_gpu) {
-        try {
-          dx = gpu::DeviceTensor::upload(x);
-        } catch (const Error&) {
-          on_gpu = false;  // e.g. out of GPU memory: the host path for the rest of the sweep
-          map.backend = "cpu";
-        }
-      }
+      struct NextTensor {
+        exec::Sweep& sweep;
+        ~NextTensor() { sweep.next_tensor(); }  // the device copy goes with the tensor
+      } next_tensor{sweep};
       for (size_t d = 0; d < map.dtypes.size(); ++d) {
         exportdetail::SubJob sub(job, base + width * d / ncols, width / ncols);
         CastOptions co = tensor_cast;
@@ -194,23 +195,7 @@ ModelMap sweep_model(const io::Model& model, const MapOptions& o, JobControl* jo
         co.job = job ? &sub.inner : nullptr;
         MapCell cell;
         try {
-          bool done = false;
-          if (dx) {
-            try {
-              const gpu::DeviceCastResult r = gpu::cast(dx, map.dtypes[d], co);
-              cell.stats = gpu::compute_stats(dx, r.values, r.counts.clipped);
-              done = true;
-            } catch (const Cancelled&) {
-              throw;
-            } catch (const Error&) {
-              // The host path gives the same cast, or the same error for a datatype that does
-              // not fit the tensor.
-            }
-          }
-          if (!done) {
-            CastResult r = cast(x, map.dtypes[d], co);
-            cell.stats = compute_stats(x, r.values, r.counts.clipped);
-          }
+          cell.stats = sweep.cast_stats(x, map.dtypes[d], co);
           if (o.activations && x.rank() == 2 && o.activations.rank() == 2 &&
               o.activations.shape()[1] == x.shape()[1]) {
             LinearErrorOptions lo;
@@ -234,6 +219,7 @@ ModelMap sweep_model(const io::Model& model, const MapOptions& o, JobControl* jo
       }
     }
     x = Tensor();
+    map.backend = sweep.backend();  // "cpu" once an upload failed
     done_bytes += std::max<uint64_t>(info->nbytes, 1);
     map.values += row.numel;
     if (job) job->report(static_cast<double>(done_bytes) / std::max<uint64_t>(total_bytes, 1));
