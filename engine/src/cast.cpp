@@ -5,6 +5,7 @@
 
 #include "backend.hpp"
 #include "castscope/cast.hpp"
+#include "castscope/executor.hpp"
 #include "cpu/cast_cpu.hpp"
 #include "families/family_table.hpp"
 #include "parallel.hpp"
@@ -12,10 +13,6 @@
 #include "rotation/rotation_backend.hpp"
 
 namespace castscope {
-
-namespace detail {
-void note_gpu_context();  // gpu_start.cpp
-}
 
 void JobControl::report(double fraction) {
   progress.store(fraction);
@@ -26,8 +23,6 @@ void JobControl::check() const {
   if (cancel.load(std::memory_order_relaxed)) throw Cancelled();
 }
 
-namespace {
-
 std::function<void(const std::string&)>& notice_handler() {
   static std::function<void(const std::string&)> h = [](const std::string& m) {
     std::fprintf(stderr, "castscope: %s\n", m.c_str());
@@ -35,10 +30,7 @@ std::function<void(const std::string&)>& notice_handler() {
   return h;
 }
 
-void notice_once(const std::string& msg) {
-  static std::once_flag once;
-  std::call_once(once, [&] { notice_handler()(msg); });
-}
+namespace {
 
 CastResult cast_cpu(const Tensor& x, const DataType& d, const CastOptions& o) {
   CastOptions actual_opt = o;
@@ -130,32 +122,16 @@ CastResult cast(const Tensor& x, const DataType& dtype, const CastOptions& optio
       return r;
     }
   }
-  // Families without device kernels (ggml's block formats) run on the CPU for every device.
-  std::string gpu_error;
-  // Auto sends small work to the CPU, which finishes it before a GPU context would be up.
-  const Device device =
-      options.device == Device::Auto ? resolve_auto_device(x.numel(), dtype) : options.device;
-  if (device != Device::CPU && family_traits(dtype.family()).device_cast) {
-    std::string reason;
-    if (cuda::available(&reason)) {
-      try {
-        CastResult r = cuda::cast(x, dtype, options);
-        detail::note_gpu_context();
-        return r;
-      } catch (const Cancelled&) {
-        throw;
-      } catch (const Error& e) {
-        gpu_error = e.what();
-      }
-    } else {
-      notice_once("no usable GPU (" + reason + "); using the CPU backend");
-    }
-  }
-  // A bad request (an axis out of range, a tile that does not fit) fails on the CPU too, with
-  // the same message: only a cast the CPU then completes is worth the notice.
-  CastResult r = cast_cpu(x, dtype, options);
-  if (!gpu_error.empty()) notice_once("GPU cast failed (" + gpu_error + "); using the CPU backend");
-  return r;
+  // The executor places the cast: the CPU for a family without device kernels (ggml's block
+  // formats), for small work under Auto (the GPU's start-up cost) and without a usable GPU; a
+  // GPU failure falls back to the CPU, which gives the same bits (or rejects a bad request with
+  // the same message).
+  exec::Executor& ex = exec::current();
+  const exec::Placement where =
+      ex.place(exec::Work::Cast, options.device, x.numel(), &dtype, exec::OnFailure::FallBack);
+  return ex.run<CastResult>(
+      where, exec::OnFailure::FallBack, [&] { return ex.backend().cast(x, dtype, options); },
+      [&] { return cast_cpu(x, dtype, options); });
 }
 
 Tensor upcast(const CastResult& result) {

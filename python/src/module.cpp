@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "castscope/datatype.hpp"
+#include "castscope/executor.hpp"
 #include "castscope/io.hpp"
 #include "castscope/metrics.hpp"
 #include "common.hpp"
@@ -25,46 +26,23 @@ const char* family_name(Family f) {
   return family_traits(f).name;
 }
 
-// A cast's outputs, on the host or (for a CUDA input) on the device they were computed on.
+// A cast's outputs where they were computed (the executor's PlacedResult), and the framework
+// and device its tensors go back to.
 struct PyCastResult {
-  std::optional<CastResult> host;
-  std::optional<gpu::DeviceCastResult> dev;
+  exec::PlacedResult r;
   Framework fw = Framework::Numpy;
   int device_id = 0;
 
-  const DataType& dtype() const { return host ? host->dtype : dev->dtype; }
-  CastMode mode() const { return host ? host->mode : dev->mode; }
-  const Shape& shape() const { return host ? host->shape : dev->shape; }
-  const CastCounts& counts() const { return host ? host->counts : dev->counts; }
+  const DataType& dtype() const { return r.dtype(); }
+  CastMode mode() const { return r.mode(); }
+  const Shape& shape() const { return r.shape(); }
+  const CastCounts& counts() const { return r.counts(); }
   nb::object part(Tensor CastResult::*hm, gpu::DeviceTensor gpu::DeviceCastResult::*dm) const {
-    if (host) return to_python((*host).*hm, fw);
-    return to_python((*dev).*dm, fw, device_id);
+    if (!r.on_device()) return to_python(r.host().*hm, fw);
+    return to_python(r.dev().*dm, fw, device_id);
   }
-  CastResult on_host() const { return host ? *host : dev->download(); }
+  CastResult on_host() const { return r.to_host(); }
 };
-
-// Device results in the layout that was asked for: the kernels pack 3- and 4-bit codes with an
-// even last axis on the device; other compressed layouts are packed by the host packer and moved
-// back, so that every backend hands out the same bits.
-gpu::DeviceCastResult settle(gpu::DeviceCastResult r, const CastOptions& o) {
-  if (o.mode != CastMode::Compress || r.mode == CastMode::Compress) return r;
-  gpu::DeviceTensor values = r.values;
-  CastResult h = r.download();
-  gpu::DeviceCastResult p = r;
-  p.mode = CastMode::Compress;
-  p.options.mode = CastMode::Compress;
-  auto up = [](const Tensor& t) { return t ? gpu::DeviceTensor::upload(t) : gpu::DeviceTensor(); };
-  p.codes = up(h.codes);
-  p.scale = up(h.scale);
-  p.zero = up(h.zero);
-  p.tenscale = up(h.tenscale);
-  p.meta = up(h.meta);
-  p.mask = up(h.mask);
-  p.residual = up(h.residual);
-  p.residual_scale = up(h.residual_scale);
-  p.values = values;
-  return p;
-}
 
 PyCastResult do_cast(nb::ndarray<nb::ro, nb::c_contig> x, const DataType& dtype,
                      const std::string& round, const std::string& scale_mode,
@@ -87,19 +65,16 @@ PyCastResult do_cast(nb::ndarray<nb::ro, nb::c_contig> x, const DataType& dtype,
   r.device_id = in.device_id;
   JobControl job;
   o.job = &job;
+  // A tensor on the device is cast where it lives; a host tensor goes where the executor places
+  // it (cast()).
   if (in.cuda) {
-    if (o.device == Device::CPU)
+    if (o.device == Device::CPU)  // before the borrow, which a build without CUDA refuses
       throw Error("device='cpu' was asked for a CUDA tensor; move it to the host first");
     const gpu::DeviceTensor dx = device_tensor(in);
-    // Actual / compressed device results carry their values so that upcast() stays on the GPU.
-    r.dev = run_job(job, nb::none(), [&] {
-      gpu::DeviceCastResult d = settle(gpu::cast(dx, dtype, o, o.mode != CastMode::Virtual), o);
-      gpu::synchronize();
-      return d;
-    });
+    r.r = run_job(job, nb::none(), [&] { return exec::current().cast_resident(dx, dtype, o); });
   } else {
     const Tensor hx = host_tensor(in);
-    r.host = run_job(job, nb::none(), [&] { return cast(hx, dtype, o); });
+    r.r = exec::PlacedResult(run_job(job, nb::none(), [&] { return cast(hx, dtype, o); }));
   }
   return r;
 }
@@ -247,9 +222,8 @@ void bind_cast(nb::module_& m) {
       .def_prop_ro("dtype", &PyCastResult::dtype)
       .def_prop_ro("mode", [](const PyCastResult& r) { return to_string(r.mode()); })
       .def_prop_ro("shape", [](const PyCastResult& r) { return r.shape(); })
-      .def_prop_ro("backend",
-                   [](const PyCastResult& r) { return r.host ? r.host->backend : "cuda"; })
-      .def_prop_ro("device", [](const PyCastResult& r) { return r.host ? "cpu" : "cuda"; })
+      .def_prop_ro("backend", [](const PyCastResult& r) { return r.r.backend(); })
+      .def_prop_ro("device", [](const PyCastResult& r) { return r.r.on_device() ? "cuda" : "cpu"; })
       .def_prop_ro("values",
                    [](const PyCastResult& r) {
                      return r.part(&CastResult::values, &gpu::DeviceCastResult::values);
@@ -299,16 +273,16 @@ void bind_cast(nb::module_& m) {
            [](const PyCastResult& r) -> nb::object {
              if (r.mode() == CastMode::Virtual)
                return r.part(&CastResult::values, &gpu::DeviceCastResult::values);
-             if (r.dev) return to_python(r.dev->values, r.fw, r.device_id);
+             if (r.r.on_device()) return to_python(r.r.dev().values, r.fw, r.device_id);
              JobControl job;
-             const CastResult& h = *r.host;
+             const CastResult& h = r.r.host();
              return to_python(run_job(job, nb::none(), [&] { return upcast(h); }), r.fw);
            })
       .def(
           "save",
           [](const PyCastResult& r, const std::string& path, const std::string& name) {
             if (r.mode() == CastMode::Virtual) {
-              io::save_npy(path, r.host ? r.host->values : r.dev->values.download());
+              io::save_npy(path, r.r.on_device() ? r.r.dev().values.download() : r.r.host().values);
             } else {
               io::save_packed(path, {{name, r.on_host()}});
             }

@@ -94,14 +94,7 @@ void retain_freed_memory() {
 }
 
 gpu::DeviceTensor DeviceInput::get(const Tensor& x) {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (!device_ || host_.data() != x.data() || host_.shape() != x.shape() ||
-      host_.dtype() != x.dtype()) {
-    device_ = gpu::DeviceTensor();  // the old copy's memory goes back before the new one is taken
-    device_ = gpu::DeviceTensor::upload(x);
-    host_ = x;
-  }
-  return device_;
+  return exec::cuda_tensor(device_.get(x));
 }
 
 namespace {
@@ -286,12 +279,6 @@ void representable_range(Analysis& a) {
   a.rep_hi = rhi;
 }
 
-// Device casts cover the standard and TCFP families; a codebook's tile map (its mappings) and
-// ggml's reference quantizer live on the host, and rotations wrap the host cast.
-bool device_views_possible(const DataType& d, const CastOptions& o) {
-  return o.device != Device::CPU && !o.rotate.enabled() && family_traits(d.family()).device_views;
-}
-
 }  // namespace
 
 std::shared_ptr<const Analysis> analyze(const Tensor& x_in, const DataType& dtype,
@@ -317,10 +304,14 @@ std::shared_ptr<const Analysis> analyze(const Tensor& x_in, const DataType& dtyp
   a->axis = describe_axis(options, x.shape());
   if (ao.keep_values) a->input = x;
 
-  // While the app's GPU context is still starting, the host finishes the views before it would
-  // be up; the next update finds it running.
-  const bool wait_for_gpu = options.device == Device::Auto && gpu_starting();
-  if (ao.device && !wait_for_gpu && device_views_possible(dtype, options) && gpu::available()) {
+  // The executor places the views: on the host while the app's GPU context is still starting
+  // (the next update finds it running) and for families whose views need the host (a codebook's
+  // tile map, ggml's reference quantizer). Rotations wrap the host cast. Only the CUDA backend
+  // computes views on a device.
+  exec::Executor& ex = exec::current();
+  const Device asked = ao.device && !options.rotate.enabled() ? options.device : Device::CPU;
+  const exec::Placement where = ex.place(exec::Work::Views, asked, x.numel(), &dtype);
+  if (where.device == Device::CUDA && ex.backend_ptr() == exec::cuda_backend()) {
     const Analysis before = *a;  // what the host path starts from if the device gives up midway
     try {
       DeviceViews v;
@@ -372,6 +363,8 @@ std::shared_ptr<const Analysis> analyze(const Tensor& x_in, const DataType& dtyp
     if (a->tiles) a->tile_clipped = tile_clipped(x, *a->tiles, v.r, &a->tile_clipped_note);
     if (ao.keep_values) a->values = v.q;
   }
+  // The host finished what the device gave up on: a fallback, recorded and announced.
+  if (!a->device_note.empty()) ex.record_fallback(exec::Work::Views, a->device_note);
   representable_range(*a);
   if (job) job->report(1.0);
   return a;

@@ -7,7 +7,7 @@
 #include <limits>
 #include <random>
 
-#include "castscope/cuda_stats.hpp"
+#include "castscope/executor.hpp"
 #include "castscope/io.hpp"
 #include "modelmap/linear_products.hpp"
 #include "parallel.hpp"
@@ -106,13 +106,17 @@ LinearError linear_error(const Tensor& x_in, const Tensor& w_given, const Linear
                      std::shared_ptr<const void>(xf.data(), [xf](const void*) {}), xf.data());
   const Tensor w = w_in.to_f32();
 
-  // Device::Auto takes the GPU when there is one and falls back to the host if it fails there
-  // (e.g. out of GPU memory); Device::CUDA reports the failure.
-  const bool gpu_first =
-      o.cast.device == Device::CUDA || (o.cast.device == Device::Auto && gpu::available(nullptr));
+  // The executor places the products: Device::Auto takes the GPU when there is one and falls
+  // back to the host if it fails there (e.g. out of GPU memory), the reason in product_note;
+  // Device::CUDA reports the failure.
+  const exec::OnFailure policy =
+      o.cast.device == Device::CUDA ? exec::OnFailure::Throw : exec::OnFailure::FallBack;
+  exec::Executor& ex = exec::current();
+  const exec::Placement where =
+      ex.place(exec::Work::Linear, o.cast.device, x.numel() + w.numel(), nullptr, policy);
   Tensor y, yq;
   std::string gpu_failure;
-  if (gpu_first) {
+  if (where.device == Device::CUDA) {
     try {
       detail::LinearProducts p = detail::linear_products_cuda(x, w, o, job);
       y = std::move(p.y);
@@ -129,9 +133,10 @@ LinearError linear_error(const Tensor& x_in, const Tensor& w_given, const Linear
     } catch (const Cancelled&) {
       throw;
     } catch (const Error& e) {
-      if (o.cast.device == Device::CUDA) throw;
+      if (policy == exec::OnFailure::Throw) throw;
       gpu_failure = e.what();
     }
+    if (y) ex.note_device_ran();
   }
   if (!y) {
     const auto t0 = std::chrono::steady_clock::now();
@@ -148,7 +153,10 @@ LinearError linear_error(const Tensor& x_in, const Tensor& w_given, const Linear
     r.gemm_ms = ms_since(t2);
     r.matmul_ms = ms_since(t1);
     r.product = "fp32 (CPU)";
-    if (!gpu_failure.empty()) r.product_note = "the GPU product failed: " + gpu_failure;
+    if (!gpu_failure.empty()) {
+      r.product_note = "the GPU product failed: " + gpu_failure;
+      ex.record_fallback(exec::Work::Linear, gpu_failure);
+    }
   }
 
   const float* py = y.ptr<float>();

@@ -6,7 +6,7 @@
 #include <limits>
 #include <regex>
 
-#include "castscope/cuda_stats.hpp"
+#include "castscope/executor.hpp"
 #include "cuda/sweep_pipeline.hpp"
 
 namespace castscope {
@@ -137,13 +137,15 @@ ModelMap sweep_model(const io::Model& model, const MapOptions& o, JobControl* jo
   }
   for (const DataType& d : map.dtypes) map.bits.push_back(d.bits_per_value(last));
 
-  // The device-resident path skips a host round trip per cell; rotations go through cast().
-  bool on_gpu = o.cast.device != Device::CPU && !o.cast.rotate.enabled() && gpu::available();
-  map.backend = on_gpu ? "cuda" : "cpu";
-  // On the GPU the tensors stream onto the device ahead of their cells, read and uploaded while
-  // the cells of earlier tensors run (cuda/sweep_pipeline.hpp).
+  // The executor decides once where the sweep runs. On the device each tensor is uploaded once
+  // and cast to every datatype there, skipping a host round trip per cell; rotations go through
+  // cast(), which places them itself.
+  exec::Sweep sweep(exec::current(), o.cast.device, !o.cast.rotate.enabled(), job);
+  map.backend = sweep.backend();
+  // On the CUDA backend the tensors stream onto the device ahead of their cells, read and
+  // uploaded while the cells of earlier tensors run (cuda/sweep_pipeline.hpp).
   std::unique_ptr<gpu::TensorStream> stream;
-  if (on_gpu) {
+  if (sweep.on_device() && std::string(exec::current().backend().name()) == "cuda") {
     std::vector<std::string> names;
     for (const io::TensorInfo* t : todo) names.push_back(t->name);
     try {
@@ -197,15 +199,11 @@ ModelMap sweep_model(const io::Model& model, const MapOptions& o, JobControl* jo
         const std::string& name;
         ~Release() { io::release_pages(model, name); }
       } release{model, info->name};
-      gpu::DeviceTensor dx = streamed;
-      if (on_gpu && !dx) {
-        try {
-          dx = gpu::DeviceTensor::upload(x);
-        } catch (const Error&) {
-          on_gpu = false;  // e.g. out of GPU memory: the host path for the rest of the sweep
-          map.backend = "cpu";
-        }
-      }
+      struct NextTensor {
+        exec::Sweep& sweep;
+        ~NextTensor() { sweep.next_tensor(); }  // the device copy goes with the tensor
+      } next_tensor{sweep};
+      if (streamed) sweep.use_device_copy(exec::cuda_handle(streamed));
       for (size_t d = 0; d < map.dtypes.size(); ++d) {
         exportdetail::SubJob sub(job, base + width * d / ncols, width / ncols);
         CastOptions co = tensor_cast;
@@ -213,23 +211,7 @@ ModelMap sweep_model(const io::Model& model, const MapOptions& o, JobControl* jo
         co.job = job ? &sub.inner : nullptr;
         MapCell cell;
         try {
-          bool done = false;
-          if (dx) {
-            try {
-              const gpu::DeviceCastResult r = gpu::cast(dx, map.dtypes[d], co);
-              cell.stats = gpu::compute_stats(dx, r.values, r.counts.clipped);
-              done = true;
-            } catch (const Cancelled&) {
-              throw;
-            } catch (const Error&) {
-              // The host path gives the same cast, or the same error for a datatype that does
-              // not fit the tensor.
-            }
-          }
-          if (!done) {
-            CastResult r = cast(host_x(), map.dtypes[d], co);
-            cell.stats = compute_stats(host_x(), r.values, r.counts.clipped);
-          }
+          cell.stats = sweep.cast_stats(host_x, map.dtypes[d], co);
           // The activations meet the weight along its resolved reduction axis.
           if (o.activations && info->shape.size() >= 2 && o.activations.rank() == 2 &&
               o.activations.shape()[1] == axis_length(tensor_cast, info->shape)) {
@@ -255,6 +237,7 @@ ModelMap sweep_model(const io::Model& model, const MapOptions& o, JobControl* jo
       }
     }
     x = Tensor();
+    map.backend = sweep.backend();  // "cpu" once an upload failed
     done_bytes += std::max<uint64_t>(info->nbytes, 1);
     map.values += row.numel;
     if (job) job->report(static_cast<double>(done_bytes) / std::max<uint64_t>(total_bytes, 1));

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "backend.hpp"
+#include "castscope/executor.hpp"
 #include "castscope/rotate.hpp"
 #include "parallel.hpp"
 #include "rotation/hadamard.hpp"
@@ -106,14 +107,13 @@ Tensor rotate(const Tensor& x, const Rotation& r, int axis, bool inverse, Device
   for (int i = ax + 1; i < rank; ++i) inner *= x.shape()[i];
   const Tensor f = x.dtype() == DType::F32 ? x : x.to_f32();
   const float scale = rotation_scale(r.size);
-  if (device != Device::CPU && cuda::available()) {
-    try {
-      return cuda::rotate_f32(f, r, scale, outer, len, inner, inverse);
-    } catch (const Error&) {
-      // Same bits on the CPU; cast() reports GPU trouble once already.
-    }
-  }
-  return rotate_cpu(f, r, scale, outer, len, inner, inverse, 0);
+  // Any usable GPU takes a rotation asked of it (Auto included); a failure there falls back to
+  // the CPU, which gives the same bits.
+  exec::Executor& ex = exec::current();
+  return ex.run<Tensor>(
+      ex.place(exec::Work::Rotation, device, x.numel(), nullptr), exec::OnFailure::FallBack,
+      [&] { return cuda::rotate_f32(f, r, scale, outer, len, inner, inverse); },
+      [&] { return rotate_cpu(f, r, scale, outer, len, inner, inverse, 0); });
 }
 
 namespace rotation {

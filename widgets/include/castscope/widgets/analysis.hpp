@@ -11,6 +11,7 @@
 
 #include "castscope/cast.hpp"
 #include "castscope/cuda_stats.hpp"
+#include "castscope/executor.hpp"
 #include "castscope/metrics.hpp"
 
 namespace castscope::widgets {
@@ -61,8 +62,7 @@ class DeviceInput {
 
  private:
   std::mutex mu_;
-  Tensor host_;  // held so that its storage, the cache key, cannot be reused by another tensor
-  gpu::DeviceTensor device_;
+  exec::DeviceCache device_{exec::cuda_backend()};  // the executor's cache of one tensor
   Tensor views_key_;
   std::shared_ptr<const InputViews> views_;
 };

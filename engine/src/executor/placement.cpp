@@ -1,4 +1,5 @@
-// GPU start-up off the critical path, and where Device::Auto runs a cast (cast.hpp).
+// Placement: GPU start-up off the critical path, where Device::Auto runs a cast (cast.hpp), and
+// the executor's decision for every kind of work (executor.hpp).
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
@@ -7,6 +8,7 @@
 
 #include "backend.hpp"
 #include "castscope/cast.hpp"
+#include "castscope/executor.hpp"
 #include "parallel.hpp"
 
 namespace castscope {
@@ -54,6 +56,10 @@ int64_t detail_threads() {
 }
 
 }  // namespace
+
+namespace exec {
+void count_cpu_cast(int64_t n);
+}
 
 void start_gpu_in_background() {
   Starter& s = starter();
@@ -105,16 +111,8 @@ int64_t auto_gpu_min_elements(const DataType& dtype, bool running) {
 }
 
 Device resolve_auto_device(int64_t n, const DataType& dtype) {
-  const bool running = gpu_running();
-  if (n >= auto_gpu_min_elements(dtype, running)) return Device::CUDA;
-  // A job of many casts (an export, a report) starts the GPU in the background once the casts
-  // already done on the CPU took about as long as the context takes to come up; the first cast
-  // never does, so a one-tensor command exits without waiting for a start it did not use.
-  static std::atomic<int64_t> cpu_work{0};
-  if (!running && env_min_elements() < 0) {
-    const int64_t before = cpu_work.fetch_add(n);
-    if (before >= (int64_t{1} << 28) * detail_threads() / 16) start_gpu_in_background();
-  }
+  if (n >= auto_gpu_min_elements(dtype, gpu_running())) return Device::CUDA;
+  exec::count_cpu_cast(n);
   return Device::CPU;
 }
 
@@ -124,5 +122,72 @@ void note_gpu_context() {
   context_seen().store(true);
 }
 }  // namespace detail
+
+namespace exec {
+
+const char* to_string(Work w) {
+  switch (w) {
+    case Work::Cast:
+      return "cast";
+    case Work::Rotation:
+      return "rotation";
+    case Work::Views:
+      return "views";
+    case Work::Linear:
+      return "linear layer";
+    case Work::Sweep:
+      return "sweep";
+  }
+  return "?";
+}
+
+Placement decide(Work kind, Device requested, int64_t n, const DataType* dtype,
+                 const DeviceFacts& facts, OnFailure policy) {
+  if (requested == Device::CPU) return {kind, Device::CPU, "cpu requested", false};
+  if (dtype) {
+    // Families without device kernels (ggml's block formats; for the views also codebooks,
+    // whose tile maps live on the host) run on the CPU for every device.
+    const FamilyTraits& fam = family_traits(dtype->family());
+    const bool has = kind == Work::Views ? fam.device_views : fam.device_cast;
+    if ((kind == Work::Cast || kind == Work::Views) && !has)
+      return {kind, Device::CPU, std::string("no device kernels for ") + dtype->str(), false};
+  }
+  if (requested == Device::Auto) {
+    if (kind == Work::Cast && dtype) {
+      // A single cast weighs the GPU's start-up and transfers against the CPU's time.
+      const int64_t min = auto_gpu_min_elements(*dtype, facts.running);
+      if (n < min)
+        return {kind, Device::CPU,
+                "auto: " + std::to_string(n) + " values, below the " + std::to_string(min) +
+                    " from which the GPU finishes first",
+                false};
+    }
+    // The views finish on the host before a GPU that is still starting would be up.
+    if (kind == Work::Views && facts.starting)
+      return {kind, Device::CPU, "auto: the GPU is still starting", false};
+  }
+  std::string why;
+  if (!facts.available || !facts.available(&why)) {
+    if (why.empty()) why = "no device backend";
+    const std::string reason = "no usable GPU (" + why + ")";
+    // Under Throw the device attempt runs and reports the failure in its own words.
+    return {kind, policy == OnFailure::Throw ? Device::CUDA : Device::CPU, reason, true};
+  }
+  return {kind, Device::CUDA, requested == Device::Auto ? "auto: a usable GPU" : "cuda requested",
+          false};
+}
+
+void count_cpu_cast(int64_t n) {
+  // A job of many casts (an export, a report) starts the GPU in the background once the casts
+  // already done on the CPU took about as long as the context takes to come up; the first cast
+  // never does, so a one-tensor command exits without waiting for a start it did not use.
+  static std::atomic<int64_t> cpu_work{0};
+  if (!gpu_running() && env_min_elements() < 0) {
+    const int64_t before = cpu_work.fetch_add(n);
+    if (before >= (int64_t{1} << 28) * detail_threads() / 16) start_gpu_in_background();
+  }
+}
+
+}  // namespace exec
 
 }  // namespace castscope
