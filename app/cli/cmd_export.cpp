@@ -6,6 +6,7 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <nlohmann/json.hpp>
 
 #include "castscope/export.hpp"
 #include "castscope/io.hpp"
@@ -21,6 +22,7 @@ struct ExportArgs {
   std::string axis = "auto";
   bool quiet = false;
   std::string rotate;
+  std::vector<std::string> axis_for;  // PATTERN=AXIS: per-tensor axis (layout) overrides
 };
 
 JobControl* g_job = nullptr;
@@ -33,6 +35,26 @@ extern "C" void on_sigint(int) {
 bool is_dir(const std::string& p) {
   struct stat st;
   return ::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+// `plan` with one axis-only rule per PATTERN=AXIS put first, in the order given.
+ExportPlan with_axis_overrides(const ExportPlan& plan, const std::vector<std::string>& specs) {
+  nlohmann::json j = nlohmann::json::parse(plan_to_json(plan));
+  nlohmann::json rules = nlohmann::json::array();
+  for (const std::string& s : specs) {
+    const size_t eq = s.rfind('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == s.size())
+      throw Error("--axis-for '" + s + "': expected PATTERN=AXIS, e.g. 'deconv*=:0'");
+    try {
+      AxisSpec::parse(s.substr(eq + 1));
+    } catch (const Error& e) {
+      throw Error("--axis-for '" + s + "': " + e.what());
+    }
+    rules.push_back({{"pattern", s.substr(0, eq)}, {"axis", s.substr(eq + 1)}});
+  }
+  for (const auto& r : j["rules"]) rules.push_back(r);
+  j["rules"] = rules;
+  return parse_plan(j.dump(), plan.source + " with --axis-for");
 }
 
 void export_cmd(CLI::App& app) {
@@ -49,7 +71,8 @@ void export_cmd(CLI::App& app) {
       ->required();
   auto* plan = sub->add_option("--plan", a.plan, "Plan JSON: tensor-name patterns to datatypes");
   auto* dtype = sub->add_option("--dtype,-d", a.dtype,
-                                "Shortcut plan: every float 2-D tensor to this datatype");
+                                "Shortcut plan: every float weight of rank 2 or more to this datatype, "
+                                "along its resolved layout (1-D tensors and embeddings kept)");
   plan->excludes(dtype);
   dtype->excludes(plan);
   sub->add_option("--layout", a.layout, "native | gpt-oss | compressed-tensors | gguf")
@@ -61,6 +84,10 @@ void export_cmd(CLI::App& app) {
       ->check(CLI::IsMember({"saturate", "ieee"}));
   sub->add_option("--seed", a.seed, "Seed of stochastic rounding");
   add_axis_option(sub, a.axis);
+  sub->add_option("--axis-for", a.axis_for,
+                  "PATTERN=AXIS: the quantization axis (layout) of the tensors PATTERN matches "
+                  "(a glob or re:REGEX, as in plans), ahead of the plan's rules; repeat for "
+                  "several, e.g. --axis-for 'deconv*=:0'. Saved in the plan the file records");
   add_device_option(sub, a.device);
   sub->add_option("--config", a.config,
                   "compressed-tensors: config.json to create or update (default: beside OUT)");
@@ -77,6 +104,7 @@ void export_cmd(CLI::App& app) {
         throw Error("--rotate goes with --dtype; a plan sets \"rotate\" in its rules");
       p.rules.front().rotate = parse_rotation(a.rotate);
     }
+    if (!a.axis_for.empty()) p = with_axis_overrides(p, a.axis_for);
     ExportOptions o;
     o.layout = parse_layout(a.layout);
     o.cast.round = parse_round(a.round);

@@ -57,7 +57,8 @@ void update_decision_jobs(AppState& app) {
     for (const auto& [name, pick] : autos->picks) {
       if (pick.dtype.empty()) continue;
       const std::string pat = widgets::glob_escape(name);
-      std::erase_if(app.plan.rules, [&](const PlanRule& r) { return r.pattern == pat; });
+      std::erase_if(app.plan.rules,
+                    [&](const PlanRule& r) { return r.pattern == pat && !r.axis_only; });
       PlanRule r;
       r.pattern = pat;
       r.dtype = pick.dtype;
@@ -161,8 +162,10 @@ void update_decision_jobs(AppState& app) {
             row.dtype = d->str();
             CastOptions co = o;
             if (const std::optional<AxisSpec> ax = plan.axis_for(t)) ax->apply(co);
+            row.layout_guessed = t.layout.guessed && co.axis_auto;
             try {
               co = io::cast_options_for(co, t);  // auto: the tensor's resolved layout
+              row.axis = describe_axis(co, t.shape);
             } catch (const Error&) {
               // an axis out of range: the cast below reports it
             }
@@ -217,7 +220,7 @@ void add_plan_rule(AppState& app, const std::string& pattern, const std::string&
     return;
   }
   // New rules go first: the first match decides, and the newest intent should win.
-  std::erase_if(p.rules, [&](const PlanRule& x) { return x.pattern == pattern; });
+  std::erase_if(p.rules, [&](const PlanRule& x) { return x.pattern == pattern && !x.axis_only; });
   p.rules.insert(p.rules.begin(), r);
   try {
     app.plan = parse_plan(plan_to_json(p), "plan");

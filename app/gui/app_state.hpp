@@ -74,7 +74,9 @@ struct CompareResult {
 struct PlanRow {
   std::string name;
   Shape shape;
-  std::string dtype;  // datatype string, or "keep"
+  std::string dtype;            // datatype string, or "keep"
+  std::string axis;             // the axis in use (describe_axis) for a cast tensor
+  bool layout_guessed = false;  // cast along a layout nothing in the file showed
   double bits = 0, snr_db = 0;
   uint64_t bytes_in = 0, bytes_out = 0;
   std::string error;
@@ -162,6 +164,11 @@ struct AppState {
   ExportPlan plan;
   char plan_pattern[256] = "*";
   char plan_dtype[128] = "mxfp4e2";
+  // The rule editor's row for a new rule (panel_plan_rules.cpp): pattern, datatype ("keep",
+  // "axis only" or a datatype), axis ("" : none) and the weights-only box.
+  char rule_new_pattern[256] = "";
+  std::string rule_new_dtype = "keep", rule_new_axis;
+  bool rule_new_weights = false;
   float snr_target = 20.0f;
   // Auto-assign: candidate datatypes, comma-separated ("" = the engine's default set), and
   // whether it may change 1-D tensors and embeddings.

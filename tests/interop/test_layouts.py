@@ -13,7 +13,9 @@ rapidocr-onnxruntime wheel. For each:
   * `export --dtype` casts every weight of rank >= 2 (embeddings and 1-D tensors kept) and its
     values are those of the view's cast; GGUF export refuses a MatMul [K, N] weight by name.
 
-  * the app's model map (a scripted session) gives the CLI's figures cell for cell.
+  * the app's model map and its Views panel (scripted sessions) give the CLI's figures cell for
+    cell;
+  * `export --axis-for NAME=AXIS` overrides one tensor's layout, recorded in the file's plan.
 
 usage: test_layouts.py PATH/TO/castscope-cli [PATH/TO/castscope]
        (exit 77: onnx / safetensors missing; the app check needs xvfb-run)
@@ -128,6 +130,35 @@ def check_app(work, tag, path):
             check(a == b.get("snr_db"), f"{tag}: app map {r['name']} {d}: {a} != CLI {b}")
 
 
+def check_views(work, tag, path, rows):
+    """The Views panel (a scripted session: each tensor selected, each datatype set, the state
+    written) gives every map row's SNR under each datatype, as `castscope-cli map` does."""
+    if not APP or not shutil.which("xvfb-run"):
+        print(f"{tag}: app views not checked (no app or no xvfb-run)")
+        return
+    script = os.path.join(work, f"{tag}_views.txt")
+    states = []
+    with open(script, "w") as f:
+        f.write(f"open {path}\nwait\n")
+        for name in rows:
+            for d in DTYPES:
+                st = os.path.join(work, f"{tag}_view{len(states)}.json")
+                states.append((name, d, st))
+                f.write(f"tensor {name}\ndtype {d}\nwait\nstate {st}\n")
+        f.write("quit\n")
+    env = dict(os.environ, XDG_CONFIG_HOME=os.path.join(work, "config"))
+    r = subprocess.run(["xvfb-run", "-a", "-s", "-screen 0 1600x1000x24", APP, "--script", script,
+                        "--state", os.path.join(work, f"{tag}_views_end.json")],
+                       capture_output=True, text=True, env=env)
+    check(r.returncode == 0, f"{tag}: views session failed: {r.stderr[-500:]}")
+    for i, (name, d, st) in enumerate(states):
+        a = json.load(open(st))["analysis"] if os.path.exists(st) else None
+        want = rows[name]["cells"][DTYPES.index(d)]
+        ok = a is not None and a["tensor"] == name and a["snr_db"] == want.get("snr_db")
+        check(ok, f"{tag}: Views {name} {d}: {a and (a['tensor'], a['snr_db'], a['axis'])} "
+                  f"!= map {want.get('snr_db')} ({rows[name].get('axis')})")
+
+
 def check_export(work, tag, path, weights, expect):
     """export --dtype: every weight of rank >= 2 but embeddings cast along its view, as the
     view's cast; 1-D tensors and embeddings kept."""
@@ -162,9 +193,31 @@ def main():
         p = os.path.join(work, "layouts.onnx")
         exp = lm.build_onnx(p, rng)
         w = lm.onnx_weights(p)
-        check_model(work, "onnx", p, w, exp)
+        rows = check_model(work, "onnx", p, w, exp)
         check_export(work, "onnx", p, w, exp)
         check_app(work, "onnx", p)
+        check_views(work, "onnx", p, rows)
+        # A per-tensor override from the command line: the ConvTranspose weight along its last
+        # axis instead of Cin, recorded in the file's plan and its NAME.axis, decompressed as the
+        # cast along that axis.
+        out = os.path.join(work, "override.safetensors")
+        cli("export", p, out, "--dtype", "mxfp8e4", "--device", "cpu", "--axis-for", "ct_w=-1")
+        head = open(out, "rb").read()
+        meta = json.loads(head[8:8 + int.from_bytes(head[:8], "little")])["__metadata__"]
+        plan = json.loads(meta["castscope.plan"])
+        check(plan["rules"][0] == {"pattern": "ct_w", "axis": -1}, f"recorded plan {plan}")
+        check(meta.get("ct_w.axis") in ("-1", "3") and "ct_w.flatten" not in meta,
+              f"override: ct_w axis {meta.get('ct_w.axis')} flatten {meta.get('ct_w.flatten')}")
+        dec = os.path.join(work, "override_dec")
+        cli("decompress", out, dec)
+        src, dst = os.path.join(work, "ct_in.npy"), os.path.join(work, "ct_out.npy")
+        np.save(src, w["ct_w"])
+        cli("cast", src, dst, "--dtype", "mxfp8e4", "--mode", "virtual", "--device", "cpu",
+            "--axis", "-1")
+        got = np.load(os.path.join(dec, lm.file_key("ct_w") + ".npy"))
+        check(same_bits(got.reshape(-1), np.load(dst).reshape(-1)),
+              "override: ct_w is not the cast along its last axis")
+
         out = os.path.join(work, "refused.gguf")
         r = subprocess.run([CLI, "export", p, out, "--layout", "gguf", "--dtype",
                                           "q8_0"], capture_output=True, text=True)
@@ -176,9 +229,10 @@ def main():
         p = os.path.join(work, "keras.safetensors")
         exp = lm.build_keras(p, rng)
         w = lm.safetensors_weights(p)
-        check_model(work, "keras", p, w, exp)
+        rows = check_model(work, "keras", p, w, exp)
         check_export(work, "keras", p, w, exp)
         check_app(work, "keras", p)
+        check_views(work, "keras", p, rows)
 
         # transformers checkpoints (GPT-2's Conv1D, Llama's Linear).
         try:
@@ -194,13 +248,13 @@ def main():
                 d = os.path.join(work, tag)
                 exp = build(d)
                 w = lm.safetensors_weights(d)
-                check_model(work, tag, d, w, exp)
+                rows = check_model(work, tag, d, w, exp)
                 check_export(work, tag, os.path.join(d, "model.safetensors"), w, exp)
+                check_app(work, tag, d)
+                check_views(work, tag, d, rows)
 
         # PaddleOCR v4's recognizer: its linear_*.w_0 MatMul weights [K, N] reduce over K.
-        cache = os.environ.get("CASTSCOPE_TEST_CACHE",
-                               os.path.expanduser("~/.cache/castscope-tests"))
-        p = lm.ppocr_model(cache)
+        p = lm.ppocr_model()
         if p:
             exp = lm.onnx_expectations(p)
             w = lm.onnx_weights(p)

@@ -64,14 +64,17 @@ class SafetensorsStreamWriter {
 
 struct PlanRule {
   std::string pattern;  // glob (whole name), or "re:REGEX" (searched anywhere in the name)
-  std::string dtype;    // datatype string, or "keep"
+  std::string dtype;    // datatype string, or "keep"; empty for an axis-only rule
   int rank = -1;        // only tensors of this rank (-1: any)
   // "weights": true: only tensors of rank 2 or more that are not embeddings (by their resolved
   // layout): every weight a matrix product or convolution uses.
   bool weights = false;
   Rotation rotate;  // block Hadamard rotation before the cast (none: "rotate" absent)
-  // Quantization axis ("axis": "auto", an integer, or "A:" flattened); absent: the export's.
+  // Quantization axis ("axis": "auto", an integer, "A:" or ":A" flattened); absent: the export's.
   std::optional<AxisSpec> axis;
+  // A rule without "dtype": it overrides the axis (the layout) of the tensors it matches, ahead
+  // of every datatype rule's axis, and decides no datatype (the next rules do).
+  bool axis_only = false;
   // Filled by the loader.
   std::optional<DataType> target;  // empty: keep
   std::shared_ptr<std::regex> re;
@@ -96,14 +99,17 @@ struct ExportPlan {
   std::optional<PlanBudget> budget;
 
   // The datatype a tensor is cast to; empty: kept as stored. Non-float tensors are always kept.
-  // The first matching rule wins; unmatched tensors get the default.
+  // The first matching rule wins; unmatched weights (rank 2 or more, not embeddings by their
+  // resolved layout) get the default, unmatched 1-D tensors and embeddings are kept.
   std::optional<DataType> dtype_for(const io::TensorInfo& info) const;
   // The rotation of the matching rule (none for the default and for kept tensors).
   Rotation rotation_for(const io::TensorInfo& info) const;
-  // The axis setting of the matching rule (empty: none given, the export's own applies).
+  // The axis setting for the tensor: the first matching axis-only rule's, else the matching
+  // datatype rule's (empty: none given, the export's own applies).
   std::optional<AxisSpec> axis_for(const io::TensorInfo& info) const;
-  // Index of the rule that matches (-1: none). The name-and-rank form takes a "weights" rule
-  // for any tensor of rank 2 or more (it cannot tell embeddings).
+  // Index of the datatype rule that matches (-1: none; axis-only rules never match here). The
+  // name-and-rank form takes a "weights" rule for any tensor of rank 2 or more (it cannot tell
+  // embeddings).
   int match(const std::string& name, int rank) const;
   int match(const io::TensorInfo& info) const;
 };
