@@ -132,6 +132,20 @@ void draw_plan_rules(AppState& app) {
         "Datatype of every weight (rank 2 or more, not an embedding) that no rule matches; 1-D "
         "tensors and embeddings stay as stored unless a rule names them");
 
+  // A per-tensor override starts from the tensor selected in the browser: its exact name, glob
+  // metacharacters as one-character classes (as auto-assign writes them).
+  ImGui::SameLine();
+  ImGui::BeginDisabled(app.selected.empty());
+  if (ImGui::Button("Selected tensor")) {
+    std::string pat;
+    for (char c : app.selected)
+      pat += (c == '*' || c == '?' || c == '[') ? std::string("[") + c + "]" : std::string(1, c);
+    std::snprintf(app.rule_new_pattern, sizeof app.rule_new_pattern, "%s", pat.c_str());
+  }
+  ImGui::EndDisabled();
+  if (ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled))
+    ImGui::SetTooltip("the new rule's pattern: the tensor selected in the browser, by its name");
+
   int remove = -1, up = -1, down = -1;
   const ImGuiTableFlags tf =
       ImGuiTableFlags_BordersInnerV | ImGuiTableFlags_RowBg | ImGuiTableFlags_SizingStretchProp;
