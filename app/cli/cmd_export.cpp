@@ -6,7 +6,6 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
-#include <nlohmann/json.hpp>
 
 #include "castscope/export.hpp"
 #include "castscope/io.hpp"
@@ -37,26 +36,6 @@ bool is_dir(const std::string& p) {
   return ::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-// `plan` with one axis-only rule per PATTERN=AXIS put first, in the order given.
-ExportPlan with_axis_overrides(const ExportPlan& plan, const std::vector<std::string>& specs) {
-  nlohmann::json j = nlohmann::json::parse(plan_to_json(plan));
-  nlohmann::json rules = nlohmann::json::array();
-  for (const std::string& s : specs) {
-    const size_t eq = s.rfind('=');
-    if (eq == std::string::npos || eq == 0 || eq + 1 == s.size())
-      throw Error("--axis-for '" + s + "': expected PATTERN=AXIS, e.g. 'deconv*=:0'");
-    try {
-      AxisSpec::parse(s.substr(eq + 1));
-    } catch (const Error& e) {
-      throw Error("--axis-for '" + s + "': " + e.what());
-    }
-    rules.push_back({{"pattern", s.substr(0, eq)}, {"axis", s.substr(eq + 1)}});
-  }
-  for (const auto& r : j["rules"]) rules.push_back(r);
-  j["rules"] = rules;
-  return parse_plan(j.dump(), plan.source + " with --axis-for");
-}
-
 void export_cmd(CLI::App& app) {
   static ExportArgs a;
   auto* sub = app.add_subcommand(
@@ -70,9 +49,10 @@ void export_cmd(CLI::App& app) {
                   "index kept")
       ->required();
   auto* plan = sub->add_option("--plan", a.plan, "Plan JSON: tensor-name patterns to datatypes");
-  auto* dtype = sub->add_option("--dtype,-d", a.dtype,
-                                "Shortcut plan: every float weight of rank 2 or more to this datatype, "
-                                "along its resolved layout (1-D tensors and embeddings kept)");
+  auto* dtype =
+      sub->add_option("--dtype,-d", a.dtype,
+                      "Shortcut plan: every float weight of rank 2 or more to this datatype, "
+                      "along its resolved layout (1-D tensors and embeddings kept)");
   plan->excludes(dtype);
   dtype->excludes(plan);
   sub->add_option("--layout", a.layout, "native | gpt-oss | compressed-tensors | gguf")
@@ -84,10 +64,7 @@ void export_cmd(CLI::App& app) {
       ->check(CLI::IsMember({"saturate", "ieee"}));
   sub->add_option("--seed", a.seed, "Seed of stochastic rounding");
   add_axis_option(sub, a.axis);
-  sub->add_option("--axis-for", a.axis_for,
-                  "PATTERN=AXIS: the quantization axis (layout) of the tensors PATTERN matches "
-                  "(a glob or re:REGEX, as in plans), ahead of the plan's rules; repeat for "
-                  "several, e.g. --axis-for 'deconv*=:0'. Saved in the plan the file records");
+  add_axis_for_option(sub, a.axis_for);
   add_device_option(sub, a.device);
   sub->add_option("--config", a.config,
                   "compressed-tensors: config.json to create or update (default: beside OUT)");
@@ -104,7 +81,8 @@ void export_cmd(CLI::App& app) {
         throw Error("--rotate goes with --dtype; a plan sets \"rotate\" in its rules");
       p.rules.front().rotate = parse_rotation(a.rotate);
     }
-    if (!a.axis_for.empty()) p = with_axis_overrides(p, a.axis_for);
+    const ExportPlan overrides = axis_override_plan(a.axis_for);
+    if (!a.axis_for.empty()) p = with_axis_overrides(p, overrides);
     ExportOptions o;
     o.layout = parse_layout(a.layout);
     o.cast.round = parse_round(a.round);
@@ -117,7 +95,9 @@ void export_cmd(CLI::App& app) {
     o.metadata["castscope.plan"] = plan_to_json(p);
     std::string out = a.out;
     if (is_dir(out)) out += o.layout == Layout::GGUF ? "/model.gguf" : "/model.safetensors";
-    const std::unique_ptr<io::Model> model = io::open_model(a.model);
+    // Axis-only rules (--axis-for, or the plan's own) become the tensors' layouts, as inspect,
+    // report and map show them.
+    const std::unique_ptr<io::Model> model = with_layout_overrides(io::open_model(a.model), p);
     JobControl job;
     const auto t0 = std::chrono::steady_clock::now();
     // Called from the engine's worker threads: one of them prints each new percentage.

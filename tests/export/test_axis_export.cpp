@@ -369,6 +369,32 @@ TEST(AxisPlan, OverrideSurvivesPlanFilesAndPackedExport) {
     }
   }
   EXPECT_EQ(seen, 2);
+  // The same override as the model's own layout (what --axis-for gives inspect, report and map):
+  // not guessed, its reason naming the rule, and the cast along it is the one exported.
+  const auto over = with_layout_overrides(io::open_model(tmp / "m.safetensors"), back);
+  const io::TensorInfo* d = over->find("deconv.weight");
+  ASSERT_NE(d, nullptr);
+  EXPECT_EQ(d->layout.axis.str(), ":0");
+  EXPECT_FALSE(d->layout.guessed);
+  EXPECT_NE(d->layout.reason.find("rule 1 ('deconv.*')"), std::string::npos) << d->layout.reason;
+  EXPECT_EQ(over->find("fc.weight")->layout.layout, model->find("fc.weight")->layout.layout);
+  CastOptions ao = cpu();
+  ao.axis_auto = true;
+  EXPECT_TRUE(same_bits(
+      cast(over->load("deconv.weight"), DataType::parse("mxfp8e4"), io::cast_options_for(ao, *d))
+          .values,
+      want_deconv))
+      << "seed " << seed;
+  const ExportPlan texts = axis_override_plan({"deconv.*=:0", "re:^fc=-1"});
+  ASSERT_EQ(texts.rules.size(), 2u);
+  EXPECT_TRUE(texts.rules[0].axis_only && texts.rules[1].axis_only);
+  EXPECT_EQ(texts.rules[1].axis->str(), "-1");
+  EXPECT_EQ(with_axis_overrides(p, texts).rules.size(), 4u);
+  EXPECT_THROW(axis_override_plan({"deconv.*"}), Error);
+  EXPECT_THROW(axis_override_plan({"deconv.*=x"}), Error);
+  EXPECT_THROW(
+      with_layout_overrides(io::open_model(tmp / "m.safetensors"), axis_override_plan({"fc.*=2"})),
+      Error);  // axis 2 of a rank-2 tensor
   for (const char* bad : {R"({"rules": [{"pattern": "*"}]})",
                           R"({"rules": [{"pattern": "*", "axis": "0", "rotate": "h32"}]})",
                           R"({"rules": [{"pattern": "*", "axis": "x"}]})"}) {

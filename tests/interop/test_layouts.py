@@ -15,7 +15,8 @@ rapidocr-onnxruntime wheel. For each:
 
   * the app's model map and its Views panel (scripted sessions) give the CLI's figures cell for
     cell;
-  * `export --axis-for NAME=AXIS` overrides one tensor's layout, recorded in the file's plan.
+  * `--axis-for NAME=AXIS` overrides one tensor's layout in inspect, map and export (recorded in
+    the file's plan).
 
 usage: test_layouts.py PATH/TO/castscope-cli [PATH/TO/castscope]
        (exit 77: onnx / safetensors missing; the app check needs xvfb-run)
@@ -217,6 +218,21 @@ def main():
         got = np.load(os.path.join(dec, lm.file_key("ct_w") + ".npy"))
         check(same_bits(got.reshape(-1), np.load(dst).reshape(-1)),
               "override: ct_w is not the cast along its last axis")
+
+        # The same override for inspect and map: the tensor's layout, not guessed, its figures
+        # those of the tensor cast along its last axis.
+        ins = {t["name"]: t for t in json.loads(cli("inspect", p, "--json", "--axis-for",
+                                                     "ct_w=-1"))["tensors"]}
+        lay = ins["ct_w"]["layout"]
+        check(lay["axis"] == "-1" and not lay["guessed"] and "--axis-for" in lay["reason"],
+              f"inspect --axis-for: {lay}")
+        check(ins["mm_w"]["layout"]["axis"] == "0", "inspect --axis-for changed another tensor")
+        om = {r["name"]: r for r in map_json(p, "--axis-for", "ct_w=-1")["rows"]}
+        arch = os.path.join(work, "ct_last.npz")
+        np.savez(arch, v=w["ct_w"])
+        vm = map_json(arch, "--axis", "-1")["rows"][0]["cells"]
+        check([c.get("snr_db") for c in om["ct_w"]["cells"]] == [c.get("snr_db") for c in vm],
+              f"map --axis-for: {om['ct_w']['cells']} != {vm}")
 
         out = os.path.join(work, "refused.gguf")
         r = subprocess.run([CLI, "export", p, out, "--layout", "gguf", "--dtype",

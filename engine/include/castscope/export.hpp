@@ -122,6 +122,17 @@ void save_plan(const std::string& path, const ExportPlan& plan);
 // The --dtype shortcut: every float weight of rank 2 or more (embeddings aside) to `dtype`, cast
 // along its resolved layout; 1-D tensors and embeddings kept.
 ExportPlan plan_for_dtype(const std::string& dtype);
+// Axis-only rules from "PATTERN=AXIS" texts (the CLI's --axis-for), in the order given; Error
+// naming a malformed text.
+ExportPlan axis_override_plan(const std::vector<std::string>& specs);
+// The plan with the axis-only rules of `overrides` put first.
+ExportPlan with_axis_overrides(const ExportPlan& plan, const ExportPlan& overrides);
+// `model` with the layout of every tensor an axis-only rule of `plan` names (with an axis other
+// than auto) replaced by that axis, not guessed, its reason naming the rule: every consumer
+// (inspect, report, map, export) then reads the override as the tensor's layout. The model
+// itself when no rule applies; Error naming a tensor whose rank the axis does not fit.
+std::unique_ptr<io::Model> with_layout_overrides(std::unique_ptr<io::Model> model,
+                                                 const ExportPlan& plan);
 // Glob match of the whole name: '*' any run of characters (dots included), '?' one character,
 // [abc] / [a-z] / [!a] character classes.
 bool glob_match(std::string_view pattern, std::string_view name);

@@ -306,4 +306,79 @@ ExportPlan plan_for_dtype(const std::string& dtype) {
   return parse_plan(text, "--dtype " + dtype);
 }
 
+ExportPlan axis_override_plan(const std::vector<std::string>& specs) {
+  json rules = json::array();
+  for (const std::string& s : specs) {
+    const size_t eq = s.rfind('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == s.size())
+      throw Error("--axis-for '" + s + "': expected PATTERN=AXIS, e.g. 'deconv*=:0'");
+    try {
+      AxisSpec::parse(s.substr(eq + 1));
+    } catch (const Error& e) {
+      throw Error("--axis-for '" + s + "': " + e.what());
+    }
+    rules.push_back({{"pattern", s.substr(0, eq)}, {"axis", s.substr(eq + 1)}});
+  }
+  return parse_plan(json({{"default", "keep"}, {"rules", rules}}).dump(), "--axis-for");
+}
+
+ExportPlan with_axis_overrides(const ExportPlan& plan, const ExportPlan& overrides) {
+  json j = json::parse(plan_to_json(plan));
+  json rules = json::array();
+  const json o = json::parse(plan_to_json(overrides));
+  for (const auto& r : o["rules"])
+    if (!r.contains("dtype")) rules.push_back(r);
+  for (const auto& r : j["rules"]) rules.push_back(r);
+  j["rules"] = rules;
+  return parse_plan(j.dump(), plan.source);
+}
+
+namespace {
+// The tensors of another model with some layouts replaced; data comes from the model itself.
+class OverriddenModel : public io::Model {
+ public:
+  OverriddenModel(std::unique_ptr<io::Model> m, std::vector<io::TensorInfo> infos)
+      : m_(std::move(m)), infos_(std::move(infos)) {
+    path_ = m_->path();
+  }
+  const std::vector<io::TensorInfo>& tensors() const override { return infos_; }
+  Tensor load(const std::string& name) const override { return m_->load(name); }
+  Tensor load_raw(const std::string& name) const override { return m_->load_raw(name); }
+  std::string format() const override { return m_->format(); }
+
+ private:
+  std::unique_ptr<io::Model> m_;
+  std::vector<io::TensorInfo> infos_;
+};
+}  // namespace
+
+std::unique_ptr<io::Model> with_layout_overrides(std::unique_ptr<io::Model> model,
+                                                 const ExportPlan& plan) {
+  std::vector<io::TensorInfo> infos = model->tensors();
+  bool any = false;
+  for (io::TensorInfo& t : infos) {
+    const int rank = static_cast<int>(t.shape.size());
+    for (size_t i = 0; i < plan.rules.size(); ++i) {
+      const PlanRule& r = plan.rules[i];
+      if (!r.axis_only || !rule_hits(r, t.name, rank, t.layout.embedding)) continue;
+      if (!r.axis || r.axis->automatic || rank == 0) break;  // the file's layout stays
+      try {
+        const std::string was = t.layout.empty() ? std::string("none") : t.layout.layout;
+        ResolvedLayout l = make_layout("override " + r.axis->str(), *r.axis, t.shape,
+                                       "axis " + r.axis->str() + " set by " + plan.source +
+                                           " rule " + std::to_string(i) + " ('" + r.pattern +
+                                           "'); the file's layout: " + was);
+        l.embedding = t.layout.embedding;
+        t.layout = l;
+      } catch (const Error& e) {
+        throw Error("tensor '" + t.name + "' of '" + model->path() + "': " + e.what());
+      }
+      any = true;
+      break;
+    }
+  }
+  if (!any) return model;
+  return std::make_unique<OverriddenModel>(std::move(model), std::move(infos));
+}
+
 }  // namespace castscope
