@@ -117,8 +117,11 @@ const char* panel_name(PanelId p);
 struct AppState {
   AppOptions opt;
 
-  // Model and tensor.
-  std::shared_ptr<const io::Model> model;
+  // Model and tensor. `model` is `file_model` (the model as the file gives it) with the plan's
+  // axis-only rules as its tensors' layouts (sync_layout_overrides), so every panel reads an
+  // override as the tensor's layout; `layout_overrides` names the rules it was made with.
+  std::shared_ptr<const io::Model> model, file_model;
+  std::string layout_overrides;
   std::string model_path;
   std::shared_ptr<const Loaded> loaded;
   std::string selected;  // tensor chosen in the browser (may still be loading)
@@ -217,6 +220,17 @@ struct AppState {
   bool map_signs = true;
   int map_seed = 1;
   Job<ModelMap> map_job;
+  // The last sweep's settings (start_model_map), which rows whose layout an override changed are
+  // swept again with; the rows the running job sweeps again (empty: a whole sweep).
+  struct MapRequest {
+    MapOptions o;
+    bool with_act = false;
+    std::string act_path;
+    int64_t tokens = 0;
+    int outliers = 0, seed = 0;
+    double scale = 0;
+  } map_request;
+  std::vector<std::string> map_redo;
   std::shared_ptr<const ModelMap> model_map;
   std::string map_error;
   std::string map_hover;  // "tensor | datatype: value" of the hovered cell (state and tests)
@@ -295,6 +309,12 @@ void start_model_map(AppState& app);
 void assign_from_map(AppState& app, size_t row, size_t col);  // a click on a cell
 void start_activations(AppState& app);
 void update_map_jobs(AppState& app);
+// The map's rows of these tensors swept again on the open model (their layout changed); a whole
+// sweep when one is running.
+void redo_map_rows(AppState& app, const std::vector<std::string>& names);
+// Makes `model` follow the plan's axis-only rules when they changed (actions.cpp): the views of
+// the loaded tensor and the map's rows of the tensors whose layout changed are computed again.
+void sync_layout_overrides(AppState& app, bool new_file);
 Rotation map_rotation(const AppState& app);
 MapTotals plan_totals_over_map(const AppState& app);  // the plan's size over the map's rows
 bool save_text(AppState& app, const std::string& path, const std::string& text);

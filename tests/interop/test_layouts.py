@@ -160,6 +160,54 @@ def check_views(work, tag, path, rows):
                   f"!= map {want.get('snr_db')} ({rows[name].get('axis')})")
 
 
+def check_app_override(work, tag, path, name, axis):
+    """A layout override made with the mouse in the app's rule editor (an axis-only rule for one
+    tensor) reaches the Views and the model map: the tensor's SNR and its map row equal
+    `castscope-cli map --axis-for NAME=AXIS`, the other rows stay the file's layout."""
+    if not APP or not shutil.which("xvfb-run"):
+        print(f"{tag}: app override not checked (no app or no xvfb-run)")
+        return
+    d = DTYPES[0]
+    before, after = os.path.join(work, f"{tag}_ov0.json"), os.path.join(work, f"{tag}_ov1.json")
+    script = os.path.join(work, f"{tag}_override.txt")
+    with open(script, "w") as f:
+        f.write(f"open {path}\nwait\nmap-dtypes {' '.join(DTYPES)}\nmap-run\nwait\n"
+                f"tensor {name}\ndtype {d}\nwait\nstate {before}\npanel plan\nwait\n"
+                'click "Per-layer plan::rules"\n'
+                f'type "Per-layer plan::##rule_new_pattern" {name}\n'
+                'choose "Per-layer plan::##rule_new_dtype" "axis only"\n'
+                f'choose "Per-layer plan::##rule_new_axis" {axis}\n'
+                'click "Per-layer plan::Add rule"\nwait\n'
+                f"state {after}\nquit\n")
+    env = dict(os.environ, XDG_CONFIG_HOME=os.path.join(work, "config"))
+    r = subprocess.run(["xvfb-run", "-a", "-s", "-screen 0 1600x1000x24", APP, "--script", script,
+                        "--state", os.path.join(work, f"{tag}_ov_end.json")],
+                       capture_output=True, text=True, env=env)
+    check(r.returncode == 0, f"{tag}: override session failed: {r.stderr[-500:]}")
+    if r.returncode != 0:
+        return
+    s0, s1 = json.load(open(before)), json.load(open(after))
+    file_rows = {r["name"]: r for r in map_json(path)["rows"]}
+    over_rows = {r["name"]: r for r in map_json(path, "--axis-for", f"{name}={axis}")["rows"]}
+    want_file = file_rows[name]["cells"][0].get("snr_db")
+    want_over = over_rows[name]["cells"][0].get("snr_db")
+    check(want_file != want_over, f"{tag}: the override gives the file's SNR {want_file}")
+    check(s0["analysis"]["snr_db"] == want_file,
+          f"{tag}: Views before the rule {s0['analysis']['snr_db']} != CLI {want_file}")
+    check(s1["plan"]["rules"][0].get("pattern") == name, f"{tag}: rule {s1['plan']['rules']}")
+    check(s1["analysis"]["tensor"] == name and s1["analysis"]["snr_db"] == want_over,
+          f"{tag}: Views after the rule {s1['analysis']['snr_db']} != map --axis-for {want_over}")
+    for when, st, want in [("before", s0, file_rows), ("after", s1, over_rows)]:
+        rows = {r["name"]: r for r in st["model_map"]["rows"]}
+        check(list(rows) == list(want), f"{tag}: app map rows {when} the rule differ")
+        for n, c in want.items():
+            got = rows.get(n, {})
+            check(got.get("axis") == c.get("axis") and
+                  got.get("values") == [x.get("snr_db") for x in c["cells"]],
+                  f"{tag}: app map {when} the rule: {n} {got.get('axis')} {got.get('values')} "
+                  f"!= CLI {c.get('axis')} {[x.get('snr_db') for x in c['cells']]}")
+
+
 def check_export(work, tag, path, weights, expect):
     """export --dtype: every weight of rank >= 2 but embeddings cast along its view, as the
     view's cast; 1-D tensors and embeddings kept."""
@@ -233,6 +281,8 @@ def main():
         vm = map_json(arch, "--axis", "-1")["rows"][0]["cells"]
         check([c.get("snr_db") for c in om["ct_w"]["cells"]] == [c.get("snr_db") for c in vm],
               f"map --axis-for: {om['ct_w']['cells']} != {vm}")
+        # The same override made in the app's rule editor reaches its Views and model map.
+        check_app_override(work, "onnx", p, "ct_w", "-1")
 
         out = os.path.join(work, "refused.gguf")
         r = subprocess.run([CLI, "export", p, out, "--layout", "gguf", "--dtype",

@@ -133,6 +133,10 @@ ExportPlan with_axis_overrides(const ExportPlan& plan, const ExportPlan& overrid
 // itself when no rule applies; Error naming a tensor whose rank the axis does not fit.
 std::unique_ptr<io::Model> with_layout_overrides(std::unique_ptr<io::Model> model,
                                                  const ExportPlan& plan);
+// The same over a shared model (the app keeps the file's model and wraps it anew as the plan's
+// overrides change).
+std::shared_ptr<const io::Model> with_layout_overrides(std::shared_ptr<const io::Model> model,
+                                                       const ExportPlan& plan);
 // Glob match of the whole name: '*' any run of characters (dots included), '?' one character,
 // [abc] / [a-z] / [!a] character classes.
 bool glob_match(std::string_view pattern, std::string_view name);

@@ -337,7 +337,7 @@ namespace {
 // The tensors of another model with some layouts replaced; data comes from the model itself.
 class OverriddenModel : public io::Model {
  public:
-  OverriddenModel(std::unique_ptr<io::Model> m, std::vector<io::TensorInfo> infos)
+  OverriddenModel(std::shared_ptr<const io::Model> m, std::vector<io::TensorInfo> infos)
       : m_(std::move(m)), infos_(std::move(infos)) {
     path_ = m_->path();
   }
@@ -347,15 +347,15 @@ class OverriddenModel : public io::Model {
   std::string format() const override { return m_->format(); }
 
  private:
-  std::unique_ptr<io::Model> m_;
+  std::shared_ptr<const io::Model> m_;
   std::vector<io::TensorInfo> infos_;
 };
-}  // namespace
 
-std::unique_ptr<io::Model> with_layout_overrides(std::unique_ptr<io::Model> model,
-                                                 const ExportPlan& plan) {
-  std::vector<io::TensorInfo> infos = model->tensors();
-  bool any = false;
+// The model's tensors with the plan's overrides; *any tells whether one applied.
+std::vector<io::TensorInfo> overridden_infos(const io::Model& model, const ExportPlan& plan,
+                                             bool* any) {
+  std::vector<io::TensorInfo> infos = model.tensors();
+  *any = false;
   for (io::TensorInfo& t : infos) {
     const int rank = static_cast<int>(t.shape.size());
     for (size_t i = 0; i < plan.rules.size(); ++i) {
@@ -371,14 +371,30 @@ std::unique_ptr<io::Model> with_layout_overrides(std::unique_ptr<io::Model> mode
         l.embedding = t.layout.embedding;
         t.layout = l;
       } catch (const Error& e) {
-        throw Error("tensor '" + t.name + "' of '" + model->path() + "': " + e.what());
+        throw Error("tensor '" + t.name + "' of '" + model.path() + "': " + e.what());
       }
-      any = true;
+      *any = true;
       break;
     }
   }
+  return infos;
+}
+}  // namespace
+
+std::unique_ptr<io::Model> with_layout_overrides(std::unique_ptr<io::Model> model,
+                                                 const ExportPlan& plan) {
+  bool any = false;
+  std::vector<io::TensorInfo> infos = overridden_infos(*model, plan, &any);
   if (!any) return model;
   return std::make_unique<OverriddenModel>(std::move(model), std::move(infos));
+}
+
+std::shared_ptr<const io::Model> with_layout_overrides(std::shared_ptr<const io::Model> model,
+                                                       const ExportPlan& plan) {
+  bool any = false;
+  std::vector<io::TensorInfo> infos = overridden_infos(*model, plan, &any);
+  if (!any) return model;
+  return std::make_shared<OverriddenModel>(std::move(model), std::move(infos));
 }
 
 }  // namespace castscope
