@@ -145,7 +145,10 @@ PlanTable build_plan_table(const io::Model& model, const BudgetPlanOptions& o, J
     }
     try {
       const Tensor w = model.load(info.name).to_f32();
-      const CastOptions r = resolve_axis(o.cast, info.shape);
+      // The tensor's resolved layout (an override included) when the axis is automatic, as the
+      // map and the export take it.
+      const CastOptions c = io::cast_options_for(o.cast, info);
+      const CastOptions r = resolve_axis(c, info.shape);
       PlanTensor pt;
       pt.name = info.name;
       pt.shape = info.shape;
@@ -165,7 +168,7 @@ PlanTable build_plan_table(const io::Model& model, const BudgetPlanOptions& o, J
       const float* pw = w.ptr<float>();
       std::vector<float> e(static_cast<size_t>(pt.numel));
       cast_each(
-          w, dts, o.cast, job,
+          w, dts, c, job,
           [&](size_t i, const CastResult& cr) {
             const Tensor q = cr.values.to_f32();
             const float* pq = q.ptr<float>();
