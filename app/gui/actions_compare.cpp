@@ -45,6 +45,23 @@ CastOptions composer_cast_options(const AppState& app) {
   return o;
 }
 
+namespace {
+// The composer's options for the loaded tensor: an automatic axis is its resolved layout (a
+// plan's override included), as the Views take it.
+CastOptions loaded_cast_options(const AppState& app) {
+  CastOptions o = composer_cast_options(app);
+  if (app.model && app.loaded)
+    if (const io::TensorInfo* t = app.model->find(app.loaded->tensor)) {
+      try {
+        o = io::cast_options_for(o, *t);
+      } catch (const Error&) {
+        // an axis out of range: the cast reports it
+      }
+    }
+  return o;
+}
+}  // namespace
+
 void update_decision_jobs(AppState& app) {
   collect(app.scale_job, &app.scale_modes, nullptr, app);
   collect(app.compare_job, &app.compare, nullptr, app);
@@ -79,13 +96,13 @@ void update_decision_jobs(AppState& app) {
   const bool wants_input = app.shown(PanelId::ScaleModes) || app.shown(PanelId::Compare);
   if (wants_input && !input) app.pending = app.loader.running();
   if (input && app.shown(PanelId::ScaleModes)) {
-    const std::string key =
-        app.loaded->tensor + "|" + app.composer.dtype.str() + "|" + options_key(app);
+    const CastOptions o = loaded_cast_options(app);
+    const std::string key = app.loaded->tensor + "|" + app.composer.dtype.str() + "|" +
+                            options_key(app) + "|" + AxisSpec::from(o).str();
     if (key != app.started_scale) {
       app.started_scale = key;
       auto in = app.loaded;
       const DataType d = app.composer.dtype;
-      const CastOptions o = composer_cast_options(app);
       app.scale_job.start("compare scale modes", [in, d, o, key](JobControl& job) {
         auto r = std::make_shared<ScaleModeResult>();
         r->key = key;
@@ -95,14 +112,14 @@ void update_decision_jobs(AppState& app) {
     }
   }
   if (input && app.shown(PanelId::Compare)) {
-    std::string key =
-        app.loaded->tensor + "|" + options_key(app) + "|" + to_string(app.composer.scale_mode);
+    const CastOptions o = loaded_cast_options(app);
+    std::string key = app.loaded->tensor + "|" + options_key(app) + "|" +
+                      to_string(app.composer.scale_mode) + "|" + AxisSpec::from(o).str();
     for (const std::string& p : app.pinned) key += "|" + p;
     if (key != app.started_compare) {
       app.started_compare = key;
       auto in = app.loaded;
       const auto pinned = app.pinned;
-      const CastOptions o = composer_cast_options(app);
       app.compare_job.start("compare datatypes", [in, pinned, o, key](JobControl& job) {
         auto r = std::make_shared<CompareResult>();
         r->key = key;

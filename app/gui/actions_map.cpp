@@ -105,11 +105,13 @@ void start_model_map(AppState& app) {
                      app.act_tokens,
                      app.act_outliers,
                      app.act_seed,
-                     app.act_outlier_scale};
+                     app.act_outlier_scale,
+                     app.file_model};
   launch_map(app, nullptr, {});
 }
 
 void redo_map_rows(AppState& app, const std::vector<std::string>& names) {
+  if (app.map_request.file.lock() != app.file_model) return;  // the map is another file's
   std::vector<std::string> redo;
   if (app.map_job.running()) {
     if (app.map_redo.empty()) {  // a whole sweep on the model that was: start it again

@@ -229,6 +229,7 @@ struct AppState {
     int64_t tokens = 0;
     int outliers = 0, seed = 0;
     double scale = 0;
+    std::weak_ptr<const io::Model> file;  // the file swept (rows of another file are not redone)
   } map_request;
   std::vector<std::string> map_redo;
   std::shared_ptr<const ModelMap> model_map;

@@ -162,8 +162,9 @@ def check_views(work, tag, path, rows):
 
 def check_app_override(work, tag, path, name, axis):
     """A layout override made with the mouse in the app's rule editor (an axis-only rule for one
-    tensor) reaches the Views and the model map: the tensor's SNR and its map row equal
-    `castscope-cli map --axis-for NAME=AXIS`, the other rows stay the file's layout."""
+    tensor) reaches the Views, Compare, Scale modes and the model map: the tensor's SNR and its
+    map row equal `castscope-cli map --axis-for NAME=AXIS`, the other rows stay the file's
+    layout."""
     if not APP or not shutil.which("xvfb-run"):
         print(f"{tag}: app override not checked (no app or no xvfb-run)")
         return
@@ -172,7 +173,8 @@ def check_app_override(work, tag, path, name, axis):
     script = os.path.join(work, f"{tag}_override.txt")
     with open(script, "w") as f:
         f.write(f"open {path}\nwait\nmap-dtypes {' '.join(DTYPES)}\nmap-run\nwait\n"
-                f"tensor {name}\ndtype {d}\nwait\nstate {before}\npanel plan\nwait\n"
+                f"tensor {name}\ndtype {d}\npin {d}\npanel compare\npanel scale-modes\nwait\n"
+                f"state {before}\npanel plan\nwait\n"
                 'click "Per-layer plan::rules"\n'
                 f'type "Per-layer plan::##rule_new_pattern" {name}\n'
                 'choose "Per-layer plan::##rule_new_dtype" "axis only"\n'
@@ -197,6 +199,12 @@ def check_app_override(work, tag, path, name, axis):
     check(s1["plan"]["rules"][0].get("pattern") == name, f"{tag}: rule {s1['plan']['rules']}")
     check(s1["analysis"]["tensor"] == name and s1["analysis"]["snr_db"] == want_over,
           f"{tag}: Views after the rule {s1['analysis']['snr_db']} != map --axis-for {want_over}")
+    # The datatype comparison and the scale modes (floor, the map's) cast along the same layout.
+    for when, st, want in [("before", s0, want_file), ("after", s1, want_over)]:
+        cmp = [r["snr_db"] for r in st.get("compare", {}).get("rows", []) if r["dtype"] == st["dtype"]]
+        check(cmp == [want], f"{tag}: Compare {when} the rule: {cmp} != [{want}]")
+        sm = [r["snr_db"] for r in st.get("scale_modes", []) if r["mode"] == "floor"]
+        check(sm == [want], f"{tag}: Scale modes {when} the rule: {sm} != [{want}]")
     for when, st, want in [("before", s0, file_rows), ("after", s1, over_rows)]:
         rows = {r["name"]: r for r in st["model_map"]["rows"]}
         check(list(rows) == list(want), f"{tag}: app map rows {when} the rule differ")
