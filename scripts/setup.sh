@@ -68,7 +68,7 @@ bash "$(dirname "$0")/setup-llama-cpp.sh"
 # onnxruntime, edits their graphs with onnx, and its tests render text-line images with Pillow.
 python3 -c "import onnx, onnxruntime, PIL" 2>/dev/null ||
   PIP_BREAK_SYSTEM_PACKAGES=1 python3 -m pip install -q onnx onnxruntime Pillow
-# The real model of the evaluation tests: PaddleOCR v4's text recognizer, as shipped in the
+# The real model of the evaluation and layout tests: PaddleOCR v4's text recognizer, as shipped in the
 # rapidocr-onnxruntime wheel (downloaded once, only the model kept; tests look for it here).
 models="${CASTSCOPE_TEST_MODELS:-$HOME/.cache/castscope/models}"
 if [ ! -s "$models/ch_PP-OCRv4_rec_infer.onnx" ]; then
@@ -82,11 +82,6 @@ open(sys.argv[2], 'wb').write(z.read('rapidocr_onnxruntime/models/ch_PP-OCRv4_re
   fi
   rm -rf "$wheel_dir"
 fi
-# The layout test (tests/interop/test_layouts.py) builds ONNX graphs with the onnx package and
-# reads PaddleOCR's v4 recognizer from the rapidocr-onnxruntime wheel, kept in a cache so that a
-# CI run downloads it once.
+# The layout tests (tests/interop/test_layouts.py, python/tests/test_layouts.py) build ONNX graphs
+# with the onnx package and read the same recognizer from "$models".
 python3 -c "import onnx" 2>/dev/null || python3 -m pip install -q onnx
-layout_cache="${CASTSCOPE_TEST_CACHE:-$HOME/.cache/castscope-tests}"
-ls "$layout_cache"/rapidocr_onnxruntime-1.4.4-*.whl >/dev/null 2>&1 ||
-  python3 -m pip download -q --no-deps rapidocr-onnxruntime==1.4.4 -d "$layout_cache" ||
-  echo "note: could not download rapidocr-onnxruntime; the layout test skips PaddleOCR"

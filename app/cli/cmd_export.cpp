@@ -21,6 +21,7 @@ struct ExportArgs {
   std::string axis = "auto";
   bool quiet = false;
   std::string rotate;
+  std::vector<std::string> axis_for;  // PATTERN=AXIS: per-tensor axis (layout) overrides
 };
 
 JobControl* g_job = nullptr;
@@ -48,8 +49,10 @@ void export_cmd(CLI::App& app) {
                   "index kept")
       ->required();
   auto* plan = sub->add_option("--plan", a.plan, "Plan JSON: tensor-name patterns to datatypes");
-  auto* dtype = sub->add_option("--dtype,-d", a.dtype,
-                                "Shortcut plan: every float 2-D tensor to this datatype");
+  auto* dtype =
+      sub->add_option("--dtype,-d", a.dtype,
+                      "Shortcut plan: every float weight of rank 2 or more to this datatype, "
+                      "along its resolved layout (1-D tensors and embeddings kept)");
   plan->excludes(dtype);
   dtype->excludes(plan);
   sub->add_option("--layout", a.layout, "native | gpt-oss | compressed-tensors | gguf")
@@ -61,6 +64,7 @@ void export_cmd(CLI::App& app) {
       ->check(CLI::IsMember({"saturate", "ieee"}));
   sub->add_option("--seed", a.seed, "Seed of stochastic rounding");
   add_axis_option(sub, a.axis);
+  add_axis_for_option(sub, a.axis_for);
   add_device_option(sub, a.device);
   sub->add_option("--config", a.config,
                   "compressed-tensors: config.json to create or update (default: beside OUT)");
@@ -77,6 +81,8 @@ void export_cmd(CLI::App& app) {
         throw Error("--rotate goes with --dtype; a plan sets \"rotate\" in its rules");
       p.rules.front().rotate = parse_rotation(a.rotate);
     }
+    const ExportPlan overrides = axis_override_plan(a.axis_for);
+    if (!a.axis_for.empty()) p = with_axis_overrides(p, overrides);
     ExportOptions o;
     o.layout = parse_layout(a.layout);
     o.cast.round = parse_round(a.round);
@@ -89,7 +95,9 @@ void export_cmd(CLI::App& app) {
     o.metadata["castscope.plan"] = plan_to_json(p);
     std::string out = a.out;
     if (is_dir(out)) out += o.layout == Layout::GGUF ? "/model.gguf" : "/model.safetensors";
-    const std::unique_ptr<io::Model> model = io::open_model(a.model);
+    // Axis-only rules (--axis-for, or the plan's own) become the tensors' layouts, as inspect,
+    // report and map show them.
+    const std::unique_ptr<io::Model> model = with_layout_overrides(io::open_model(a.model), p);
     JobControl job;
     const auto t0 = std::chrono::steady_clock::now();
     // Called from the engine's worker threads: one of them prints each new percentage.

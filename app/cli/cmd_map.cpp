@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "castscope/export.hpp"
 #include "castscope/linear_error.hpp"
 #include "castscope/modelmap.hpp"
 #include "cli/command.hpp"
@@ -22,6 +23,7 @@ struct MapArgs {
   std::vector<std::string> dtypes;
   int64_t tokens = 64;
   bool json = false, csv = false, embeddings = false;
+  std::vector<std::string> axis_for;
 };
 
 std::atomic<JobControl*> g_job{nullptr};
@@ -89,6 +91,7 @@ void map_cmd(CLI::App& app) {
                   "Block Hadamard rotation before casting: N, hN or hNrSEED, N in 16..256");
   add_rounding_options(sub, a.round, a.scale_mode);
   add_axis_option(sub, a.axis);
+  add_axis_for_option(sub, a.axis_for);
   add_device_option(sub, a.device);
   sub->add_option("--filter", a.filter, "Only tensors whose name matches this regular expression");
   sub->add_flag("--embeddings", a.embeddings, "Include token / position embeddings");
@@ -107,7 +110,7 @@ void map_cmd(CLI::App& app) {
     o.include_embeddings = a.embeddings;
     o.max_tokens = a.tokens;
     const MapMetric metric = parse_map_metric(a.metric);
-    auto model = io::open_model(a.model);
+    auto model = with_layout_overrides(io::open_model(a.model), axis_override_plan(a.axis_for));
     if (!a.activations.empty()) {
       int64_t hint = 0;
       for (const io::TensorInfo& t : model->tensors())

@@ -8,6 +8,7 @@
 #include <regex>
 
 #include "castscope/cast.hpp"
+#include "castscope/export.hpp"
 #include "castscope/io.hpp"
 #include "castscope/metrics.hpp"
 #include "cli/command.hpp"
@@ -61,6 +62,7 @@ struct InspectArgs {
   std::string model;
   std::string axis = "auto";
   bool json = false;
+  std::vector<std::string> axis_for;
 };
 
 // The quantization axis a cast of this tensor would use ("-" for tensors that are never cast):
@@ -92,10 +94,11 @@ void inspect_cmd(CLI::App& app) {
       ->required();
   sub->add_flag("--json", a.json, "Print JSON instead of a table");
   add_axis_option(sub, a.axis);
+  add_axis_for_option(sub, a.axis_for);
   sub->callback([] {
     CastOptions o;
     AxisSpec::parse(a.axis).apply(o);
-    auto m = io::open_model(a.model);
+    auto m = with_layout_overrides(io::open_model(a.model), axis_override_plan(a.axis_for));
     uint64_t bytes = 0;
     int64_t elems = 0;
     for (const io::TensorInfo& t : m->tensors()) {
@@ -153,6 +156,7 @@ struct ReportArgs {
   std::vector<std::string> dtypes;
   bool json = false, csv = false;
   std::string axis = "auto";
+  std::vector<std::string> axis_for;
 };
 
 struct Total {
@@ -172,6 +176,7 @@ void report_cmd(CLI::App& app) {
   sub->add_flag("--csv", a.csv, "Print CSV");
   add_rounding_options(sub, a.round, a.scale_mode);
   add_axis_option(sub, a.axis);
+  add_axis_for_option(sub, a.axis_for);
   sub->add_option("--filter", a.filter,
                   "Only tensors whose name matches this regular expression (anywhere in the name)");
   add_device_option(sub, a.device);
@@ -198,7 +203,7 @@ void report_cmd(CLI::App& app) {
                     ")");
       }
     }
-    auto m = io::open_model(a.model);
+    auto m = with_layout_overrides(io::open_model(a.model), axis_override_plan(a.axis_for));
     std::vector<const io::TensorInfo*> todo;
     for (const io::TensorInfo& t : m->tensors())
       if (!re || std::regex_search(t.name, *re)) todo.push_back(&t);

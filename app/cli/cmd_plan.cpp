@@ -33,6 +33,7 @@ struct PlanArgs {
   std::vector<std::string> candidates;
   double snr = 30.0;
   std::string axis = "auto";
+  std::vector<std::string> axis_for;  // PATTERN=AXIS layout overrides, kept in the plan written
   bool include_1d = false, include_embeddings = false, json = false, csv = false;
   double budget = -1;
   int64_t budget_bytes = -1;
@@ -155,7 +156,13 @@ void run_budget(const PlanArgs& a, const CastOptions& cast) {
   o.tokens = a.tokens;
   if (!runtime && !a.activations.empty() && a.activations != "none")
     set_activations(o, a.activations);
-  const std::unique_ptr<io::Model> model = runtime ? nullptr : io::open_model(a.model);
+  // The runtime planner (Python) takes each tensor's layout from the file as the runtime uses it.
+  if (runtime && !a.axis_for.empty())
+    throw Error("plan: --axis-for goes with the engine's planner only, not with --activations "
+                "runtime, --inputs or --sensitivity");
+  const ExportPlan overrides = axis_override_plan(a.axis_for);
+  const std::unique_ptr<io::Model> model =
+      runtime ? nullptr : with_layout_overrides(io::open_model(a.model), overrides);
   JobControl job;
   const bool tty = ::isatty(2) != 0;
   job.on_progress = [tty](double f) {
@@ -198,7 +205,7 @@ void run_budget(const PlanArgs& a, const CastOptions& cast) {
   if (choice && !a.out.empty()) {
     ExportPlan p = plan_from_choice(t, *choice);
     if (a.budget >= 0) p.budget->bits_per_weight = a.budget;
-    save_plan(a.out, p);
+    save_plan(a.out, with_axis_overrides(p, overrides));
   }
   auto chosen_dtype = [&](size_t i) {
     const PlanTensor& pt = t.tensors[i];
@@ -329,6 +336,7 @@ void plan_cmd(CLI::App& app) {
   sub->add_flag("--include-1d", a.include_1d, "Also assign 1-D tensors (norms, biases)");
   sub->add_flag("--include-embeddings", a.include_embeddings, "Also assign embedding tables");
   add_axis_option(sub, a.axis);
+  add_axis_for_option(sub, a.axis_for);
   add_rounding_options(sub, a.round, a.scale_mode);
   add_device_option(sub, a.device);
   sub->add_flag("--json", a.json, "Print the picks as JSON");
@@ -394,9 +402,11 @@ void plan_cmd(CLI::App& app) {
     o.cast.round = parse_round(a.round);
     o.cast.scale_mode = parse_scale_mode(a.scale_mode);
     o.cast.device = parse_device(a.device);
-    const std::unique_ptr<io::Model> model = io::open_model(a.model);
+    const ExportPlan overrides = axis_override_plan(a.axis_for);
+    const std::unique_ptr<io::Model> model =
+        with_layout_overrides(io::open_model(a.model), overrides);
     const std::vector<AutoPlanPick> picks = auto_assign(*model, o);
-    const ExportPlan plan = plan_from_picks(picks);
+    const ExportPlan plan = with_axis_overrides(plan_from_picks(picks), overrides);
     if (!a.out.empty()) save_plan(a.out, plan);
     if (a.json) {
       nlohmann::json j = nlohmann::json::array();

@@ -35,6 +35,15 @@ inline void add_device_option(CLI::App* sub, std::string& device) {
       ->check(CLI::IsMember({"auto", "cpu", "cuda", "gpu"}));
 }
 
+// Per-tensor layout overrides, PATTERN=AXIS (repeatable): axis-only plan rules
+// (axis_override_plan, with_layout_overrides).
+inline void add_axis_for_option(CLI::App* sub, std::vector<std::string>& axis_for) {
+  sub->add_option("--axis-for", axis_for,
+                  "PATTERN=AXIS: the quantization axis (layout) of the tensors PATTERN matches "
+                  "(a glob over the whole name or re:REGEX, as in plans) instead of the one the "
+                  "file shows; repeat for several, e.g. --axis-for 'deconv*=:0'");
+}
+
 // The quantization axis: auto (per tensor, the reduction axis the stacks use: the last axis,
 // axes 1.. flattened for a conv weight of rank 4 / 5), an axis, or an axis and every later one
 // flattened ("1:"). Checked here so a bad value is a usage error.

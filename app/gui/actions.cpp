@@ -1,5 +1,6 @@
 #include <imgui.h>
 
+#include <algorithm>
 #include <filesystem>
 
 #include "app_state.hpp"
@@ -60,7 +61,8 @@ void select_tensor(AppState& app, const std::string& name) {
     return;
   }
   app.selected = name;
-  auto model = app.model;
+  // The file's model: a load started before the overrides change stays this file's.
+  auto model = app.file_model;
   app.loader.start("load " + name, [model, name](JobControl& job) {
     auto out = std::make_shared<Loaded>();
     out->model = model;
@@ -80,7 +82,51 @@ bool set_dtype(AppState& app, const std::string& text) {
   return true;
 }
 
+namespace {
+// The axis-only rules as text: what the open model's layouts depend on.
+std::string overrides_key(const ExportPlan& plan) {
+  std::string k;
+  for (size_t i = 0; i < plan.rules.size(); ++i) {
+    const PlanRule& r = plan.rules[i];
+    if (!r.axis_only) continue;
+    // The rule's index is in the layout's reason.
+    k += std::to_string(i) + "\x1f" + r.pattern + "\x1f" + (r.axis ? r.axis->str() : "") +
+         (r.weights ? "\x1fw" : "") + "\x1f" + std::to_string(r.rank) + "\x1e";
+  }
+  return k;
+}
+}  // namespace
+
+void sync_layout_overrides(AppState& app, bool new_file) {
+  if (!app.file_model) return;
+  const std::string key = overrides_key(app.plan);
+  if (!new_file && key == app.layout_overrides) return;
+  app.layout_overrides = key;
+  std::shared_ptr<const io::Model> m = app.file_model;
+  try {
+    m = with_layout_overrides(app.file_model, app.plan);
+  } catch (const Error& e) {
+    app.note(std::string("layout overrides not applied: ") + e.what());
+  }
+  const std::shared_ptr<const io::Model> was = app.model;
+  app.model = m;
+  if (new_file || !was || was == m) return;
+  // Only what depends on a changed layout is computed again.
+  std::vector<std::string> changed;
+  const auto& a = was->tensors();
+  const auto& b = m->tensors();
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i)
+    if (a[i].layout.axis.str() != b[i].layout.axis.str() ||
+        a[i].layout.guessed != b[i].layout.guessed || a[i].layout.layout != b[i].layout.layout)
+      changed.push_back(b[i].name);
+  if (changed.empty()) return;
+  if (app.loaded && std::find(changed.begin(), changed.end(), app.loaded->tensor) != changed.end())
+    app.recompute = true;
+  redo_map_rows(app, changed);
+}
+
 void update_jobs(AppState& app) {
+  sync_layout_overrides(app, false);
   std::shared_ptr<const Loaded> loaded;
   std::string err;
   if (app.loader.poll(&loaded, &err)) {
@@ -88,9 +134,11 @@ void update_jobs(AppState& app) {
       app.load_error = err;
       app.note(err);
     } else if (loaded) {
-      if (loaded->model != app.model) {
+      if (loaded->model != app.file_model) {
+        app.file_model = loaded->model;
         app.model = loaded->model;
         app.model_path = loaded->model->path();
+        sync_layout_overrides(app, true);
         // Only files that opened go on the recent list.
         if (app.model_path != "demo") remember_recent(app, app.model_path);
       }
@@ -121,9 +169,11 @@ void update_jobs(AppState& app) {
     o.scale_mode = app.composer.scale_mode;
     o.overflow = app.composer.overflow;
     app.composer.axis.apply(o);
-    // An automatic axis is the tensor's resolved layout, as the CLI and the model map take it.
-    if (input->model)
-      if (const io::TensorInfo* t = input->model->find(input->tensor)) {
+    // An automatic axis is the tensor's resolved layout (a plan's override included), as the
+    // CLI and the model map take it.
+    const io::Model* lm = input->model == app.file_model ? app.model.get() : input->model.get();
+    if (lm)
+      if (const io::TensorInfo* t = lm->find(input->tensor)) {
         try {
           o = io::cast_options_for(o, *t);
         } catch (const Error&) {

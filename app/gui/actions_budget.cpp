@@ -173,7 +173,8 @@ void apply_budget_plan(AppState& app) {
     app.note("no budget plan to use yet");
     return;
   }
-  app.plan = p->plan;
+  // The plan's axis-only rules (layout overrides) stay: the table was built with them.
+  app.plan = with_axis_overrides(p->plan, app.plan);
   char buf[128];
   std::snprintf(buf, sizeof buf, "plan for %.4f bits per weight: %zu rules", p->budget_bpw,
                 p->plan.rules.size());

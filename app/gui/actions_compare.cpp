@@ -45,6 +45,23 @@ CastOptions composer_cast_options(const AppState& app) {
   return o;
 }
 
+namespace {
+// The composer's options for the loaded tensor: an automatic axis is its resolved layout (a
+// plan's override included), as the Views take it.
+CastOptions loaded_cast_options(const AppState& app) {
+  CastOptions o = composer_cast_options(app);
+  if (app.model && app.loaded)
+    if (const io::TensorInfo* t = app.model->find(app.loaded->tensor)) {
+      try {
+        o = io::cast_options_for(o, *t);
+      } catch (const Error&) {
+        // an axis out of range: the cast reports it
+      }
+    }
+  return o;
+}
+}  // namespace
+
 void update_decision_jobs(AppState& app) {
   collect(app.scale_job, &app.scale_modes, nullptr, app);
   collect(app.compare_job, &app.compare, nullptr, app);
@@ -57,7 +74,8 @@ void update_decision_jobs(AppState& app) {
     for (const auto& [name, pick] : autos->picks) {
       if (pick.dtype.empty()) continue;
       const std::string pat = widgets::glob_escape(name);
-      std::erase_if(app.plan.rules, [&](const PlanRule& r) { return r.pattern == pat; });
+      std::erase_if(app.plan.rules,
+                    [&](const PlanRule& r) { return r.pattern == pat && !r.axis_only; });
       PlanRule r;
       r.pattern = pat;
       r.dtype = pick.dtype;
@@ -78,13 +96,13 @@ void update_decision_jobs(AppState& app) {
   const bool wants_input = app.shown(PanelId::ScaleModes) || app.shown(PanelId::Compare);
   if (wants_input && !input) app.pending = app.loader.running();
   if (input && app.shown(PanelId::ScaleModes)) {
-    const std::string key =
-        app.loaded->tensor + "|" + app.composer.dtype.str() + "|" + options_key(app);
+    const CastOptions o = loaded_cast_options(app);
+    const std::string key = app.loaded->tensor + "|" + app.composer.dtype.str() + "|" +
+                            options_key(app) + "|" + AxisSpec::from(o).str();
     if (key != app.started_scale) {
       app.started_scale = key;
       auto in = app.loaded;
       const DataType d = app.composer.dtype;
-      const CastOptions o = composer_cast_options(app);
       app.scale_job.start("compare scale modes", [in, d, o, key](JobControl& job) {
         auto r = std::make_shared<ScaleModeResult>();
         r->key = key;
@@ -94,14 +112,14 @@ void update_decision_jobs(AppState& app) {
     }
   }
   if (input && app.shown(PanelId::Compare)) {
-    std::string key =
-        app.loaded->tensor + "|" + options_key(app) + "|" + to_string(app.composer.scale_mode);
+    const CastOptions o = loaded_cast_options(app);
+    std::string key = app.loaded->tensor + "|" + options_key(app) + "|" +
+                      to_string(app.composer.scale_mode) + "|" + AxisSpec::from(o).str();
     for (const std::string& p : app.pinned) key += "|" + p;
     if (key != app.started_compare) {
       app.started_compare = key;
       auto in = app.loaded;
       const auto pinned = app.pinned;
-      const CastOptions o = composer_cast_options(app);
       app.compare_job.start("compare datatypes", [in, pinned, o, key](JobControl& job) {
         auto r = std::make_shared<CompareResult>();
         r->key = key;
@@ -161,8 +179,10 @@ void update_decision_jobs(AppState& app) {
             row.dtype = d->str();
             CastOptions co = o;
             if (const std::optional<AxisSpec> ax = plan.axis_for(t)) ax->apply(co);
+            row.layout_guessed = t.layout.guessed && co.axis_auto;
             try {
               co = io::cast_options_for(co, t);  // auto: the tensor's resolved layout
+              row.axis = describe_axis(co, t.shape);
             } catch (const Error&) {
               // an axis out of range: the cast below reports it
             }
@@ -217,7 +237,7 @@ void add_plan_rule(AppState& app, const std::string& pattern, const std::string&
     return;
   }
   // New rules go first: the first match decides, and the newest intent should win.
-  std::erase_if(p.rules, [&](const PlanRule& x) { return x.pattern == pattern; });
+  std::erase_if(p.rules, [&](const PlanRule& x) { return x.pattern == pattern && !x.axis_only; });
   p.rules.insert(p.rules.begin(), r);
   try {
     app.plan = parse_plan(plan_to_json(p), "plan");

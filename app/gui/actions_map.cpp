@@ -16,6 +16,67 @@ Rotation map_rotation(const AppState& app) {
   return r;
 }
 
+namespace {
+// Some tensors of a model: the map's rows swept again after their layout changed.
+class SomeTensors : public io::Model {
+ public:
+  SomeTensors(std::shared_ptr<const io::Model> m, const std::vector<std::string>& names)
+      : m_(std::move(m)) {
+    path_ = m_->path();
+    for (const io::TensorInfo& t : m_->tensors())
+      if (std::find(names.begin(), names.end(), t.name) != names.end()) infos_.push_back(t);
+  }
+  const std::vector<io::TensorInfo>& tensors() const override { return infos_; }
+  Tensor load(const std::string& name) const override { return m_->load(name); }
+  Tensor load_raw(const std::string& name) const override { return m_->load_raw(name); }
+  std::string format() const override { return m_->format(); }
+
+ private:
+  std::shared_ptr<const io::Model> m_;
+  std::vector<io::TensorInfo> infos_;
+};
+
+// Sweeps app.model with app.map_request: every row, or (base given) the rows named in `only`,
+// put in place of base's.
+void launch_map(AppState& app, std::shared_ptr<const ModelMap> base,
+                std::vector<std::string> only) {
+  const AppState::MapRequest req = app.map_request;
+  auto model = app.model;
+  app.map_redo = only;
+  app.map_job.start(base ? "model map rows" : "model map", [=](JobControl& job) {
+    MapOptions o = req.o;
+    // Activations as the activations panel described them; the feature count of a synthetic
+    // set is the most common input width of the model's weights.
+    if (req.with_act) {
+      if (req.act_path.empty()) {
+        std::map<int64_t, int> widths;
+        for (const io::TensorInfo& t : model->tensors())
+          if (t.shape.size() == 2 && map_considers(t, o)) ++widths[t.shape[1]];
+        if (widths.empty()) throw Error("no 2-D weight to take activations");
+        const auto best = std::max_element(widths.begin(), widths.end(),
+                                           [](auto& a, auto& b) { return a.second < b.second; });
+        o.activations = synthetic_activations(req.tokens, best->first, req.outliers, req.scale,
+                                              static_cast<uint64_t>(req.seed));
+      } else {
+        o.activations = load_activations(req.act_path).to_f32();
+        const int64_t f = o.activations.shape().back();
+        o.activations = o.activations.reshaped({o.activations.numel() / f, f});
+      }
+      o.max_tokens = req.tokens;
+    }
+    if (!base)
+      return std::shared_ptr<const ModelMap>(
+          std::make_shared<ModelMap>(sweep_model(*model, o, &job)));
+    ModelMap part = sweep_model(SomeTensors(model, only), o, &job);
+    auto out = std::make_shared<ModelMap>(*base);
+    for (MapRow& r : part.rows)
+      for (MapRow& row : out->rows)
+        if (row.name == r.name) row = std::move(r);
+    return std::shared_ptr<const ModelMap>(out);
+  });
+}
+}  // namespace
+
 void start_model_map(AppState& app) {
   if (!app.model) {
     app.map_error = "open a model first";
@@ -38,35 +99,37 @@ void start_model_map(AppState& app) {
     return;
   }
   app.map_error.clear();
-  auto model = app.model;
-  // Activations as the activations panel describes them; the feature count of a synthetic set
-  // is the most common input width of the model's weights.
-  const bool with_act = app.map_activations;
-  const std::string path = app.act_path;
-  const int64_t tokens = app.act_tokens;
-  const int outliers = app.act_outliers, seed = app.act_seed;
-  const double scale = app.act_outlier_scale;
-  app.map_job.start("model map", [=](JobControl& job) mutable {
-    if (with_act) {
-      if (path.empty()) {
-        std::map<int64_t, int> widths;
-        for (const io::TensorInfo& t : model->tensors())
-          if (t.shape.size() == 2 && map_considers(t, o)) ++widths[t.shape[1]];
-        if (widths.empty()) throw Error("no 2-D weight to take activations");
-        const auto best = std::max_element(widths.begin(), widths.end(),
-                                           [](auto& a, auto& b) { return a.second < b.second; });
-        o.activations = synthetic_activations(tokens, best->first, outliers, scale,
-                                              static_cast<uint64_t>(seed));
-      } else {
-        o.activations = load_activations(path).to_f32();
-        const int64_t f = o.activations.shape().back();
-        o.activations = o.activations.reshaped({o.activations.numel() / f, f});
-      }
-      o.max_tokens = tokens;
+  app.map_request = {o,
+                     app.map_activations,
+                     app.act_path,
+                     app.act_tokens,
+                     app.act_outliers,
+                     app.act_seed,
+                     app.act_outlier_scale,
+                     app.file_model};
+  launch_map(app, nullptr, {});
+}
+
+void redo_map_rows(AppState& app, const std::vector<std::string>& names) {
+  if (app.map_request.file.lock() != app.file_model) return;  // the map is another file's
+  std::vector<std::string> redo;
+  if (app.map_job.running()) {
+    if (app.map_redo.empty()) {  // a whole sweep on the model that was: start it again
+      launch_map(app, nullptr, {});
+      return;
     }
-    return std::shared_ptr<const ModelMap>(
-        std::make_shared<ModelMap>(sweep_model(*model, o, &job)));
+    redo = app.map_redo;  // the rows the superseded job was sweeping again
+  } else if (!app.model_map) {
+    return;
+  }
+  for (const std::string& n : names)
+    if (std::find(redo.begin(), redo.end(), n) == redo.end()) redo.push_back(n);
+  // Only rows the map holds (a tensor it leaves out stays out).
+  std::erase_if(redo, [&](const std::string& n) {
+    return std::none_of(app.model_map->rows.begin(), app.model_map->rows.end(),
+                        [&](const MapRow& r) { return r.name == n; });
   });
+  if (!redo.empty()) launch_map(app, app.model_map, redo);
 }
 
 void assign_from_map(AppState& app, size_t row, size_t col) {
@@ -157,6 +220,7 @@ void update_map_jobs(AppState& app) {
   std::string err;
   bool cancelled = false;
   if (app.map_job.poll(&m, &err, &cancelled)) {
+    app.map_redo.clear();
     if (!err.empty()) {
       app.map_error = err;
       app.note(err);

@@ -74,7 +74,9 @@ struct CompareResult {
 struct PlanRow {
   std::string name;
   Shape shape;
-  std::string dtype;  // datatype string, or "keep"
+  std::string dtype;            // datatype string, or "keep"
+  std::string axis;             // the axis in use (describe_axis) for a cast tensor
+  bool layout_guessed = false;  // cast along a layout nothing in the file showed
   double bits = 0, snr_db = 0;
   uint64_t bytes_in = 0, bytes_out = 0;
   std::string error;
@@ -115,8 +117,11 @@ const char* panel_name(PanelId p);
 struct AppState {
   AppOptions opt;
 
-  // Model and tensor.
-  std::shared_ptr<const io::Model> model;
+  // Model and tensor. `model` is `file_model` (the model as the file gives it) with the plan's
+  // axis-only rules as its tensors' layouts (sync_layout_overrides), so every panel reads an
+  // override as the tensor's layout; `layout_overrides` names the rules it was made with.
+  std::shared_ptr<const io::Model> model, file_model;
+  std::string layout_overrides;
   std::string model_path;
   std::shared_ptr<const Loaded> loaded;
   std::string selected;  // tensor chosen in the browser (may still be loading)
@@ -162,6 +167,11 @@ struct AppState {
   ExportPlan plan;
   char plan_pattern[256] = "*";
   char plan_dtype[128] = "mxfp4e2";
+  // The rule editor's row for a new rule (panel_plan_rules.cpp): pattern, datatype ("keep",
+  // "axis only" or a datatype), axis ("" : none) and the weights-only box.
+  char rule_new_pattern[256] = "";
+  std::string rule_new_dtype = "keep", rule_new_axis;
+  bool rule_new_weights = false;
   float snr_target = 20.0f;
   // Auto-assign: candidate datatypes, comma-separated ("" = the engine's default set), and
   // whether it may change 1-D tensors and embeddings.
@@ -210,6 +220,18 @@ struct AppState {
   bool map_signs = true;
   int map_seed = 1;
   Job<ModelMap> map_job;
+  // The last sweep's settings (start_model_map), which rows whose layout an override changed are
+  // swept again with; the rows the running job sweeps again (empty: a whole sweep).
+  struct MapRequest {
+    MapOptions o;
+    bool with_act = false;
+    std::string act_path;
+    int64_t tokens = 0;
+    int outliers = 0, seed = 0;
+    double scale = 0;
+    std::weak_ptr<const io::Model> file;  // the file swept (rows of another file are not redone)
+  } map_request;
+  std::vector<std::string> map_redo;
   std::shared_ptr<const ModelMap> model_map;
   std::string map_error;
   std::string map_hover;  // "tensor | datatype: value" of the hovered cell (state and tests)
@@ -288,6 +310,12 @@ void start_model_map(AppState& app);
 void assign_from_map(AppState& app, size_t row, size_t col);  // a click on a cell
 void start_activations(AppState& app);
 void update_map_jobs(AppState& app);
+// The map's rows of these tensors swept again on the open model (their layout changed); a whole
+// sweep when one is running.
+void redo_map_rows(AppState& app, const std::vector<std::string>& names);
+// Makes `model` follow the plan's axis-only rules when they changed (actions.cpp): the views of
+// the loaded tensor and the map's rows of the tensors whose layout changed are computed again.
+void sync_layout_overrides(AppState& app, bool new_file);
 Rotation map_rotation(const AppState& app);
 MapTotals plan_totals_over_map(const AppState& app);  // the plan's size over the map's rows
 bool save_text(AppState& app, const std::string& path, const std::string& text);

@@ -45,6 +45,8 @@ class MemoryModel : public io::Model {
     info.shape = t.shape();
     info.nbytes = t.nbytes();
     info.file = file;
+    // Nothing in an .npy shows a layout: the rule by rank, marked guessed, as open_model does.
+    info.layout = default_layout(info.shape);
     infos_.push_back(info);
     data_.push_back(std::move(t));
   }

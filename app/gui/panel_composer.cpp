@@ -53,8 +53,23 @@ void draw_composer_panel(AppState& app) {
     ImGui::Text("on %s %s: %.4g bits per value", app.analysis->tensor.c_str(),
                 shape_str(app.analysis->shape).c_str(), app.analysis->bits_per_value);
     // The axis in use on this tensor: "1..3:147" is axes 1 to 3 flattened, 147 values a row.
-    ImGui::Text("quantization axis %s (%s)", app.analysis->axis.c_str(),
-                app.composer.axis.str().c_str());
+    // The axis comes from the tensor's resolved layout unless one is set here; a layout that
+    // nothing in the file showed says so beside the figures, the layout and why on hover.
+    const io::TensorInfo* info = nullptr;
+    if (app.model)
+      for (const io::TensorInfo& t : app.model->tensors())
+        if (t.name == app.analysis->tensor) info = &t;
+    const bool guessed =
+        info && app.composer.axis.automatic && info->layout.guessed && info->shape.size() >= 2;
+    const std::string how = !app.composer.axis.automatic    ? app.composer.axis.str() + ", set here"
+                            : guessed                       ? std::string("layout guessed")
+                            : info && !info->layout.empty() ? info->layout.layout
+                                                            : std::string("auto");
+    if (guessed) ImGui::PushStyleColor(ImGuiCol_Text, ImVec4(1, 0.75f, 0.3f, 1));
+    ImGui::TextWrapped("quantization axis %s (%s)", app.analysis->axis.c_str(), how.c_str());
+    if (guessed) ImGui::PopStyleColor();
+    if (info && !info->layout.empty() && ImGui::IsItemHovered())
+      ImGui::SetTooltip("%s", describe_layout(info->layout, info->shape).c_str());
   }
   ImGui::End();
 }

@@ -4,6 +4,7 @@
 // loaded as the JSON the CLI reads.
 #include <imgui.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "panels.hpp"
@@ -86,24 +87,9 @@ void draw_plan_panel(AppState& app) {
   ImGui::PopStyleColor();
   job_line(app.auto_job);
   draw_plan_budget(app);
+  draw_plan_rules(app);
+  // Below the rules, so that the editor stays put while each edit's plan is evaluated.
   job_line(app.plan_job);
-
-  if (ImGui::TreeNode("rules", "Rules (%zu, first match wins; default %s)", app.plan.rules.size(),
-                      app.plan.default_text.c_str())) {
-    int remove = -1;
-    for (size_t i = 0; i < app.plan.rules.size(); ++i) {
-      ImGui::PushID(static_cast<int>(i));
-      if (ImGui::SmallButton("x")) remove = static_cast<int>(i);
-      ImGui::SameLine();
-      const PlanRule& r = app.plan.rules[i];
-      ImGui::Text("%s  ->  %s%s%s%s", r.pattern.c_str(), r.dtype.c_str(),
-                  r.rank >= 0 ? " (rank-limited)" : "", r.rotate.enabled() ? ", rotated " : "",
-                  r.rotate.enabled() ? r.rotate.str().c_str() : "");
-      ImGui::PopID();
-    }
-    if (remove >= 0) app.plan.rules.erase(app.plan.rules.begin() + remove);
-    ImGui::TreePop();
-  }
 
   const PlanResult* p = app.plan_eval.get();
   if (!p) {
@@ -119,13 +105,27 @@ void draw_plan_panel(AppState& app) {
   draw_plan_evaluate(app);
   const ImGuiTableFlags tf = ImGuiTableFlags_RowBg | ImGuiTableFlags_BordersInnerV |
                              ImGuiTableFlags_ScrollY | ImGuiTableFlags_Resizable;
-  if (ImGui::BeginTable("##plan", 6, tf)) {
+  // "guessed" beside the axis of a tensor whose layout nothing in the file showed (short, so
+  // the datatype column keeps its room in a narrow panel; the tooltip says what was guessed).
+  // The width is set when the table is first laid out, often before any tensor is cast: room
+  // for a typical flattened axis from the start.
+  float axis_w = ImGui::CalcTextSize("1..3:1152 guessed").x;
+  for (const PlanRow& r : p->rows)
+    axis_w = std::max(
+        axis_w, ImGui::CalcTextSize((r.axis + (r.layout_guessed ? " guessed" : "")).c_str()).x);
+  if (ImGui::BeginTable("##plan", 7, tf)) {
     ImGui::TableSetupScrollFreeze(0, 1);
     ImGui::TableSetupColumn("tensor", ImGuiTableColumnFlags_WidthStretch, 1.0f);
     ImGui::TableSetupColumn("shape", ImGuiTableColumnFlags_WidthFixed);
     ImGui::TableSetupColumn("datatype", ImGuiTableColumnFlags_WidthStretch, 1.2f);
-    for (const char* h : {"bits", "SNR (dB)", "size"})
-      ImGui::TableSetupColumn(h, ImGuiTableColumnFlags_WidthFixed);
+    ImGui::TableSetupColumn("axis", ImGuiTableColumnFlags_WidthFixed, axis_w);
+    // Widths for the widest figures: a plan of kept tensors lays the table out first.
+    ImGui::TableSetupColumn("bits", ImGuiTableColumnFlags_WidthFixed,
+                            ImGui::CalcTextSize("16.25").x);
+    ImGui::TableSetupColumn("SNR (dB)", ImGuiTableColumnFlags_WidthFixed,
+                            ImGui::CalcTextSize("SNR (dB)").x);
+    ImGui::TableSetupColumn("size", ImGuiTableColumnFlags_WidthFixed,
+                            ImGui::CalcTextSize("999.9 KiB").x);
     ImGui::TableHeadersRow();
     for (const PlanRow& r : p->rows) {
       ImGui::TableNextRow();
@@ -135,6 +135,16 @@ void draw_plan_panel(AppState& app) {
       ImGui::TextUnformatted(shape_str(r.shape).c_str());
       ImGui::TableNextColumn();
       ImGui::TextUnformatted(r.dtype.c_str());
+      ImGui::TableNextColumn();
+      if (r.layout_guessed) {
+        ImGui::TextColored(ImVec4(1, 0.75f, 0.3f, 1), "%s guessed", r.axis.c_str());
+        if (ImGui::IsItemHovered())
+          ImGui::SetTooltip(
+              "layout guessed: nothing in the file shows which axis this tensor sums over, so the "
+              "rule by rank decided (set an axis in a rule to override it)");
+      } else {
+        ImGui::TextUnformatted(r.axis.c_str());
+      }
       ImGui::TableNextColumn();
       ImGui::Text("%.3g", r.bits);
       ImGui::TableNextColumn();

@@ -26,6 +26,7 @@ void draw_views_panel(AppState& app);
 void draw_scale_modes_panel(AppState& app);
 void draw_compare_panel(AppState& app);
 void draw_plan_panel(AppState& app);
+void draw_plan_rules(AppState& app);   // the plan panel's rule editor (panel_plan_rules.cpp)
 void draw_plan_budget(AppState& app);  // the plan panel's budget planner (panel_plan_budget.cpp)
 void draw_plan_evaluate(
     AppState& app);  // the plan panel's end-to-end "Evaluate" (plan_evaluate.cpp)

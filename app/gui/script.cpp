@@ -516,6 +516,8 @@ std::string state_json(const AppState& app, const std::vector<std::string>& scri
     for (const PlanRow& r : p->rows)
       rows.push_back({{"name", r.name},
                       {"dtype", r.dtype},
+                      {"axis", r.axis},
+                      {"layout_guessed", r.layout_guessed},
                       {"bits", r.bits},
                       {"snr_db", finite_or(r.snr_db, 1e308)},
                       {"bytes_out", r.bytes_out},

@@ -109,7 +109,8 @@ std::string describe_axis(const CastOptions& o, const Shape& shape) {
   if (shape.empty()) return "-";
   const CastOptions r = resolve_axis(o, shape);
   const std::string len = std::to_string(axis_length(r, shape));
-  if (r.lead) return "0.." + std::to_string(r.axis) + ":" + len;
+  // Axes 0 to 0 are axis 0 alone (a ConvTranspose weight [Cin, Cout/g, k...] over Cin).
+  if (r.lead) return (r.axis == 0 ? "0" : "0.." + std::to_string(r.axis)) + ":" + len;
   if (r.flatten)
     return std::to_string(r.axis) + ".." + std::to_string(shape.size() - 1) + ":" + len;
   return std::to_string(r.axis) + ":" + len;

@@ -31,6 +31,10 @@ ResolvedLayout make_layout(const std::string& name, const AxisSpec& axis, const 
   CastOptions o;
   axis.apply(o);
   o.axis_auto = false;
+  const int rank = static_cast<int>(shape.size());
+  if (!o.flatten && rank > 0 && (o.axis >= rank || o.axis < -rank))
+    throw Error("quantization axis " + axis.str() + " is out of range for a tensor of rank " +
+                std::to_string(rank) + " (shape " + shape_str(shape) + ")");
   ResolvedLayout l;
   l.layout = name;
   l.axis = AxisSpec::from(resolve_axis(o, shape));  // throws for an axis out of range

@@ -147,6 +147,10 @@ TEST(Axis, LeadingFlattenEqualsViewAlongAxisZero) {
   EXPECT_EQ(resolve_axis(r, {64, 32}).axis, 0);
   AxisSpec::parse(":2").apply(r);
   EXPECT_EQ(describe_axis(r, {3, 3, 16, 24}), "0..2:144");
+  // Axes 0 to 0 are axis 0 alone: a ConvTranspose weight over its 16 input channels.
+  AxisSpec::parse(":0").apply(r);
+  EXPECT_EQ(describe_axis(r, {16, 8, 3, 3}), "0:16");
+  AxisSpec::parse(":2").apply(r);
   EXPECT_EQ(cast_view_shape({3, 3, 16, 24}, resolve_axis(r, {3, 3, 16, 24})), (Shape{144, 24}));
   EXPECT_EQ(layout_view({3, 3, 16, 24}, AxisSpec::parse(":2")), (Shape{24, 144}));
   EXPECT_EQ(layout_view({16, 8, 3, 3}, AxisSpec::parse(":0")), (Shape{72, 16}));

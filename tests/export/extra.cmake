@@ -34,7 +34,7 @@ add_test(NAME castscope_llama_cpp_python
 set_tests_properties(castscope_llama_cpp_python PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600 LABELS "export;interop")
 # Quantization layouts from the files (tests/interop/test_layouts.py): ONNX graphs built with the
 # onnx package, tiny GPT-2 / Llama from transformers, a Keras-layout file and PaddleOCR v4's
-# recognizer (from a cached rapidocr-onnxruntime wheel, see scripts/setup.sh); map figures equal
+# recognizer (from the models cache scripts/setup.sh fills); map figures equal
 # the casts of the documented 2-D views. Exit code 77 (skip) without onnx / safetensors.
 # With the app built, its scripted model map is checked against the CLI's too.
 set(_castscope_layout_app "")

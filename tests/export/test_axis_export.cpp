@@ -264,3 +264,195 @@ TEST(AxisFiles, PackedLeadingFlattenRoundTrips) {
       cast(x.reshaped({144, 24}), DataType::parse("mxfp8e4"), v).values.reshaped(x.shape())))
       << "seed " << seed;
 }
+
+// The plan's default is a shortcut over the weights: every float tensor of rank 2 or more that
+// is not an embedding, along its resolved layout; 1-D tensors and embeddings stay as stored
+// unless a rule names them.
+TEST(AxisPlan, DefaultTakesEveryWeightAndKeepsVectorsAndEmbeddings) {
+  const uint64_t seed = castscope::test::test_seed();
+  std::mt19937_64 rng(seed);
+  Tmp tmp;
+  const std::vector<std::pair<std::string, Tensor>> list = {
+      {"model.embed_tokens.weight", normal_tensor({50, 32}, rng)},
+      {"model.norm.weight", normal_tensor({32}, rng)},
+      {"fc.bias", normal_tensor({48}, rng)},
+      {"fc.weight", normal_tensor({48, 32}, rng)},
+      {"conv.weight", normal_tensor({16, 8, 3, 3}, rng)},
+      {"experts", normal_tensor({2, 16, 32}, rng)}};
+  save_safetensors(tmp / "m.safetensors", list, {});
+  const auto model = io::open_model(tmp / "m.safetensors");
+  const ExportPlan p = parse_plan(R"({"default": "mxfp8e4", "rules": []})", "d.json");
+  std::map<std::string, bool> cast_it;
+  for (const io::TensorInfo& t : model->tensors()) cast_it[t.name] = p.dtype_for(t).has_value();
+  EXPECT_FALSE(cast_it.at("model.embed_tokens.weight"));
+  EXPECT_FALSE(cast_it.at("model.norm.weight"));
+  EXPECT_FALSE(cast_it.at("fc.bias"));
+  EXPECT_TRUE(cast_it.at("fc.weight"));
+  EXPECT_TRUE(cast_it.at("conv.weight"));
+  EXPECT_TRUE(cast_it.at("experts"));
+  // A rule names them when asked; the default still covers the rest.
+  const ExportPlan q = parse_plan(R"({"default": "mxfp8e4", "rules": [
+      {"pattern": "*norm*", "dtype": "bfloat16"}, {"pattern": "*embed*", "dtype": "mxfp6e2"}]})");
+  for (const io::TensorInfo& t : model->tensors()) {
+    const auto d = q.dtype_for(t);
+    if (t.name == "model.norm.weight") EXPECT_EQ(d->str(), "bfloat16");
+    if (t.name == "model.embed_tokens.weight") EXPECT_EQ(d->name(), "mxfp6e2");
+    if (t.name == "fc.bias") EXPECT_FALSE(d.has_value());
+  }
+  // Exported natively: the conv weight is cast over I*kh*kw (its view), the vectors kept.
+  ExportOptions eo;
+  eo.cast = cpu();
+  eo.cast.axis_auto = true;
+  export_model(*model, tmp / "d.safetensors", p, eo);
+  const auto st = exporttest::read_st(tmp / "d.safetensors");
+  EXPECT_EQ(st.metadata.at("conv.weight.dtype"), "e4m3fn_e8m0_t32");
+  EXPECT_EQ(st.metadata.at("conv.weight.flatten"), "true");
+  EXPECT_EQ(st.metadata.at("fc.bias.dtype"), "float32");  // kept: an unscaled cast to itself
+  EXPECT_EQ(st.metadata.at("model.embed_tokens.weight.dtype"), "float32");
+}
+
+// Axis-only rules (a per-tensor layout override) beat every datatype rule's axis, survive a
+// plan's save and load, are recorded in the packed file the export writes and decompress to the
+// cast along the overridden axis. Plans with a rule missing both "dtype" and "axis" are refused.
+TEST(AxisPlan, OverrideSurvivesPlanFilesAndPackedExport) {
+  const uint64_t seed = castscope::test::test_seed();
+  std::mt19937_64 rng(seed);
+  Tmp tmp;
+  const Tensor deconv = normal_tensor({16, 8, 3, 3}, rng);  // a ConvTranspose [Cin, Cout, k, k]
+  const Tensor fc = normal_tensor({40, 64}, rng);
+  save_safetensors(tmp / "m.safetensors", {{"deconv.weight", deconv}, {"fc.weight", fc}}, {});
+  const auto model = io::open_model(tmp / "m.safetensors");
+  ExportPlan p = parse_plan(R"({"default": "keep", "rules": [
+      {"pattern": "*", "dtype": "mxfp8e4", "weights": true, "axis": "auto"},
+      {"pattern": "deconv.*", "axis": ":0"}]})",
+                            "o.json");
+  ASSERT_EQ(p.rules.size(), 2u);
+  EXPECT_TRUE(p.rules[1].axis_only);
+  EXPECT_EQ(p.match("deconv.weight", 4), 0);  // the datatype comes from the first rule
+  save_plan(tmp / "o.json", p);
+  const ExportPlan back = load_plan(tmp / "o.json");
+  EXPECT_EQ(plan_to_json(back), plan_to_json(p));
+  const nlohmann::json j = nlohmann::json::parse(plan_to_json(back));
+  EXPECT_FALSE(j["rules"][1].contains("dtype"));
+  EXPECT_EQ(j["rules"][1]["axis"], ":0");
+  for (const io::TensorInfo& t : model->tensors()) {
+    ASSERT_TRUE(back.dtype_for(t).has_value()) << t.name;
+    EXPECT_EQ(back.axis_for(t)->str(), t.name == "deconv.weight" ? ":0" : "auto") << t.name;
+  }
+  ExportOptions eo;
+  eo.cast = cpu();
+  eo.cast.axis_auto = true;
+  const ExportReport rep = export_model(*model, tmp / "o.safetensors", back, eo);
+  for (const ExportedTensor& t : rep.tensors)
+    if (t.name == "deconv.weight") EXPECT_EQ(t.axis, "0:16");
+  const auto st = exporttest::read_st(tmp / "o.safetensors");
+  EXPECT_EQ(st.metadata.at("deconv.weight.flatten"), "lead");
+  EXPECT_EQ(st.metadata.at("deconv.weight.axis"), "0");
+  EXPECT_EQ(st.metadata.at("castscope.version"), "4");
+  CastOptions v = cpu();
+  v.axis = 0;
+  const Tensor want_deconv = cast(deconv.reshaped({16, 72}), DataType::parse("mxfp8e4"), v)
+                                 .values.reshaped(deconv.shape());
+  const Tensor want_fc = cast(fc, DataType::parse("mxfp8e4"), cpu()).values;
+  int seen = 0;
+  for (const io::PackedTensor& t : io::load_packed(tmp / "o.safetensors")) {
+    const Tensor got = upcast(t.result);
+    if (t.name == "deconv.weight") {
+      ++seen;
+      EXPECT_TRUE(t.result.options.lead);
+      EXPECT_TRUE(same_bits(got, want_deconv)) << "seed " << seed;
+      // Without the override the weight goes along its guessed conv layout: other figures.
+      EXPECT_FALSE(same_bits(got, view_cast(deconv, "mxfp8e4"))) << "seed " << seed;
+    } else if (t.name == "fc.weight") {
+      ++seen;
+      EXPECT_TRUE(same_bits(got, want_fc)) << "seed " << seed;
+    }
+  }
+  EXPECT_EQ(seen, 2);
+  // The same override as the model's own layout (what --axis-for gives inspect, report and map):
+  // not guessed, its reason naming the rule, and the cast along it is the one exported.
+  const auto over = with_layout_overrides(io::open_model(tmp / "m.safetensors"), back);
+  const io::TensorInfo* d = over->find("deconv.weight");
+  ASSERT_NE(d, nullptr);
+  EXPECT_EQ(d->layout.axis.str(), ":0");
+  EXPECT_FALSE(d->layout.guessed);
+  EXPECT_NE(d->layout.reason.find("rule 1 ('deconv.*')"), std::string::npos) << d->layout.reason;
+  EXPECT_EQ(over->find("fc.weight")->layout.layout, model->find("fc.weight")->layout.layout);
+  CastOptions ao = cpu();
+  ao.axis_auto = true;
+  EXPECT_TRUE(same_bits(
+      cast(over->load("deconv.weight"), DataType::parse("mxfp8e4"), io::cast_options_for(ao, *d))
+          .values,
+      want_deconv))
+      << "seed " << seed;
+  const ExportPlan texts = axis_override_plan({"deconv.*=:0", "re:^fc=-1"});
+  ASSERT_EQ(texts.rules.size(), 2u);
+  EXPECT_TRUE(texts.rules[0].axis_only && texts.rules[1].axis_only);
+  EXPECT_EQ(texts.rules[1].axis->str(), "-1");
+  EXPECT_EQ(with_axis_overrides(p, texts).rules.size(), 4u);
+  EXPECT_THROW(axis_override_plan({"deconv.*"}), Error);
+  EXPECT_THROW(axis_override_plan({"deconv.*=x"}), Error);
+  EXPECT_THROW(
+      with_layout_overrides(io::open_model(tmp / "m.safetensors"), axis_override_plan({"fc.*=2"})),
+      Error);  // axis 2 of a rank-2 tensor
+  for (const char* bad : {R"({"rules": [{"pattern": "*"}]})",
+                          R"({"rules": [{"pattern": "*", "axis": "0", "rotate": "h32"}]})",
+                          R"({"rules": [{"pattern": "*", "axis": "x"}]})"}) {
+    try {
+      parse_plan(bad, "bad.json");
+      ADD_FAILURE() << bad;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("rule 0"), std::string::npos) << e.what();
+    }
+  }
+}
+
+// Every exporter refuses, by the tensor's name, a weight whose file shows a reduction the target
+// cannot hold (a Keras Dense kernel [in, out] reduces over axis 0), and leaves no file behind;
+// the native layout holds it with a block format that tiles any axis.
+TEST(AxisLayouts, TargetsRefuseALayoutTheyCannotHold) {
+  const uint64_t seed = castscope::test::test_seed();
+  std::mt19937_64 rng(seed);
+  Tmp tmp;
+  save_safetensors(tmp / "k.safetensors",
+                   {{"dense/kernel:0", normal_tensor({64, 32}, rng)},
+                    {"dense/bias:0", normal_tensor({32}, rng)}},
+                   {});
+  const auto model = io::open_model(tmp / "k.safetensors");
+  const io::TensorInfo& k = model->tensors()[model->tensors()[0].name == "dense/kernel:0" ? 0 : 1];
+  ASSERT_EQ(k.name, "dense/kernel:0");
+  ASSERT_FALSE(k.layout.guessed) << k.layout.reason;
+  ASSERT_EQ(k.layout.axis.str(), "0");
+  struct Case {
+    Layout layout;
+    const char* dtype;
+    const char* says;  // a word of the reason
+    const char* file;
+  };
+  for (const Case& c : {Case{Layout::Native, "q4_k", "rows", "n.safetensors"},
+                        Case{Layout::CompressedTensors, "mxfp8e4", "last axis", "c.safetensors"},
+                        Case{Layout::GptOss, "mxfp4e2", "gpt-oss", "g.safetensors"},
+                        Case{Layout::GGUF, "q8_0", "rows", "m.gguf"}}) {
+    ExportOptions eo;
+    eo.cast = cpu();
+    eo.cast.axis_auto = true;
+    eo.layout = c.layout;
+    eo.config_path = tmp / "config.json";
+    try {
+      export_model(*model, tmp / c.file, plan_for_dtype(c.dtype), eo);
+      ADD_FAILURE() << to_string(c.layout) << " took a Dense kernel [in, out] as " << c.dtype;
+    } catch (const Error& e) {
+      const std::string m = e.what();
+      EXPECT_NE(m.find("dense/kernel:0"), std::string::npos) << to_string(c.layout) << ": " << m;
+      EXPECT_NE(m.find(c.says), std::string::npos) << to_string(c.layout) << ": " << m;
+    }
+    EXPECT_FALSE(fs::exists(tmp / c.file)) << to_string(c.layout);
+  }
+  ExportOptions eo;
+  eo.cast = cpu();
+  eo.cast.axis_auto = true;
+  const ExportReport rep =
+      export_model(*model, tmp / "ok.safetensors", plan_for_dtype("mxfp8e4"), eo);
+  for (const ExportedTensor& t : rep.tensors)
+    if (t.name == "dense/kernel:0") EXPECT_EQ(t.axis, "0:64");
+}

@@ -13,7 +13,10 @@ rapidocr-onnxruntime wheel. For each:
   * `export --dtype` casts every weight of rank >= 2 (embeddings and 1-D tensors kept) and its
     values are those of the view's cast; GGUF export refuses a MatMul [K, N] weight by name.
 
-  * the app's model map (a scripted session) gives the CLI's figures cell for cell.
+  * the app's model map and its Views panel (scripted sessions) give the CLI's figures cell for
+    cell;
+  * `--axis-for NAME=AXIS` overrides one tensor's layout in inspect, map and export (recorded in
+    the file's plan).
 
 usage: test_layouts.py PATH/TO/castscope-cli [PATH/TO/castscope]
        (exit 77: onnx / safetensors missing; the app check needs xvfb-run)
@@ -128,6 +131,91 @@ def check_app(work, tag, path):
             check(a == b.get("snr_db"), f"{tag}: app map {r['name']} {d}: {a} != CLI {b}")
 
 
+def check_views(work, tag, path, rows):
+    """The Views panel (a scripted session: each tensor selected, each datatype set, the state
+    written) gives every map row's SNR under each datatype, as `castscope-cli map` does."""
+    if not APP or not shutil.which("xvfb-run"):
+        print(f"{tag}: app views not checked (no app or no xvfb-run)")
+        return
+    script = os.path.join(work, f"{tag}_views.txt")
+    states = []
+    with open(script, "w") as f:
+        f.write(f"open {path}\nwait\n")
+        for name in rows:
+            for d in DTYPES:
+                st = os.path.join(work, f"{tag}_view{len(states)}.json")
+                states.append((name, d, st))
+                f.write(f"tensor {name}\ndtype {d}\nwait\nstate {st}\n")
+        f.write("quit\n")
+    env = dict(os.environ, XDG_CONFIG_HOME=os.path.join(work, "config"))
+    r = subprocess.run(["xvfb-run", "-a", "-s", "-screen 0 1600x1000x24", APP, "--script", script,
+                        "--state", os.path.join(work, f"{tag}_views_end.json")],
+                       capture_output=True, text=True, env=env)
+    check(r.returncode == 0, f"{tag}: views session failed: {r.stderr[-500:]}")
+    for i, (name, d, st) in enumerate(states):
+        a = json.load(open(st))["analysis"] if os.path.exists(st) else None
+        want = rows[name]["cells"][DTYPES.index(d)]
+        ok = a is not None and a["tensor"] == name and a["snr_db"] == want.get("snr_db")
+        check(ok, f"{tag}: Views {name} {d}: {a and (a['tensor'], a['snr_db'], a['axis'])} "
+                  f"!= map {want.get('snr_db')} ({rows[name].get('axis')})")
+
+
+def check_app_override(work, tag, path, name, axis):
+    """A layout override made with the mouse in the app's rule editor (an axis-only rule for one
+    tensor) reaches the Views, Compare, Scale modes and the model map: the tensor's SNR and its
+    map row equal `castscope-cli map --axis-for NAME=AXIS`, the other rows stay the file's
+    layout."""
+    if not APP or not shutil.which("xvfb-run"):
+        print(f"{tag}: app override not checked (no app or no xvfb-run)")
+        return
+    d = DTYPES[0]
+    before, after = os.path.join(work, f"{tag}_ov0.json"), os.path.join(work, f"{tag}_ov1.json")
+    script = os.path.join(work, f"{tag}_override.txt")
+    with open(script, "w") as f:
+        f.write(f"open {path}\nwait\nmap-dtypes {' '.join(DTYPES)}\nmap-run\nwait\n"
+                f"tensor {name}\ndtype {d}\npin {d}\npanel compare\npanel scale-modes\nwait\n"
+                f"state {before}\npanel plan\nwait\n"
+                'click "Per-layer plan::rules"\n'
+                f'type "Per-layer plan::##rule_new_pattern" {name}\n'
+                'choose "Per-layer plan::##rule_new_dtype" "axis only"\n'
+                f'choose "Per-layer plan::##rule_new_axis" {axis}\n'
+                'click "Per-layer plan::Add rule"\nwait\n'
+                f"state {after}\nquit\n")
+    env = dict(os.environ, XDG_CONFIG_HOME=os.path.join(work, "config"))
+    r = subprocess.run(["xvfb-run", "-a", "-s", "-screen 0 1600x1000x24", APP, "--script", script,
+                        "--state", os.path.join(work, f"{tag}_ov_end.json")],
+                       capture_output=True, text=True, env=env)
+    check(r.returncode == 0, f"{tag}: override session failed: {r.stderr[-500:]}")
+    if r.returncode != 0:
+        return
+    s0, s1 = json.load(open(before)), json.load(open(after))
+    file_rows = {r["name"]: r for r in map_json(path)["rows"]}
+    over_rows = {r["name"]: r for r in map_json(path, "--axis-for", f"{name}={axis}")["rows"]}
+    want_file = file_rows[name]["cells"][0].get("snr_db")
+    want_over = over_rows[name]["cells"][0].get("snr_db")
+    check(want_file != want_over, f"{tag}: the override gives the file's SNR {want_file}")
+    check(s0["analysis"]["snr_db"] == want_file,
+          f"{tag}: Views before the rule {s0['analysis']['snr_db']} != CLI {want_file}")
+    check(s1["plan"]["rules"][0].get("pattern") == name, f"{tag}: rule {s1['plan']['rules']}")
+    check(s1["analysis"]["tensor"] == name and s1["analysis"]["snr_db"] == want_over,
+          f"{tag}: Views after the rule {s1['analysis']['snr_db']} != map --axis-for {want_over}")
+    # The datatype comparison and the scale modes (floor, the map's) cast along the same layout.
+    for when, st, want in [("before", s0, want_file), ("after", s1, want_over)]:
+        cmp = [r["snr_db"] for r in st.get("compare", {}).get("rows", []) if r["dtype"] == st["dtype"]]
+        check(cmp == [want], f"{tag}: Compare {when} the rule: {cmp} != [{want}]")
+        sm = [r["snr_db"] for r in st.get("scale_modes", []) if r["mode"] == "floor"]
+        check(sm == [want], f"{tag}: Scale modes {when} the rule: {sm} != [{want}]")
+    for when, st, want in [("before", s0, file_rows), ("after", s1, over_rows)]:
+        rows = {r["name"]: r for r in st["model_map"]["rows"]}
+        check(list(rows) == list(want), f"{tag}: app map rows {when} the rule differ")
+        for n, c in want.items():
+            got = rows.get(n, {})
+            check(got.get("axis") == c.get("axis") and
+                  got.get("values") == [x.get("snr_db") for x in c["cells"]],
+                  f"{tag}: app map {when} the rule: {n} {got.get('axis')} {got.get('values')} "
+                  f"!= CLI {c.get('axis')} {[x.get('snr_db') for x in c['cells']]}")
+
+
 def check_export(work, tag, path, weights, expect):
     """export --dtype: every weight of rank >= 2 but embeddings cast along its view, as the
     view's cast; 1-D tensors and embeddings kept."""
@@ -162,9 +250,48 @@ def main():
         p = os.path.join(work, "layouts.onnx")
         exp = lm.build_onnx(p, rng)
         w = lm.onnx_weights(p)
-        check_model(work, "onnx", p, w, exp)
+        rows = check_model(work, "onnx", p, w, exp)
         check_export(work, "onnx", p, w, exp)
         check_app(work, "onnx", p)
+        check_views(work, "onnx", p, rows)
+        # A per-tensor override from the command line: the ConvTranspose weight along its last
+        # axis instead of Cin, recorded in the file's plan and its NAME.axis, decompressed as the
+        # cast along that axis.
+        out = os.path.join(work, "override.safetensors")
+        cli("export", p, out, "--dtype", "mxfp8e4", "--device", "cpu", "--axis-for", "ct_w=-1")
+        head = open(out, "rb").read()
+        meta = json.loads(head[8:8 + int.from_bytes(head[:8], "little")])["__metadata__"]
+        plan = json.loads(meta["castscope.plan"])
+        check(plan["rules"][0] == {"pattern": "ct_w", "axis": -1}, f"recorded plan {plan}")
+        check(meta.get("ct_w.axis") in ("-1", "3") and "ct_w.flatten" not in meta,
+              f"override: ct_w axis {meta.get('ct_w.axis')} flatten {meta.get('ct_w.flatten')}")
+        dec = os.path.join(work, "override_dec")
+        cli("decompress", out, dec)
+        src, dst = os.path.join(work, "ct_in.npy"), os.path.join(work, "ct_out.npy")
+        np.save(src, w["ct_w"])
+        cli("cast", src, dst, "--dtype", "mxfp8e4", "--mode", "virtual", "--device", "cpu",
+            "--axis", "-1")
+        got = np.load(os.path.join(dec, lm.file_key("ct_w") + ".npy"))
+        check(same_bits(got.reshape(-1), np.load(dst).reshape(-1)),
+              "override: ct_w is not the cast along its last axis")
+
+        # The same override for inspect and map: the tensor's layout, not guessed, its figures
+        # those of the tensor cast along its last axis.
+        ins = {t["name"]: t for t in json.loads(cli("inspect", p, "--json", "--axis-for",
+                                                     "ct_w=-1"))["tensors"]}
+        lay = ins["ct_w"]["layout"]
+        check(lay["axis"] == "-1" and not lay["guessed"] and "--axis-for" in lay["reason"],
+              f"inspect --axis-for: {lay}")
+        check(ins["mm_w"]["layout"]["axis"] == "0", "inspect --axis-for changed another tensor")
+        om = {r["name"]: r for r in map_json(p, "--axis-for", "ct_w=-1")["rows"]}
+        arch = os.path.join(work, "ct_last.npz")
+        np.savez(arch, v=w["ct_w"])
+        vm = map_json(arch, "--axis", "-1")["rows"][0]["cells"]
+        check([c.get("snr_db") for c in om["ct_w"]["cells"]] == [c.get("snr_db") for c in vm],
+              f"map --axis-for: {om['ct_w']['cells']} != {vm}")
+        # The same override made in the app's rule editor reaches its Views and model map.
+        check_app_override(work, "onnx", p, "ct_w", "-1")
+
         out = os.path.join(work, "refused.gguf")
         r = subprocess.run([CLI, "export", p, out, "--layout", "gguf", "--dtype",
                                           "q8_0"], capture_output=True, text=True)
@@ -176,9 +303,10 @@ def main():
         p = os.path.join(work, "keras.safetensors")
         exp = lm.build_keras(p, rng)
         w = lm.safetensors_weights(p)
-        check_model(work, "keras", p, w, exp)
+        rows = check_model(work, "keras", p, w, exp)
         check_export(work, "keras", p, w, exp)
         check_app(work, "keras", p)
+        check_views(work, "keras", p, rows)
 
         # transformers checkpoints (GPT-2's Conv1D, Llama's Linear).
         try:
@@ -194,13 +322,13 @@ def main():
                 d = os.path.join(work, tag)
                 exp = build(d)
                 w = lm.safetensors_weights(d)
-                check_model(work, tag, d, w, exp)
+                rows = check_model(work, tag, d, w, exp)
                 check_export(work, tag, os.path.join(d, "model.safetensors"), w, exp)
+                check_app(work, tag, d)
+                check_views(work, tag, d, rows)
 
         # PaddleOCR v4's recognizer: its linear_*.w_0 MatMul weights [K, N] reduce over K.
-        cache = os.environ.get("CASTSCOPE_TEST_CACHE",
-                               os.path.expanduser("~/.cache/castscope-tests"))
-        p = lm.ppocr_model(cache)
+        p = lm.ppocr_model()
         if p:
             exp = lm.onnx_expectations(p)
             w = lm.onnx_weights(p)
@@ -209,8 +337,15 @@ def main():
             for n in linear:
                 check(exp[n].red == 0, f"ppocr: {n} expected over K")
             check(len(exp) == 47, f"ppocr: {len(exp)} weights resolved by the rule table, not 47")
-            check_model(work, "ppocr", p, w, exp, full=False)
+            rows = check_model(work, "ppocr", p, w, exp, full=False)
             check_app(work, "ppocr", p)
+            # The Views on the tensors the issue names (a conv and a MatMul [K, N] weight) and
+            # two more of each kind: the whole model would add minutes.
+            names = ["conv2d_106.w_0", "linear_85.w_0"]
+            names += [n for n in rows if n.startswith("conv2d_") and n not in names][:2]
+            names += [n for n in rows if n.startswith("linear_") and n not in names][:2]
+            check(all(n in rows for n in names), f"ppocr: map rows lack one of {names}")
+            check_views(work, "ppocr", p, {n: rows[n] for n in names if n in rows})
     return exit_status(failures, "layout")
 
 

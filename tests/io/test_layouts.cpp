@@ -2,6 +2,8 @@
 // graph's consumers, a checkpoint's config.json, Keras / TF names and sibling biases. The
 // Python layout test (tests/interop/test_layouts.py) checks the figures on real files; this one
 // checks the rules without Python.
+#include <cstring>
+
 #include "castscope/export.hpp"
 #include "io_test_util.hpp"
 #ifdef CASTSCOPE_HAVE_ONNX
@@ -84,6 +86,26 @@ TEST(Layouts, Gpt2Conv1DFromConfigJson) {
   EXPECT_EQ(info(*m, "h.0.other.weight").layout.axis.str(), "-1");
   EXPECT_TRUE(info(*m, "wte.weight").layout.embedding);
   EXPECT_FALSE(plan_for_dtype("nvfp4").dtype_for(info(*m, "wte.weight")));
+}
+
+// gpt-oss experts [E, in, out] by model_type, or by the architecture alone; other models'
+// stacked experts are [E, out, in].
+TEST(Layouts, GptOssExpertsFromConfigJson) {
+  IO_SEED_TRACE();
+  for (const char* cfg :
+       {R"({"model_type": "gpt_oss"})", R"({"architectures": ["GptOssForCausalLM"]})",
+        R"({"model_type": "mixtral"})"}) {
+    TempDir dir;
+    write_file(dir / "model.safetensors",
+               safetensors_bytes({st("model.layers.0.mlp.experts.down_proj", {2, 32, 64})}));
+    write_file(dir / "config.json", Bytes(cfg, cfg + std::strlen(cfg)));
+    auto m = io::open_model(dir.path().string());
+    const ResolvedLayout& l = info(*m, "model.layers.0.mlp.experts.down_proj").layout;
+    const bool oss = std::string(cfg).find("mixtral") == std::string::npos;
+    EXPECT_EQ(l.axis.str(), oss ? "1" : "-1") << cfg << ": " << l.reason;
+    EXPECT_EQ(l.layout, oss ? "experts [E, in, out]" : "experts [E, out, in]") << cfg;
+    EXPECT_FALSE(l.guessed) << cfg;
+  }
 }
 
 #ifdef CASTSCOPE_HAVE_ONNX

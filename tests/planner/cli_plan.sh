@@ -44,4 +44,25 @@ fi
 if "$cli" plan "$layer" --budget 5 --budget-bytes 100 >/dev/null 2>&1; then
   fail "--budget and --budget-bytes together"
 fi
+# --axis-for: the tensors' layout is the override's (the planner casts along axis 0) and the
+# plan written keeps it as an axis-only rule ahead of the picks, so the export casts along it.
+json=$("$cli" plan "$layer" --budget 6.3 --device cpu --json --axis-for 'demo_*=0' \
+  -o "$work/plan_axis.json")
+echo "$json" | grep -q '"axis": "0"' || fail "budget plan --axis-for: axis: $json"
+python3 -c 'import json, sys; r = json.load(open(sys.argv[1]))["rules"]
+assert r[0] == {"pattern": "demo_*", "axis": 0} and "dtype" in r[1], r
+assert json.load(open(sys.argv[1]))["budget"]["bits_per_weight"] == 6.3' "$work/plan_axis.json" ||
+  fail "budget plan --axis-for: rules: $(cat "$work/plan_axis.json")"
+out=$("$cli" export "$layer" "$work/axis.safetensors" --plan "$work/plan_axis.json" --device cpu)
+echo "$out" | grep -q 'demo_layer .*: axis 0:192' || fail "export of the --axis-for plan: $out"
+out=$("$cli" plan "$layer" --snr 20 --device cpu --axis-for 'demo_*=0' -o "$work/auto_axis.json")
+echo "$out" | grep -q '^demo_layer  *\[192, 256\]  *0 ' || fail "plan --axis-for: $out"
+python3 -c 'import json, sys; r = json.load(open(sys.argv[1]))["rules"]
+assert r[0] == {"pattern": "demo_*", "axis": 0} and "dtype" in r[1], r' "$work/auto_axis.json" ||
+  fail "plan --axis-for: rules: $(cat "$work/auto_axis.json")"
+if err=$("$cli" plan "$layer" --budget 6.3 --axis-for 'demo_*' 2>&1); then
+  fail "--axis-for without an axis was accepted"
+fi
+echo "$err" | grep -q "PATTERN=AXIS" || fail "--axis-for refusal: $err"
+
 echo "cli_plan: ok"

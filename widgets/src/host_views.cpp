@@ -28,8 +28,10 @@ enum Slot { kBelow = 0, kAbove = 1, kNonfinite = 2, kZeroOrSkip = 3, kSlots = 4 
 constexpr int kExpSlots = 279;  // floor(log2|v|) + 149 for -149..127, then non-finite, zero
 constexpr int64_t kBlock = 2048;
 
-// The first pass's sums of a chunk, in four lanes so that the additions do not wait on each
-// other (the chunk's result, and so the analysis, does not depend on the thread count).
+// The first pass's sums of a chunk. The sums run in element order in lane 0, as compute_stats
+// adds them (chunks of the same 2^16 elements, merged in chunk order), so that the Views' SNR
+// equals the figure of the model map, `castscope-cli` and Python to the bit; the other lanes
+// hold the maxima and stay zero for the sums.
 struct StatLanes {
   double sx2[4] = {}, se2[4] = {}, se[4] = {}, maxe[4] = {};
   int64_t count = 0, nin = 0, nout = 0, zout = 0;
@@ -47,9 +49,9 @@ CASTSCOPE_VIEW_CLONES void stats_block(const float* x, const float* q, int64_t n
       const bool ok = fx && fq;
       const double xv = ok ? static_cast<double>(xf) : 0.0, qv = ok ? static_cast<double>(qf) : 0.0;
       const double d = qv - xv;
-      s.sx2[l] += xv * xv;
-      s.se2[l] += d * d;
-      s.se[l] += d;
+      s.sx2[0] += xv * xv;
+      s.se2[0] += d * d;
+      s.se[0] += d;
       s.maxe[l] = std::max(s.maxe[l], std::fabs(d));
       s.count += ok;
       s.nin += !fx;

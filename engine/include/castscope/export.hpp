@@ -64,14 +64,17 @@ class SafetensorsStreamWriter {
 
 struct PlanRule {
   std::string pattern;  // glob (whole name), or "re:REGEX" (searched anywhere in the name)
-  std::string dtype;    // datatype string, or "keep"
+  std::string dtype;    // datatype string, or "keep"; empty for an axis-only rule
   int rank = -1;        // only tensors of this rank (-1: any)
   // "weights": true: only tensors of rank 2 or more that are not embeddings (by their resolved
   // layout): every weight a matrix product or convolution uses.
   bool weights = false;
   Rotation rotate;  // block Hadamard rotation before the cast (none: "rotate" absent)
-  // Quantization axis ("axis": "auto", an integer, or "A:" flattened); absent: the export's.
+  // Quantization axis ("axis": "auto", an integer, "A:" or ":A" flattened); absent: the export's.
   std::optional<AxisSpec> axis;
+  // A rule without "dtype": it overrides the axis (the layout) of the tensors it matches, ahead
+  // of every datatype rule's axis, and decides no datatype (the next rules do).
+  bool axis_only = false;
   // Filled by the loader.
   std::optional<DataType> target;  // empty: keep
   std::shared_ptr<std::regex> re;
@@ -96,14 +99,17 @@ struct ExportPlan {
   std::optional<PlanBudget> budget;
 
   // The datatype a tensor is cast to; empty: kept as stored. Non-float tensors are always kept.
-  // The first matching rule wins; unmatched tensors get the default.
+  // The first matching rule wins; unmatched weights (rank 2 or more, not embeddings by their
+  // resolved layout) get the default, unmatched 1-D tensors and embeddings are kept.
   std::optional<DataType> dtype_for(const io::TensorInfo& info) const;
   // The rotation of the matching rule (none for the default and for kept tensors).
   Rotation rotation_for(const io::TensorInfo& info) const;
-  // The axis setting of the matching rule (empty: none given, the export's own applies).
+  // The axis setting for the tensor: the first matching axis-only rule's, else the matching
+  // datatype rule's (empty: none given, the export's own applies).
   std::optional<AxisSpec> axis_for(const io::TensorInfo& info) const;
-  // Index of the rule that matches (-1: none). The name-and-rank form takes a "weights" rule
-  // for any tensor of rank 2 or more (it cannot tell embeddings).
+  // Index of the datatype rule that matches (-1: none; axis-only rules never match here). The
+  // name-and-rank form takes a "weights" rule for any tensor of rank 2 or more (it cannot tell
+  // embeddings).
   int match(const std::string& name, int rank) const;
   int match(const io::TensorInfo& info) const;
 };
@@ -116,6 +122,21 @@ void save_plan(const std::string& path, const ExportPlan& plan);
 // The --dtype shortcut: every float weight of rank 2 or more (embeddings aside) to `dtype`, cast
 // along its resolved layout; 1-D tensors and embeddings kept.
 ExportPlan plan_for_dtype(const std::string& dtype);
+// Axis-only rules from "PATTERN=AXIS" texts (the CLI's --axis-for), in the order given; Error
+// naming a malformed text.
+ExportPlan axis_override_plan(const std::vector<std::string>& specs);
+// The plan with the axis-only rules of `overrides` put first.
+ExportPlan with_axis_overrides(const ExportPlan& plan, const ExportPlan& overrides);
+// `model` with the layout of every tensor an axis-only rule of `plan` names (with an axis other
+// than auto) replaced by that axis, not guessed, its reason naming the rule: every consumer
+// (inspect, report, map, export) then reads the override as the tensor's layout. The model
+// itself when no rule applies; Error naming a tensor whose rank the axis does not fit.
+std::unique_ptr<io::Model> with_layout_overrides(std::unique_ptr<io::Model> model,
+                                                 const ExportPlan& plan);
+// The same over a shared model (the app keeps the file's model and wraps it anew as the plan's
+// overrides change).
+std::shared_ptr<const io::Model> with_layout_overrides(std::shared_ptr<const io::Model> model,
+                                                       const ExportPlan& plan);
 // Glob match of the whole name: '*' any run of characters (dots included), '?' one character,
 // [abc] / [a-z] / [!a] character classes.
 bool glob_match(std::string_view pattern, std::string_view name);

@@ -66,14 +66,16 @@ bool glob_match(std::string_view p, std::string_view s) {
 }
 
 namespace {
+bool rule_hits(const PlanRule& r, const std::string& name, int rank, bool embedding) {
+  if (r.rank >= 0 && r.rank != rank) return false;
+  if (r.weights && (rank < 2 || embedding)) return false;
+  return r.re ? std::regex_search(name, *r.re) : glob_match(r.pattern, name);
+}
+
 int match_rule(const ExportPlan& plan, const std::string& name, int rank, bool embedding) {
-  for (size_t i = 0; i < plan.rules.size(); ++i) {
-    const PlanRule& r = plan.rules[i];
-    if (r.rank >= 0 && r.rank != rank) continue;
-    if (r.weights && (rank < 2 || embedding)) continue;
-    const bool hit = r.re ? std::regex_search(name, *r.re) : glob_match(r.pattern, name);
-    if (hit) return static_cast<int>(i);
-  }
+  for (size_t i = 0; i < plan.rules.size(); ++i)
+    if (!plan.rules[i].axis_only && rule_hits(plan.rules[i], name, rank, embedding))
+      return static_cast<int>(i);
   return -1;
 }
 }  // namespace
@@ -90,7 +92,11 @@ std::optional<DataType> ExportPlan::dtype_for(const io::TensorInfo& info) const 
   const DType d = exportdetail::stored_dtype(info);
   if (!dtype_is_float(d)) return std::nullopt;
   const int i = match(info);
-  return i >= 0 ? rules[static_cast<size_t>(i)].target : default_dtype;
+  if (i >= 0) return rules[static_cast<size_t>(i)].target;
+  // The default is a shortcut over the weights: norms, biases and embedding tables stay as
+  // stored unless a rule names them.
+  if (info.shape.size() < 2 || info.layout.embedding) return std::nullopt;
+  return default_dtype;
 }
 
 Rotation ExportPlan::rotation_for(const io::TensorInfo& info) const {
@@ -100,6 +106,10 @@ Rotation ExportPlan::rotation_for(const io::TensorInfo& info) const {
 }
 
 std::optional<AxisSpec> ExportPlan::axis_for(const io::TensorInfo& info) const {
+  for (const PlanRule& r : rules)
+    if (r.axis_only &&
+        rule_hits(r, info.name, static_cast<int>(info.shape.size()), info.layout.embedding))
+      return r.axis;
   const int i = match(info);
   return i >= 0 ? rules[static_cast<size_t>(i)].axis : std::nullopt;
 }
@@ -179,9 +189,12 @@ ExportPlan parse_plan(const std::string& text, const std::string& source) {
     int idx = 0;
     for (const json& r : j["rules"]) {
       const std::string where = "plan '" + source + "': rule " + std::to_string(idx++);
+      // A rule without "dtype" overrides the axis only (plans before such rules always had it).
       if (!r.is_object() || !r.contains("pattern") || !r["pattern"].is_string() ||
-          !r.contains("dtype") || !r["dtype"].is_string())
-        throw Error(where + ": expected {\"pattern\": \"...\", \"dtype\": \"...\"}");
+          (r.contains("dtype") ? !r["dtype"].is_string() : !r.contains("axis")))
+        throw Error(where +
+                    ": expected {\"pattern\": \"...\", \"dtype\": \"...\"} or, to override "
+                    "the axis only, {\"pattern\": \"...\", \"axis\": \"...\"}");
       for (auto it = r.begin(); it != r.end(); ++it)
         if (it.key() != "pattern" && it.key() != "dtype" && it.key() != "rank" &&
             it.key() != "rotate" && it.key() != "axis" && it.key() != "weights")
@@ -189,7 +202,8 @@ ExportPlan parse_plan(const std::string& text, const std::string& source) {
                       "\" (expected pattern, dtype, rank, weights, rotate, axis)");
       PlanRule rule;
       rule.pattern = r["pattern"].get<std::string>();
-      rule.dtype = r["dtype"].get<std::string>();
+      rule.axis_only = !r.contains("dtype");
+      if (!rule.axis_only) rule.dtype = r["dtype"].get<std::string>();
       if (rule.pattern.empty()) throw Error(where + ": empty pattern");
       if (r.contains("rank")) {
         rule.rank =
@@ -199,8 +213,9 @@ ExportPlan parse_plan(const std::string& text, const std::string& source) {
         if (!r["weights"].is_boolean()) throw Error(where + ": \"weights\" must be true or false");
         rule.weights = r["weights"].get<bool>();
       }
-      rule.target = parse_target(rule.dtype, where);
+      if (!rule.axis_only) rule.target = parse_target(rule.dtype, where);
       if (r.contains("rotate")) {
+        if (rule.axis_only) throw Error(where + ": \"rotate\" needs a \"dtype\"");
         const json& v = r["rotate"];
         if (!v.is_string() && !v.is_number_unsigned())
           throw Error(where +
@@ -252,7 +267,8 @@ std::string plan_to_json(const ExportPlan& plan) {
   j["default"] = plan.default_dtype ? plan.default_dtype->str() : std::string("keep");
   j["rules"] = json::array();
   for (const PlanRule& r : plan.rules) {
-    json o = {{"pattern", r.pattern}, {"dtype", r.target ? r.target->str() : std::string("keep")}};
+    json o = {{"pattern", r.pattern}};
+    if (!r.axis_only) o["dtype"] = r.target ? r.target->str() : std::string("keep");
     if (r.rank >= 0) o["rank"] = r.rank;
     if (r.weights) o["weights"] = true;
     if (r.rotate.enabled()) o["rotate"] = r.rotate.str();
@@ -288,6 +304,97 @@ ExportPlan plan_for_dtype(const std::string& dtype) {
             {"rules", {{{"pattern", "*"}, {"dtype", dtype}, {"weights", true}}}}})
           .dump();
   return parse_plan(text, "--dtype " + dtype);
+}
+
+ExportPlan axis_override_plan(const std::vector<std::string>& specs) {
+  json rules = json::array();
+  for (const std::string& s : specs) {
+    const size_t eq = s.rfind('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == s.size())
+      throw Error("--axis-for '" + s + "': expected PATTERN=AXIS, e.g. 'deconv*=:0'");
+    try {
+      AxisSpec::parse(s.substr(eq + 1));
+    } catch (const Error& e) {
+      throw Error("--axis-for '" + s + "': " + e.what());
+    }
+    rules.push_back({{"pattern", s.substr(0, eq)}, {"axis", s.substr(eq + 1)}});
+  }
+  return parse_plan(json({{"default", "keep"}, {"rules", rules}}).dump(), "--axis-for");
+}
+
+ExportPlan with_axis_overrides(const ExportPlan& plan, const ExportPlan& overrides) {
+  json j = json::parse(plan_to_json(plan));
+  json rules = json::array();
+  const json o = json::parse(plan_to_json(overrides));
+  for (const auto& r : o["rules"])
+    if (!r.contains("dtype")) rules.push_back(r);
+  for (const auto& r : j["rules"]) rules.push_back(r);
+  j["rules"] = rules;
+  return parse_plan(j.dump(), plan.source);
+}
+
+namespace {
+// The tensors of another model with some layouts replaced; data comes from the model itself.
+class OverriddenModel : public io::Model {
+ public:
+  OverriddenModel(std::shared_ptr<const io::Model> m, std::vector<io::TensorInfo> infos)
+      : m_(std::move(m)), infos_(std::move(infos)) {
+    path_ = m_->path();
+  }
+  const std::vector<io::TensorInfo>& tensors() const override { return infos_; }
+  Tensor load(const std::string& name) const override { return m_->load(name); }
+  Tensor load_raw(const std::string& name) const override { return m_->load_raw(name); }
+  std::string format() const override { return m_->format(); }
+
+ private:
+  std::shared_ptr<const io::Model> m_;
+  std::vector<io::TensorInfo> infos_;
+};
+
+// The model's tensors with the plan's overrides; *any tells whether one applied.
+std::vector<io::TensorInfo> overridden_infos(const io::Model& model, const ExportPlan& plan,
+                                             bool* any) {
+  std::vector<io::TensorInfo> infos = model.tensors();
+  *any = false;
+  for (io::TensorInfo& t : infos) {
+    const int rank = static_cast<int>(t.shape.size());
+    for (size_t i = 0; i < plan.rules.size(); ++i) {
+      const PlanRule& r = plan.rules[i];
+      if (!r.axis_only || !rule_hits(r, t.name, rank, t.layout.embedding)) continue;
+      if (!r.axis || r.axis->automatic || rank == 0) break;  // the file's layout stays
+      try {
+        const std::string was = t.layout.empty() ? std::string("none") : t.layout.layout;
+        ResolvedLayout l = make_layout("override " + r.axis->str(), *r.axis, t.shape,
+                                       "axis " + r.axis->str() + " set by " + plan.source +
+                                           " rule " + std::to_string(i) + " ('" + r.pattern +
+                                           "'); the file's layout: " + was);
+        l.embedding = t.layout.embedding;
+        t.layout = l;
+      } catch (const Error& e) {
+        throw Error("tensor '" + t.name + "' of '" + model.path() + "': " + e.what());
+      }
+      *any = true;
+      break;
+    }
+  }
+  return infos;
+}
+}  // namespace
+
+std::unique_ptr<io::Model> with_layout_overrides(std::unique_ptr<io::Model> model,
+                                                 const ExportPlan& plan) {
+  bool any = false;
+  std::vector<io::TensorInfo> infos = overridden_infos(*model, plan, &any);
+  if (!any) return model;
+  return std::make_unique<OverriddenModel>(std::move(model), std::move(infos));
+}
+
+std::shared_ptr<const io::Model> with_layout_overrides(std::shared_ptr<const io::Model> model,
+                                                       const ExportPlan& plan) {
+  bool any = false;
+  std::vector<io::TensorInfo> infos = overridden_infos(*model, plan, &any);
+  if (!any) return model;
+  return std::make_shared<OverriddenModel>(std::move(model), std::move(infos));
 }
 
 }  // namespace castscope

@@ -480,8 +480,21 @@ CastOptions cast_options(const ExportOptions& o, CastMode mode, JobControl* sub,
                   "): keep it, or name an axis (--axis -1) to cast it along its rows anyway");
     AxisSpec{}.apply(c);
   }
-  if (o.layout == Layout::GptOss && c.axis_auto)
-    AxisSpec{false, info.shape.size() == 3 ? -2 : -1, false}.apply(c);
+  if (o.layout == Layout::GptOss && c.axis_auto) {
+    // The layout reads experts [E, in, out] along axis -2 and everything else along its last
+    // axis: a tensor whose file shows another reduction (MatMul's B [K, N], experts stored
+    // [E, out, in]) would be quantized across its outputs, so it is refused.
+    const int r = static_cast<int>(info.shape.size());
+    const int fixed = r == 3 ? 1 : r - 1;
+    const CastOptions want = io::cast_options_for(c, info);
+    if (r >= 2 && !info.layout.guessed && (want.flatten || ((want.axis % r) + r) % r != fixed))
+      throw Error("the gpt-oss layout holds blocks along " +
+                  std::string(r == 3 ? "axis -2 of experts [E, in, out]" : "the last axis") +
+                  "; this tensor's layout '" + info.layout.layout + "' reduces over axis " +
+                  describe_axis(want, info.shape) + " (" + info.layout.reason +
+                  "): keep it, or name an axis to cast it that way anyway");
+    AxisSpec{false, r == 3 ? -2 : -1, false}.apply(c);
+  }
   // Otherwise an automatic axis is the tensor's resolved layout.
   return io::cast_options_for(c, info);
 }

@@ -126,11 +126,15 @@ ResolvedLayout checkpoint_layout(const Entry& e, const Config& cfg,
     return l;
   }
   if (cfg.present) {
-    const std::string src = "config.json model_type '" + cfg.model_type + "'";
+    // A config without "model_type" names its model by the architecture only.
+    const std::string src = cfg.model_type.empty()
+                                ? "config.json architecture '" + cfg.arch + "'"
+                                : "config.json model_type '" + cfg.model_type + "'";
+    const bool gpt_oss = cfg.model_type == "gpt_oss" || cfg.arch.rfind("GptOss", 0) == 0;
     if (gpt2_family(cfg) && s.size() == 2 && leaf == "weight" && conv1d_module(prefix))
       return make_layout("gpt2 conv1d [in, out]", {false, 0, false, false}, s,
                          src + ": transformers' Conv1D stores [in, out]");
-    if (cfg.model_type == "gpt_oss" && s.size() == 3 && name.find("experts") != std::string::npos)
+    if (gpt_oss && s.size() == 3 && name.find("experts") != std::string::npos)
       return make_layout("experts [E, in, out]", {false, 1, false, false}, s,
                          src + ": gpt-oss experts store [E, in, out]");
     if (s.size() == 3 && name.find("experts") != std::string::npos)

@@ -163,8 +163,10 @@ PlanTable build_plan_table(const io::Model& model, const BudgetPlanOptions& o, J
     }
     try {
       const Tensor w = model.load(info.name).to_f32();
-      // The tensor's resolved layout (layout.hpp), as cast, map and export read it.
-      const CastOptions r = io::cast_options_for(o.cast, info);
+      // The tensor's resolved layout (an override included) when the axis is automatic, as the
+      // map and the export take it.
+      const CastOptions c = io::cast_options_for(o.cast, info);
+      const CastOptions r = resolve_axis(c, info.shape);
       PlanTensor pt;
       pt.name = info.name;
       pt.shape = info.shape;
@@ -215,7 +217,7 @@ PlanTable build_plan_table(const io::Model& model, const BudgetPlanOptions& o, J
       // A tensor of zeros casts exactly under every candidate: its errors stay 0 either way.
       const double scale = o.relative && energy > 0 ? 1.0 / energy : 1.0;
       cast_each(
-          w, dts, r, job,  // along the resolved layout
+          w, dts, c, job,
           [&](size_t i, const CastResult& cr) {
             const Tensor q = cr.values.to_f32();
             const float* pq = q.ptr<float>();
