@@ -186,7 +186,7 @@ void draw_views_panel(AppState& app) {
     widgets::HeatmapExtras ex;
     ex.clipped = a->tile_clipped.empty() ? nullptr : &a->tile_clipped;
     ex.clipped_note = a->tile_clipped_note;
-    std::tie(ex.elem_rows, ex.elem_cols) = widgets::fold_2d(a->shape);
+    ex.elem_rows = a->view.rows, ex.elem_cols = a->view.cols;
     const int64_t clicked = widgets::draw_heatmap(
         "heat", app.heat, a->tiles ? &*a->tiles : nullptr, a->tiles_note,
         ImVec2(0, ImGui::GetContentRegionAvail().y - ImGui::GetStyle().ItemSpacing.y), ex);
@@ -213,13 +213,13 @@ void draw_views_panel(AppState& app) {
         return false;
       }
       if (!q || q.shape()[0] != h || q.shape()[1] != w) return false;
-      const int64_t cols = widgets::fold_2d(a->input.shape()).second;
+      const widgets::View2D& v = a->view;
       const float* x = a->input.ptr<float>();
       const float* qp = q.ptr<float>();
       out->resize(static_cast<size_t>(h * w));
       for (int64_t r = 0; r < h; ++r)
         for (int64_t c = 0; c < w; ++c) {
-          const float xv = x[(r0 + r) * cols + c0 + c];
+          const float xv = x[v.at(r0 + r, c0 + c)];
           (*out)[static_cast<size_t>(r * w + c)] =
               std::isfinite(xv) && xv != 0 && qp[r * w + c] == 0;
         }

@@ -461,6 +461,7 @@ std::string state_json(const AppState& app, const std::vector<std::string>& scri
     r["count"] = a->stats.count;
     r["bits_per_value"] = a->bits_per_value;
     r["axis"] = a->axis;
+    r["view"] = {a->view.rows, a->view.cols};
     uint64_t vo = 0, vc = 0;
     for (uint64_t c : a->value_orig.counts) vo += c;
     for (uint64_t c : a->value_cast.counts) vc += c;
@@ -599,6 +600,8 @@ std::string state_json(const AppState& app, const std::vector<std::string>& scri
                         {"gemm_ms", e->gemm_ms}};
   j["act_error"] = app.act_error;
   j["teach_tile"] = app.teach_tile;
+  // The teaching view's block of cast values (its tile's rows x columns), once it drew.
+  j["teach_block"] = app.teach_block ? nlohmann::json(app.teach_block.shape()) : nlohmann::json();
   // The views' zoom, pan and what the mouse is over, for tests that operate them.
   {
     const widgets::HeatmapState& h = app.heat;
@@ -622,7 +625,12 @@ std::string state_json(const AppState& app, const std::vector<std::string>& scri
                     {"screen", h.screen},
                     {"grid", a_tiles}}},
                   {"mask",
-                   {{"zoom", {app.mask.view.zx, app.mask.view.zy}},
+                   {{"drawn", app.mask.drawn},
+                    {"grid", an ? nlohmann::json{an->mask.out_rows, an->mask.out_cols}
+                                : nlohmann::json()},
+                    {"elements",
+                     an ? nlohmann::json{an->mask.rows, an->mask.cols} : nlohmann::json()},
+                    {"zoom", {app.mask.view.zx, app.mask.view.zy}},
                     {"pan", {app.mask.view.u0, app.mask.view.v0}},
                     {"hover_cell", {app.mask.hover_row, app.mask.hover_col}},
                     {"screen", app.mask.screen}}},

@@ -230,9 +230,13 @@ void tile_tooltip(const TileMap& m, size_t k, int64_t row, int64_t col, const Gr
   }
   if (x.marks && k < x.marks->size())
     ImGui::Text("%s", (*x.marks)[k] ? "scale differs" : "same scale");
-  if (grid_element_px_x(view, im.g) >= 4 && grid_element_px_y(view, im.g) >= 4)
-    ImGui::Text("element [%lld, %lld]", static_cast<long long>(hit.elem_row),
-                static_cast<long long>(hit.elem_col));
+  if (grid_element_px_x(view, im.g) >= 4 && grid_element_px_y(view, im.g) >= 4) {
+    if (hit.elem_row >= 0)
+      ImGui::Text("element [%lld, %lld]", static_cast<long long>(hit.elem_row),
+                  static_cast<long long>(hit.elem_col));
+    else
+      ImGui::TextDisabled("past the last element of this partial tile");
+  }
   ImGui::TextDisabled("click: teaching view   wheel: zoom   drag: pan");
   ImGui::EndTooltip();
 }

@@ -276,7 +276,7 @@ FirstPass HostViews::first(const MaskImage& m, JobControl*) const {
   const float* xp = x.ptr<float>();
   const float* qp = q.ptr<float>();
   const uint8_t* mp = has_mask() ? r.mask.ptr<uint8_t>() : nullptr;
-  const bool cells = m.total > 0;
+  const bool cells = m.total > 0 && view.contiguous();
   detail::parallel_for(nc, 1, 0, nullptr, [&](int64_t cb, int64_t ce) {
     for (int64_t c = cb; c < ce; ++c) {
       Part& p = parts[static_cast<size_t>(c)];
@@ -353,6 +353,12 @@ FirstPass HostViews::first(const MaskImage& m, JobControl*) const {
     for (size_t k = 0; k < p.cells.size(); ++k)
       out.cells[static_cast<size_t>(p.cell_row0 * m.out_cols) + k] += p.cells[k];
   }
+  if (m.total > 0 && !view.contiguous())
+    out.cells = mask_cells(m, view, [&](int64_t t) -> int64_t {
+      if (mp) return mp[t] != 0;
+      const uint32_t u = float_bits(xp[t]) & 0x7FFFFFFF;
+      return (u - 1 < 0x7F7FFFFFu) & (qp[t] == 0);
+    });
   Stats& s = out.stats;
   s.count = count, s.nonfinite_in = nin, s.nonfinite_out = nout, s.zeros_out = zout;
   s.clipped = r.counts.clipped;

@@ -23,6 +23,7 @@ void draw_mask_view(const char* id, MaskViewState& s, const MaskImage& m, ImVec2
   if (size.x <= 0) size.x = ImGui::GetContentRegionAvail().x;
   if (size.y <= 0) size.y = ImGui::GetContentRegionAvail().y;
   s.hover_row = s.hover_col = s.hover_elem_row = s.hover_elem_col = -1;
+  s.drawn = false;
   if (m.out_rows <= 0 || m.out_cols <= 0) {
     ImGui::TextDisabled("%s: empty", m.what.c_str());
     ImGui::PopID();
@@ -89,6 +90,7 @@ void draw_mask_view(const char* id, MaskViewState& s, const MaskImage& m, ImVec2
   s.screen[1] = im.p0.y;
   s.screen[2] = im.g.width;
   s.screen[3] = im.g.height;
+  s.drawn = s.tex.valid() && im.g.width >= 1 && im.g.height >= 1;
   if (im.hit) {
     const int64_t r = im.hit->row, c = im.hit->col;
     s.hover_row = r;

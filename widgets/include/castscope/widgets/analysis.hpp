@@ -15,7 +15,21 @@
 
 namespace castscope::widgets {
 
-// A 2-D boolean image of a tensor (rows x cols after folding leading dims into rows), reduced to
+// A tensor's 2-D view [outputs, reduction] under the quantization axis of its cast (layout_view
+// in castscope/layout.hpp): the grid the tile map, the mask and the teaching view are drawn on.
+// Where the reduction axis is not the last one in memory (a MatMul B [K, N] reduced over K), the
+// view is a transpose: element (r, c) lies at at(r, c) of the tensor's row-major storage.
+struct View2D {
+  int64_t rows = 1, cols = 1;  // outputs, reduction length
+  int64_t inner = 1;           // elements after the reduction axis in memory (1: memory order)
+  int64_t at(int64_t r, int64_t c) const { return ((r / inner) * cols + c) * inner + r % inner; }
+  bool contiguous() const { return inner == 1; }
+};
+// The view of `shape` under cast options `o` (an automatic axis resolved as the cast resolves
+// it). Throws Error for an axis out of range.
+View2D view_2d(const Shape& shape, const CastOptions& o);
+
+// A 2-D boolean image of a tensor's view [outputs, reduction] (View2D), reduced to
 // at most max_side cells per side: each cell holds the fraction of its elements that are set.
 struct MaskImage {
   int64_t rows = 0, cols = 0;            // source elements
@@ -76,6 +90,7 @@ struct Analysis {
   Stats stats;
   double bits_per_value = 0;  // at the length of the quantization axis
   std::string axis;           // the quantization axis in use (describe_axis: "-1:4096", "1..3:147")
+  View2D view;                // the 2-D view [outputs, reduction] the tiles and the mask lie on
   double absmax = 0;
   // Value histograms of the original and the cast over the same symmetric range, linear in x
   // and over log2|x|.
@@ -108,7 +123,8 @@ struct Analysis {
   gpu::DeviceTensor device_values;
 };
 
-// Rows [r0, r0 + h) x columns [c0, c0 + w) of the cast values' 2-D view (fold_2d), clipped.
+// Rows [r0, r0 + h) x columns [c0, c0 + w) of the cast values' 2-D view (Analysis::view: the
+// same grid as the tile map), clipped.
 Tensor values_block(const Analysis& a, int64_t r0, int64_t c0, int64_t h, int64_t w);
 
 // Casts x (any float dtype, any rank) and computes every view. Throws Error for bad input and
@@ -132,6 +148,8 @@ std::pair<double, double> representable_log2(const NumberSpec& n);
 // The folded 2-D extent [rows, cols] of a shape (leading dims multiply into rows).
 std::pair<int64_t, int64_t> fold_2d(const Shape& s);
 
+// The mask image of `set` (one flag per element in the tensor's storage order) over `view`.
+MaskImage mask_image(const uint8_t* set, const View2D& view, int max_side, std::string what);
 MaskImage mask_image(const uint8_t* set, const Shape& shape, int max_side, std::string what);
 
 }  // namespace castscope::widgets
