@@ -187,6 +187,7 @@ void draw_views_panel(AppState& app) {
     ex.clipped = a->tile_clipped.empty() ? nullptr : &a->tile_clipped;
     ex.clipped_note = a->tile_clipped_note;
     ex.elem_rows = a->view.rows, ex.elem_cols = a->view.cols;
+    ex.tensor_scale = a->tensor_scale;
     const int64_t clicked = widgets::draw_heatmap(
         "heat", app.heat, a->tiles ? &*a->tiles : nullptr, a->tiles_note,
         ImVec2(0, ImGui::GetContentRegionAvail().y - ImGui::GetStyle().ItemSpacing.y), ex);
@@ -200,7 +201,10 @@ void draw_views_panel(AppState& app) {
   ImGui::EndChild();
   ImGui::SameLine();
 
-  cell(app, "##mask", "Mask", ImVec2(cw, ch), "mask", [&] { return widgets::mask_csv(*a); });
+  // The title says what the mask marks; the widget's summary line then fits beside its button.
+  const std::string mask_title = "Mask: " + a->mask.what;
+  cell(app, "##mask", mask_title.c_str(), ImVec2(cw, ch), "mask",
+       [&] { return widgets::mask_csv(*a); });
   // Single elements of the "cast to zero" mask, from the input and the cast values (read from
   // the GPU when they stayed there); a sparsity keep-mask is not kept per element.
   widgets::MaskDetail detail;

@@ -328,6 +328,13 @@ void representable_range(Analysis& a) {
   a.rep_hi = rhi;
 }
 
+// The one value of a two-level datatype's tensor scale (stored as float32), NaN without one.
+double tensor_scale_of(const Tensor& t) {
+  if (!t || t.numel() != 1 || t.dtype() != DType::F32)
+    return std::numeric_limits<double>::quiet_NaN();
+  return t.ptr<float>()[0];
+}
+
 // Device casts cover the standard and TCFP families; a codebook's tile map (its mappings) and
 // ggml's reference quantizer live on the host, and rotations wrap the host cast.
 bool device_views_possible(const DataType& d, const CastOptions& o) {
@@ -376,6 +383,8 @@ std::shared_ptr<const Analysis> analyze(const Tensor& x_in, const DataType& dtyp
       a->backend = "cuda";
       compute_views(*a, v, ao, job);
       if (ao.keep_values) a->device_values = v.q;
+      if (v.r.tenscale && v.r.tenscale.numel() == 1)
+        a->tensor_scale = tensor_scale_of(v.r.tenscale.download());
       a->on_device = true;
       a->tile_clipped_note = "not counted when the views are computed on the GPU";
     } catch (const Cancelled&) {
@@ -404,6 +413,7 @@ std::shared_ptr<const Analysis> analyze(const Tensor& x_in, const DataType& dtyp
       v.q = tiled ? upcast(v.r) : v.r.values;
     }
     a->backend = v.r.backend;
+    a->tensor_scale = tensor_scale_of(v.r.tenscale);
     const std::shared_ptr<const InputViews> known = input ? input->input_views(x_in) : nullptr;
     v.known = known.get();
     auto mine = std::make_shared<InputViews>();

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 
 #include "castscope/widgets/grid_image.hpp"
 
@@ -31,8 +32,23 @@ void draw_mask_view(const char* id, MaskViewState& s, const MaskImage& m, ImVec2
   }
   if (ImGui::SmallButton("reset view")) s.view = GridView{};
   ImGui::SameLine();
-  ImGui::TextWrapped("%s: %lld of %lld (%.3f%%)", m.what.c_str(), static_cast<long long>(m.set),
-                     static_cast<long long>(m.total), m.total ? 100.0 * m.set / m.total : 0.0);
+  {
+    // One line beside the button: the full summary where it fits, else shorter forms, the full
+    // one in the tooltip (a wrapped second line pushed the image past a small cell).
+    const double pct = m.total ? 100.0 * m.set / m.total : 0.0;
+    char full[256], mid[160], low[64];
+    std::snprintf(full, sizeof full, "%s: %lld of %lld (%.3f%%)", m.what.c_str(),
+                  static_cast<long long>(m.set), static_cast<long long>(m.total), pct);
+    std::snprintf(mid, sizeof mid, "%lld of %lld (%.3g%%)", static_cast<long long>(m.set),
+                  static_cast<long long>(m.total), pct);
+    std::snprintf(low, sizeof low, "%.3g%%", pct);
+    const float room = ImGui::GetContentRegionAvail().x;
+    const char* show = ImGui::CalcTextSize(full).x <= room  ? full
+                       : ImGui::CalcTextSize(mid).x <= room ? mid
+                                                            : low;
+    ImGui::TextUnformatted(show);
+    if (show != full && ImGui::IsItemHovered()) ImGui::SetTooltip("%s", full);
+  }
   size.y -= ImGui::GetCursorPosY() - y_start;
   if (s.source != &m) {
     std::vector<uint32_t> px(m.fraction.size());

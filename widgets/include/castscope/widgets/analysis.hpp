@@ -3,6 +3,7 @@
 #pragma once
 
 #include <functional>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -106,6 +107,9 @@ struct Analysis {
   std::string rep_note;
   Histogram error;
   std::optional<TileMap> tiles;
+  // The second-level scale of a two-level datatype (NVFP4's float32 tensor scale) that every
+  // tile scale multiplies; NaN for others.
+  double tensor_scale = std::numeric_limits<double>::quiet_NaN();
   std::string tiles_note;  // why there is no tile map
   // Clipped elements per tile (tile_clipped.hpp); empty with the reason in the note when not
   // counted.
