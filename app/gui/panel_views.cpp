@@ -84,9 +84,16 @@ void draw_views_panel(AppState& app) {
   ImGui::Checkbox("log counts", &app.hist_log_y);
   ImGui::SameLine();
   ImGui::Checkbox("values over log2|x|", &app.hist_log_x);
+  // Metrics first: the running analysis' statistics, before its histograms, tile map and mask.
+  const widgets::Analysis* part = app.analyzer.running() ? app.partial.get() : nullptr;
   if (app.analyzer.running()) {
     ImGui::ProgressBar(static_cast<float>(app.analyzer.progress()),
-                       ImVec2(ImGui::GetFontSize() * 8, 0), "casting...");
+                       ImVec2(ImGui::GetFontSize() * 8, 0), part ? "views..." : "casting...");
+    if (part) {
+      ImGui::SameLine();
+      ImGui::TextDisabled("%s: SNR %.2f dB; the other views follow", part->dtype.label().c_str(),
+                          part->stats.snr_db);
+    }
   } else if (a) {
     ImGui::TextDisabled("%s  %s  ->  %s  (%s, views on the %s)", a->tensor.c_str(),
                         shape_str(a->shape).c_str(), a->dtype.str().c_str(), a->backend.c_str(),
@@ -175,9 +182,10 @@ void draw_views_panel(AppState& app) {
   ImGui::EndChild();
   ImGui::SameLine();
 
-  cell(app, "##metrics", "Metrics", ImVec2(cw, ch), "metrics",
-       [&] { return widgets::metrics_csv({a}); });
-  widgets::draw_metrics_table("metrics", a->stats, a->bits_per_value);
+  const widgets::Analysis* ma = part ? part : a;
+  cell(app, "##metrics", part ? "Metrics (new datatype)" : "Metrics", ImVec2(cw, ch), "metrics",
+       [&] { return widgets::metrics_csv({ma}); });
+  widgets::draw_metrics_table("metrics", ma->stats, ma->bits_per_value);
   ImGui::EndChild();
 
   cell(app, "##heat", "Tile scales", ImVec2(cw, ch), "tile-map",

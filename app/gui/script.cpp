@@ -437,6 +437,22 @@ std::string state_json(const AppState& app, const std::vector<std::string>& scri
   j["busy"] = app.busy();
   j["frames"] = app.frame;
   j["fps"] = app.fps;
+  {
+    // Frames drawn while an analysis ran, and whether its metrics arrived before the rest.
+    const AppState::BusyFrames& b = app.busy_frames;
+    std::vector<float> ms = b.ms;
+    std::sort(ms.begin(), ms.end());
+    auto pct = [&](double q) {
+      return ms.empty() ? 0.0 : static_cast<double>(ms[static_cast<size_t>(q * (ms.size() - 1))]);
+    };
+    j["frames_while_analysing"] = {{"frames", b.frames},
+                                   {"max_ms", b.max_ms},
+                                   {"mean_ms", b.frames ? b.sum_ms / b.frames : 0.0},
+                                   {"p50_ms", pct(0.5)},
+                                   {"p95_ms", pct(0.95)}};
+    j["metrics_first"] = {{"partial_frame", app.partial_frame},
+                          {"analysis_frame", app.analysis_frame}};
+  }
   j["analyses"] = app.analyses_done;
   nlohmann::json panels = nlohmann::json::object();
   for (int i = 0; i < static_cast<int>(PanelId::Count); ++i)
