@@ -142,7 +142,11 @@ Tensor values_block(const Analysis& a, int64_t r0, int64_t c0, int64_t h, int64_
                 ") is outside the " + std::to_string(v.rows) + " x " + std::to_string(v.cols) +
                 " view [outputs, reduction] of the values");
   const int64_t bh = std::min(h, v.rows - r0), bw = std::min(w, v.cols - c0);
-  if (a.device_values && v.contiguous()) return a.device_values.download_block(r0, c0, bh, bw);
+  // download_block reads the 2-D fold of its tensor's shape: the device values are reshaped to
+  // the view (a conv weight's [O, I*kh*kw]) or, for a transposed view, to the storage's
+  // [outer * cols, inner].
+  if (a.device_values && v.contiguous())
+    return a.device_values.reshaped({v.rows, v.cols}).download_block(r0, c0, bh, bw);
   Tensor t = Tensor::empty(DType::F32, {bh, bw});
   float* dst = t.mutable_ptr<float>();
   if (a.device_values) {
@@ -151,7 +155,8 @@ Tensor values_block(const Analysis& a, int64_t r0, int64_t c0, int64_t h, int64_
     for (int64_t r = r0; r < r0 + bh;) {
       const int64_t outer = r / v.inner, i0 = r % v.inner;
       const int64_t n = std::min(v.inner - i0, r0 + bh - r);
-      const Tensor b = a.device_values.download_block(outer * v.cols + c0, i0, bw, n);
+      const Tensor b = a.device_values.reshaped({v.rows / v.inner * v.cols, v.inner})
+                           .download_block(outer * v.cols + c0, i0, bw, n);
       const float* src = b.ptr<float>();
       for (int64_t c = 0; c < bw; ++c)
         for (int64_t k = 0; k < n; ++k) dst[(r - r0 + k) * bw + c] = src[c * n + k];
