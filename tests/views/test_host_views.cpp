@@ -274,3 +274,37 @@ TEST(HostViews, MetricsComeFirst) {
 
 }  // namespace
 }  // namespace castscope
+
+namespace castscope {
+
+// Storage kept for reuse (set_storage_reuse, on in the app) serves the next tensor of the same
+// size, and a zero-initialised tensor made from it is zero again.
+TEST(HostViews, ReusedStorageServesTheSameSizeAndIsZeroedForEmpty) {
+#if defined(__linux__)
+  set_storage_reuse(size_t{64} << 20);
+  const Shape big{1024, 1024};  // 4 MiB: mapped storage
+  const void* first = nullptr;
+  {
+    Tensor a = Tensor::empty(DType::F32, big);
+    first = a.data();
+    float* p = a.mutable_ptr<float>();
+    for (int64_t i = 0; i < a.numel(); ++i) p[i] = 1.5f;
+  }
+  {
+    Tensor b = Tensor::empty(DType::F32, big);
+    EXPECT_EQ(b.data(), first) << "the freed storage was not reused";
+    const float* q = b.ptr<float>();
+    int64_t nonzero = 0;
+    for (int64_t i = 0; i < b.numel(); ++i) nonzero += q[i] != 0;
+    EXPECT_EQ(nonzero, 0);
+    // Another size takes fresh storage while b holds the first.
+    Tensor c = Tensor::uninitialized(DType::F32, {512, 1024});
+    EXPECT_NE(c.data(), first);
+  }
+  set_storage_reuse(0);  // hands everything kept back
+  Tensor d = Tensor::empty(DType::F32, big);
+  EXPECT_EQ(d.ptr<float>()[12345], 0.0f);
+#endif
+}
+
+}  // namespace castscope

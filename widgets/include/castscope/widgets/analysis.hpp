@@ -142,8 +142,9 @@ std::shared_ptr<const Analysis> analyze(const Tensor& x, const DataType& dtype, 
 // Asks the C library to keep freed blocks of up to 32 MB for reuse instead of returning them to
 // the system. Every update builds a new analysis (a tile map of 16 MB for NVFP4 at 4096^2) and
 // frees the last one; memory fresh from the system costs a page fault per 4 KiB page on first
-// touch, which made up most of an update's time on the GPU path. The app calls it once at start.
-// No effect outside glibc.
+// touch, which made up most of an update's time on the GPU path. Tensors of 2 MiB or more (the
+// cast's values and codes) are likewise kept for the next update, up to 256 MiB
+// (set_storage_reuse). The app calls it once at start. No effect outside glibc / Linux.
 void retain_freed_memory();
 
 // Representable magnitude range of a number format in log2 units: [smallest positive, max].
