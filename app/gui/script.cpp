@@ -632,25 +632,24 @@ std::string state_json(const AppState& app, const std::vector<std::string>& scri
                        {"full", {v.full_lo, v.full_hi}},
                        {"zoomed", v.zoomed()},
                        {"screen", v.screen}});
-    j["views"] = {{"tile_map",
-                   {{"zoom", {h.view.zx, h.view.zy}},
-                    {"pan", {h.view.u0, h.view.v0}},
-                    {"hovered_tile", h.hovered},
-                    {"hover_element", {h.hover_row, h.hover_col}},
-                    {"clicked_tile", h.clicked},
-                    {"screen", h.screen},
-                    {"grid", a_tiles}}},
-                  {"mask",
-                   {{"drawn", app.mask.drawn},
-                    {"grid", an ? nlohmann::json{an->mask.out_rows, an->mask.out_cols}
-                                : nlohmann::json()},
-                    {"elements",
-                     an ? nlohmann::json{an->mask.rows, an->mask.cols} : nlohmann::json()},
-                    {"zoom", {app.mask.view.zx, app.mask.view.zy}},
-                    {"pan", {app.mask.view.u0, app.mask.view.v0}},
-                    {"hover_cell", {app.mask.hover_row, app.mask.hover_col}},
-                    {"screen", app.mask.screen}}},
-                  {"histograms", hists}};
+    j["views"] = {
+        {"tile_map",
+         {{"zoom", {h.view.zx, h.view.zy}},
+          {"pan", {h.view.u0, h.view.v0}},
+          {"hovered_tile", h.hovered},
+          {"hover_element", {h.hover_row, h.hover_col}},
+          {"clicked_tile", h.clicked},
+          {"screen", h.screen},
+          {"grid", a_tiles}}},
+        {"mask",
+         {{"drawn", app.mask.drawn},
+          {"grid", an ? nlohmann::json{an->mask.out_rows, an->mask.out_cols} : nlohmann::json()},
+          {"elements", an ? nlohmann::json{an->mask.rows, an->mask.cols} : nlohmann::json()},
+          {"zoom", {app.mask.view.zx, app.mask.view.zy}},
+          {"pan", {app.mask.view.u0, app.mask.view.v0}},
+          {"hover_cell", {app.mask.hover_row, app.mask.hover_col}},
+          {"screen", app.mask.screen}}},
+        {"histograms", hists}};
   }
   j["load_error"] = app.load_error;
   j["messages"] = std::vector<std::string>(app.messages.begin(), app.messages.end());
