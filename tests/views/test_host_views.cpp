@@ -11,6 +11,7 @@
 
 #include "castscope/metrics.hpp"
 #include "castscope/widgets/analysis.hpp"
+#include "cpu/cast_cpu.hpp"
 #include "test_seed.hpp"
 
 namespace castscope {
@@ -173,6 +174,59 @@ TEST(HostViews, EveryViewEqualsTheReferenceFunctions) {
     const auto a = widgets::analyze(x, DataType::parse(c.dtype), o, "t", ao);
     expect_reference_views(*a, ao, tag);
   }
+}
+
+bool same_bytes(const Tensor& a, const Tensor& b) {
+  if (!a || !b) return !a && !b;
+  return a.dtype() == b.dtype() && a.shape() == b.shape() &&
+         std::memcmp(a.data(), b.data(), static_cast<size_t>(a.numel()) * dtype_size(a.dtype())) ==
+             0;
+}
+
+// The views' one-run cast of a tiled datatype: its codes, scales, masks and counts are the actual
+// cast's, its values the virtual cast's, bit for bit (NaN payloads included), also along an axis
+// that is not the last (a permuted run).
+TEST(HostViews, OneRunCastEqualsActualAndVirtualCasts) {
+  const uint64_t seed = test::test_seed();
+  struct Case {
+    const char* dtype;
+    Shape shape;
+    int axis;
+  };
+  const Case cases[] = {{"mxfp8e4", {3, 97, 160}, -1},      {"nvfp4", {517, 300}, -1},
+                        {"mxfp4e2", {300, 260}, 0},         {"e4m3fn_e8m0_t32n2m4", {130, 64}, -1},
+                        {"fp8e4_block128", {200, 136}, -1}, {"int8_sc", {300, 700}, -1},
+                        {"mxint8", {70, 96}, -1},           {"mxfp6e3", {2, 70000}, -1}};
+  uint64_t k = 0;
+  for (const Case& c : cases) {
+    const std::string tag = std::string(c.dtype) + " seed " + std::to_string(seed);
+    const Tensor x = hard_input(c.shape, seed + ++k);
+    const DataType d = DataType::parse(c.dtype);
+    CastOptions o;
+    o.device = Device::CPU;
+    o.axis = c.axis;
+    o.mode = CastMode::Actual;
+    const CastResult both = cpu::cast_standard_with_values(x, d, o);
+    const CastResult actual = cast(x, d, o);
+    o.mode = CastMode::Virtual;
+    const CastResult virt = cast(x, d, o);
+    EXPECT_TRUE(same_bytes(both.values, virt.values)) << tag;
+    EXPECT_TRUE(same_bytes(both.codes, actual.codes)) << tag;
+    EXPECT_TRUE(same_bytes(both.scale, actual.scale)) << tag;
+    EXPECT_TRUE(same_bytes(both.zero, actual.zero)) << tag;
+    EXPECT_TRUE(same_bytes(both.tenscale, actual.tenscale)) << tag;
+    EXPECT_TRUE(same_bytes(both.mask, actual.mask)) << tag;
+    EXPECT_TRUE(same_bytes(both.meta, actual.meta)) << tag;
+    EXPECT_EQ(both.counts.clipped, actual.counts.clipped) << tag;
+    EXPECT_EQ(both.counts.nonfinite, actual.counts.nonfinite) << tag;
+    EXPECT_EQ(both.counts.pruned, actual.counts.pruned) << tag;
+    EXPECT_EQ(both.mode, CastMode::Actual) << tag;
+  }
+  CastOptions v;
+  v.mode = CastMode::Virtual;
+  EXPECT_THROW(
+      cpu::cast_standard_with_values(hard_input({4, 32}, seed), DataType::parse("mxfp8e4"), v),
+      Error);
 }
 
 // The input's own views carried from one analysis to the next (as the app holds them in a

@@ -8,6 +8,7 @@
 #include <limits>
 #include <string>
 
+#include "cpu/cast_cpu.hpp"
 #include "host_views.hpp"
 
 #if defined(__GLIBC__)
@@ -410,17 +411,32 @@ std::shared_ptr<const Analysis> analyze(const Tensor& x_in, const DataType& dtyp
     v.tiled = tiled;
     v.view = a->view;
     v.x = x;
-    v.r = cast(x, dtype, options);
-    if (job) job->check();
-    // The values of a tiled cast: a virtual cast of the standard family takes the CPU's fast
-    // paths and gives upcast()'s bits (cast.hpp), at a fraction of the generic decode's cost.
-    if (tiled && dtype.family() == Family::Standard) {
-      CastOptions vo = options;
-      vo.mode = CastMode::Virtual;
-      v.q = cast(x, dtype, vo).values;
+    // A tiled cast of the standard family on the CPU: codes and values from one run of the
+    // kernels (the values are upcast()'s bits, as a virtual cast gives them).
+    const CastOptions ro = resolve_axis(options, x.shape());
+    const bool one_run = tiled && dtype.family() == Family::Standard && !ro.flatten &&
+                         !ro.rotate.enabled() &&
+                         (options.device == Device::CPU || (!gpu_starting() && !gpu::available()));
+    if (one_run) {
+      v.r = cpu::cast_standard_with_values(x, dtype, ro);
+      v.r.backend = "cpu";
+      v.r.options.device = options.device;
+      v.q = v.r.values;
+      v.r.values = Tensor();
     } else {
-      v.q = tiled ? upcast(v.r) : v.r.values;
+      v.r = cast(x, dtype, options);
+      if (job) job->check();
+      // The values of a tiled cast: a virtual cast of the standard family takes the CPU's fast
+      // paths and gives upcast()'s bits (cast.hpp), at a fraction of the generic decode's cost.
+      if (tiled && dtype.family() == Family::Standard) {
+        CastOptions vo = options;
+        vo.mode = CastMode::Virtual;
+        v.q = cast(x, dtype, vo).values;
+      } else {
+        v.q = tiled ? upcast(v.r) : v.r.values;
+      }
     }
+    if (job) job->check();
     a->backend = v.r.backend;
     a->tensor_scale = tensor_scale_of(v.r.tenscale);
     const std::shared_ptr<const InputViews> known = input ? input->input_views(x_in) : nullptr;
