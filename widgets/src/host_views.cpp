@@ -10,6 +10,8 @@
 #endif
 
 #include "parallel.hpp"
+#include "plan.hpp"
+#include "group.hpp"
 
 namespace castscope::widgets {
 
@@ -328,6 +330,78 @@ ExponentHistogram trimmed(std::vector<uint64_t> counts, uint64_t zeros, uint64_t
   return h;
 }
 
+// tile_map()'s figures for tiles that are consecutive runs of tc elements of the storage (one
+// tile row, no permutation, tc dividing the rows): the same per-tile sums in the same order,
+// eight tiles at a time so that their additions do not wait on each other.
+struct TileRuns {
+  detail::CastPlan p;
+  detail::KernelParams kp;
+  const void* scale = nullptr;
+  int64_t tc = 0;
+  static std::optional<TileRuns> make(const CastResult& a, int64_t n) {
+    if (!a.dtype.scaled() || a.dtype.tensor_scaled() || a.mode != CastMode::Actual ||
+        a.dtype.family() != Family::Standard || a.options.flatten || !a.scale)
+      return std::nullopt;
+    TileRuns t{detail::make_plan(a.shape, a.dtype, a.options), {}, a.scale.data(), 0};
+    const detail::CastPlan& p = t.p;
+    if (p.permuted || p.tr != 1 || p.C % p.tc != 0 || HostViews::kChunk % p.tc != 0 ||
+        p.numel() != n || p.groups() * p.tc != n)
+      return std::nullopt;
+    t.kp = detail::kernel_params(p);
+    if (p.multiscale) {
+      if (!a.tenscale) return std::nullopt;
+      t.kp.tensor_scale = scalar::decode_value(
+          detail::load_code(a.tenscale.data(), p.second_dtype, 0, t.kp.second), t.kp.second);
+    }
+    t.tc = p.tc;
+    return t;
+  }
+  TileMap layout() const {
+    TileMap m;
+    m.rows = p.B * p.gr;
+    m.cols = p.gc;
+    m.tile_rows = p.tr;
+    m.tile_cols = p.tc;
+    const size_t g = static_cast<size_t>(p.groups());
+    m.scale_code.resize(g);
+    m.scale_value.resize(g);
+    m.absmax.resize(g);
+    m.snr_db.resize(g);
+    return m;
+  }
+  // Tiles [k0, k1).
+  void run(const float* xp, const float* qp, int64_t k0, int64_t k1, TileMap& m) const {
+    constexpr int kW = 8;
+    for (int64_t k = k0; k < k1; k += kW) {
+      const int w = static_cast<int>(std::min<int64_t>(kW, k1 - k));
+      double amax[kW] = {}, sx2[kW] = {}, se2[kW] = {};
+      for (int64_t j = 0; j < tc; ++j)
+        for (int t = 0; t < w; ++t) {
+          const int64_t e = (k + t) * tc + j;
+          const float xf = xp[e];
+          // A non-finite input adds +0, which leaves these non-negative sums as they are.
+          const bool ok = (float_bits(xf) & 0x7FFFFFFF) < 0x7F800000;
+          const double xv = ok ? static_cast<double>(xf) : 0.0;
+          const double d = ok ? static_cast<double>(qp[e]) - xv : 0.0;
+          amax[t] = std::max(amax[t], std::fabs(xv));
+          sx2[t] += xv * xv;
+          se2[t] += d * d;
+        }
+      for (int t = 0; t < w; ++t) {
+        const size_t kk = static_cast<size_t>(k + t);
+        const uint32_t code = detail::load_code(scale, p.scale_dtype, k + t, kp.scale);
+        const detail::GroupScale gs = detail::scale_from_codes(kp, code, 0);
+        m.scale_code[kk] = code;
+        m.scale_value[kk] =
+            gs.nan ? std::numeric_limits<float>::quiet_NaN() : static_cast<float>(gs.s);
+        m.absmax[kk] = static_cast<float>(amax[t]);
+        m.snr_db[kk] = se2[t] > 0 ? static_cast<float>(10 * std::log10(sx2[t] / se2[t]))
+                                  : std::numeric_limits<float>::infinity();
+      }
+    }
+  }
+};
+
 }  // namespace
 
 FirstPass HostViews::first(const MaskImage& m, JobControl*) const {
@@ -461,6 +535,9 @@ SecondPass HostViews::second(const Ranges& g, JobControl*) const {
   const size_t width = static_cast<size_t>(bins + kSlots);
   // Five count arrays per chunk: values of x and q, log2 of x and q, errors.
   std::vector<std::vector<uint64_t>> parts(static_cast<size_t>(nc));
+  // The tile map from the same chunks while they are in cache.
+  const std::optional<TileRuns> runs = tiled ? TileRuns::make(r, n()) : std::nullopt;
+  TileMap tm = runs ? runs->layout() : TileMap{};
   detail::parallel_for(nc, 1, 0, nullptr, [&](int64_t cb, int64_t ce) {
     std::vector<int32_t> idx(static_cast<size_t>(5 * kBlock));
     std::vector<uint32_t> lanes;
@@ -499,6 +576,7 @@ SecondPass HostViews::second(const Ranges& g, JobControl*) const {
           for (; k < len; ++k) ++cnt[hi[k]];
         }
       }
+      if (runs) runs->run(xp, qp, b / runs->tc, e / runs->tc, tm);
       for (int h = 0; h < 5; ++h)
         for (size_t j = 0; j < width; ++j) {
           const uint32_t* cnt = lanes.data() + h * 4 * width;
@@ -513,6 +591,7 @@ SecondPass HostViews::second(const Ranges& g, JobControl*) const {
   auto slice = [&](int h) {
     return std::vector<uint64_t>(total.begin() + h * width, total.begin() + (h + 1) * width);
   };
+  if (runs) fused = std::move(tm);
   SecondPass out;
   out.vo = value_known ? known->value : from_slots(slice(0), -g.lim, g.lim, bins, false, false);
   out.vc = from_slots(slice(1), -g.lim, g.lim, bins, false, false);

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "castscope/metrics.hpp"
@@ -76,7 +77,10 @@ struct HostViews {
   FirstPass first(const MaskImage& m, JobControl* job) const;
   // The value, log and error histograms over the ranges the first pass fixed.
   SecondPass second(const Ranges& g, JobControl* job) const;
-  TileMap tiles() const { return tile_map(x, q, r); }
+  // The tile map: from the second pass when its tiles are runs of the storage (fused_tiles),
+  // else tile_map()'s own pass.
+  TileMap tiles() const { return fused ? std::move(*fused) : tile_map(x, q, r); }
+  mutable std::optional<TileMap> fused;
   bool has_mask() const { return sparsity_mask(tiled, r.mask, n()); }
 };
 
