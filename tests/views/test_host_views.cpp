@@ -232,6 +232,19 @@ TEST(HostViews, OneRunCastEqualsActualAndVirtualCasts) {
     EXPECT_EQ(both.counts.nonfinite, actual.counts.nonfinite) << tag;
     EXPECT_EQ(both.counts.pruned, actual.counts.pruned) << tag;
     EXPECT_EQ(both.mode, CastMode::Actual) << tag;
+    // Without the codes (the views' cast): the same values, scales, masks and counts.
+    o.mode = CastMode::Actual;
+    const CastResult views = cpu::cast_standard_with_values(x, d, o, false);
+    EXPECT_FALSE(views.codes) << tag;
+    EXPECT_TRUE(same_bytes(views.values, virt.values)) << tag;
+    EXPECT_TRUE(same_bytes(views.scale, actual.scale)) << tag;
+    EXPECT_TRUE(same_bytes(views.zero, actual.zero)) << tag;
+    EXPECT_TRUE(same_bytes(views.tenscale, actual.tenscale)) << tag;
+    EXPECT_TRUE(same_bytes(views.mask, actual.mask)) << tag;
+    EXPECT_TRUE(same_bytes(views.meta, actual.meta)) << tag;
+    EXPECT_EQ(views.counts.clipped, actual.counts.clipped) << tag;
+    EXPECT_EQ(views.counts.nonfinite, actual.counts.nonfinite) << tag;
+    EXPECT_EQ(views.counts.pruned, actual.counts.pruned) << tag;
   }
   CastOptions v;
   v.mode = CastMode::Virtual;

@@ -411,14 +411,15 @@ std::shared_ptr<const Analysis> analyze(const Tensor& x_in, const DataType& dtyp
     v.tiled = tiled;
     v.view = a->view;
     v.x = x;
-    // A tiled cast of the standard family on the CPU: codes and values from one run of the
-    // kernels (the values are upcast()'s bits, as a virtual cast gives them).
+    // A tiled cast of the standard family on the CPU: values and scales from one run of the
+    // kernels (the values are upcast()'s bits, as a virtual cast gives them); no view reads the
+    // codes.
     const CastOptions ro = resolve_axis(options, x.shape());
     const bool one_run = tiled && dtype.family() == Family::Standard && !ro.flatten &&
                          !ro.rotate.enabled() &&
                          (options.device == Device::CPU || (!gpu_starting() && !gpu::available()));
     if (one_run) {
-      v.r = cpu::cast_standard_with_values(x, dtype, ro);
+      v.r = cpu::cast_standard_with_values(x, dtype, ro, false);
       v.r.backend = "cpu";
       v.r.options.device = options.device;
       v.q = v.r.values;

@@ -503,9 +503,10 @@ Shape permuted_shape(const Shape& original, const std::vector<int>& perm) {
 
 namespace {
 
-// An actual cast that also keeps its values (values_too) has the kernels write both in one run.
+// An actual cast that also keeps its values (values_too) has the kernels write both in one run;
+// without keep_codes it stores everything but the codes.
 CastResult cast_standard_run(const Tensor& x, const DataType& dtype, const CastOptions& opt,
-                             bool values_too) {
+                             bool values_too, bool keep_codes = true) {
   CastPlan p = detail::make_plan(x.shape(), dtype, opt);
   KernelParams kp = kernel_params(p);
   Prepared in = prepare(x, p);
@@ -522,8 +523,10 @@ CastResult cast_standard_run(const Tensor& x, const DataType& dtype, const CastO
     out.values = values.mutable_ptr<float>();
   }
   if (actual) {
-    codes = Tensor::empty(p.code_dtype, p.perm_shape);
-    out.codes = codes.mutable_data();
+    if (keep_codes) {
+      codes = Tensor::empty(p.code_dtype, p.perm_shape);
+      out.codes = codes.mutable_data();
+    }
     if (p.scaled) {
       Shape ss = p.tensor_scope ? Shape{1} : permuted_shape(p.scale_shape, p.perm);
       scale = Tensor::empty(p.scale_dtype, ss);
@@ -554,7 +557,7 @@ CastResult cast_standard_run(const Tensor& x, const DataType& dtype, const CastO
   r.counts.pruned = counts.pruned;
   if (values) r.values = restore(values, p, x.shape());
   if (actual) {
-    r.codes = restore(codes, p, x.shape());
+    if (codes) r.codes = restore(codes, p, x.shape());
     if (mask) r.mask = restore(mask, p, x.shape());
     if (scale) r.scale = p.tensor_scope ? scale : restore(scale, p, p.scale_shape);
     if (zero) r.zero = p.tensor_scope ? zero : restore(zero, p, p.scale_shape);
@@ -569,11 +572,11 @@ CastResult cast_standard(const Tensor& x, const DataType& dtype, const CastOptio
   return cast_standard_run(x, dtype, opt, false);
 }
 
-CastResult cast_standard_with_values(const Tensor& x, const DataType& dtype,
-                                     const CastOptions& opt) {
+CastResult cast_standard_with_values(const Tensor& x, const DataType& dtype, const CastOptions& opt,
+                                     bool codes) {
   if (opt.mode != CastMode::Actual)
     throw Error("cast_standard_with_values: the cast of " + dtype.str() + " must be actual");
-  return cast_standard_run(x, dtype, opt, true);
+  return cast_standard_run(x, dtype, opt, true, codes);
 }
 
 void validate_actual(const CastResult& r, const CastPlan& p) {
