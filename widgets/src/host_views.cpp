@@ -23,12 +23,6 @@ inline uint32_t float_bits(float v) {
   return u;
 }
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define CASTSCOPE_VIEW_CLONES __attribute__((target_clones("avx2", "default")))
-#else
-#define CASTSCOPE_VIEW_CLONES
-#endif
-
 // Slots past a histogram's bins in the per-chunk count arrays.
 enum Slot { kBelow = 0, kAbove = 1, kNonfinite = 2, kZeroOrSkip = 3, kSlots = 4 };
 constexpr int kExpSlots = 279;  // floor(log2|v|) + 149 for -149..127, then non-finite, zero
