@@ -11,11 +11,13 @@
 #include <cstdlib>
 #include <cstring>
 #include <random>
+#include <string>
 #include <thread>
 #include <vector>
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -85,46 +87,91 @@ void app_update(int64_t n, int iters, std::FILE* out) {
                  v <= 10.0 ? "met" : "MISSED");
 }
 
+// User and system CPU time of this process (all threads) or of its finished children, in ms.
+struct CpuTimes {
+  double user = 0, sys = 0;
+};
+CpuTimes cpu_times(int who = RUSAGE_SELF) {
+  rusage u{};
+  getrusage(who, &u);
+  return {u.ru_utime.tv_sec * 1e3 + u.ru_utime.tv_usec * 1e-3,
+          u.ru_stime.tv_sec * 1e3 + u.ru_stime.tv_usec * 1e-3};
+}
+
+// The 1-minute load average (runnable threads), to tell an idle machine from a shared one.
+double load_average() {
+  double l = -1;
+  if (std::FILE* f = std::fopen("/proc/loadavg", "r")) {
+    if (std::fscanf(f, "%lf", &l) != 1) l = -1;
+    std::fclose(f);
+  }
+  return l;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : v[v.size() / 2];
+}
+
+// castscope-cli next to this program (build/bench/.. -> build/app/castscope-cli), if built.
+std::string default_cli(const char* argv0) {
+  std::string self = argv0;
+  const size_t slash = self.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : self.substr(0, slash);
+  const std::string cli = dir + "/../app/castscope-cli";
+  return access(cli.c_str(), X_OK) == 0 ? cli : std::string();
+}
+
 // The views' update on the CPU alone (issue: fast without a GPU): widgets::analyze with the
 // device off, every view of a datatype change on a 4096 x 4096 float32 tensor, beside what the
 // CLI's `cast --stats` computes in the same process (the cast and the statistics). The goal is
 // the app's: 150 ms a change on a 2-core machine.
-double cpu_ms() {
-  timespec ts{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
-}
-
-int host_update(int64_t n, int iters, const char* cli, std::FILE* out) {
+int host_update(int64_t n, int iters, const std::string& cli, std::FILE* out) {
   Tensor x = Tensor::empty(DType::F32, {n, n});
   std::mt19937 rng(11);
   std::normal_distribution<float> nd(0.f, 1.f);
   float* p = x.mutable_ptr<float>();
   for (int64_t i = 0; i < x.numel(); ++i) p[i] = nd(rng);
   widgets::retain_freed_memory();
+  const unsigned threads = std::max(1u, std::thread::hardware_concurrency());
+  const double load0 = load_average();
   std::fprintf(out,
-               "host update (widgets::analyze, device off) of a %lldx%lld float32 tensor, %u "
-               "hardware threads: cast + every view after a change of datatype (the input's own "
-               "views kept, as the app keeps them), median of %d wall-clock runs; 'cast + "
-               "stats': the cast and the statistics as `castscope-cli cast --stats` computes them "
-               "in-process; 'metrics first': the time until the statistics reach the app; 'views "
-               "CPU': the process's CPU time for the views (all threads), for loaded machines\n",
-               static_cast<long long>(n), static_cast<long long>(n),
-               std::thread::hardware_concurrency(), iters);
-  std::fprintf(out, "  %-15s %10s %14s %14s %10s\n", "dtype", "views ms", "metrics first",
-               "cast+stats", "views CPU");
+               "castscope-bench --host: the app's update after a change of datatype with the views "
+               "on the CPU\n"
+               "(widgets::analyze, device off: the cast and every view: three histograms, "
+               "statistics, tile map, mask) of a %lldx%lld float32 tensor; the input's own views "
+               "carried over from the previous datatype, as the app carries them.\n"
+               "Machine: %u hardware threads, load average %.2f at the start.\n"
+               "Columns (medians of %d runs after a warm-up):\n"
+               "  wall ms        the update's wall-clock time: the goal's figure (150 ms)\n"
+               "  metrics first  wall time until the statistics reach the app (AnalysisOptions::"
+               "on_metrics)\n"
+               "  user / sys     CPU time of all the update's threads, in user and kernel mode\n"
+               "  CPU/threads    (user + sys) / %u: the wall time the same work takes when the "
+               "machine is idle and the threads share it evenly\n"
+               "  cast+stats     in-process cast and statistics as `castscope-cli cast --stats` "
+               "computes them\n",
+               static_cast<long long>(n), static_cast<long long>(n), threads, load0, iters,
+               threads);
+  std::fprintf(out, "  %-15s %9s %14s %9s %9s %12s %11s\n", "dtype", "wall ms", "metrics first",
+               "user ms", "sys ms", "CPU/threads", "cast+stats");
   const char* names[] = {"mxfp8e4", "nvfp4", "mxfp4e2", "int8_sc", "float8_e4m3fn", "bfloat16"};
-  std::vector<std::pair<std::string, double>> goals;
+  struct Row {
+    std::string name;
+    double wall, per_thread;
+  };
+  std::vector<Row> rows;
   // As the app holds it: the input's own views carry over from one datatype to the next.
   widgets::DeviceInput input;
+  std::shared_ptr<const widgets::Analysis> shown;  // the app keeps the last update on screen
   for (const char* name : names) {
     const DataType d = DataType::parse(name);
     widgets::AnalysisOptions ao;
     ao.device = false;
-    std::vector<double> tv, tm, tc, tcpu;
+    std::vector<double> tv, tm, tc, tu, ts;
     for (int i = 0; i <= iters; ++i) {
       double first = 0;
-      const double c0 = cpu_ms();
+      const CpuTimes c0 = cpu_times();
       const auto t0 = std::chrono::steady_clock::now();
       ao.on_metrics = [&](const widgets::Analysis&) {
         first = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
@@ -132,58 +179,73 @@ int host_update(int64_t n, int iters, const char* cli, std::FILE* out) {
       };
       CastOptions co;
       co.device = Device::CPU;
-      const auto a = widgets::analyze(x, d, co, "bench", ao, nullptr, &input);
+      auto a = widgets::analyze(x, d, co, "bench", ao, nullptr, &input);
       const double t =
           std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-      const double tcp = cpu_ms() - c0;
+      const CpuTimes c1 = cpu_times();
+      shown = std::move(a);
       const auto t1 = std::chrono::steady_clock::now();
       const CastResult r = cast(x, d, co);
       const Stats st = compute_stats(x, r.values, r.counts.clipped);
       const double tcs =
           std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t1).count();
-      if (i == 0 || st.count != a->stats.count) continue;  // warm-up
-      tv.push_back(t), tm.push_back(first), tc.push_back(tcs), tcpu.push_back(tcp);
+      if (i == 0 || st.count != shown->stats.count) continue;  // warm-up
+      tv.push_back(t), tm.push_back(first), tc.push_back(tcs);
+      tu.push_back(c1.user - c0.user), ts.push_back(c1.sys - c0.sys);
     }
-    auto med = [](std::vector<double> v) {
-      std::sort(v.begin(), v.end());
-      return v.empty() ? 0.0 : v[v.size() / 2];
-    };
-    std::fprintf(out, "  %-15s %10.1f %14.1f %14.1f %10.1f\n", name, med(tv), med(tm), med(tc),
-                 med(tcpu));
-    goals.push_back({std::string("host update ") + name + " (ms)", med(tv)});
+    const double per = (median(tu) + median(ts)) / threads;
+    std::fprintf(out, "  %-15s %9.1f %14.1f %9.1f %9.1f %12.1f %11.1f\n", name, median(tv),
+                 median(tm), median(tu), median(ts), per, median(tc));
+    rows.push_back({name, median(tv), per});
   }
-  if (cli) {
+  double cli_wall = 0, cli_cpu = 0;
+  if (!cli.empty()) {
     // The CLI as a user runs it, whole process (load, cast, statistics, save).
     char path[] = "/tmp/castscope_bench_XXXXXX";
     const int fd = mkstemp(path);
     if (fd >= 0) close(fd);
     const std::string in = std::string(path) + ".npy", outp = std::string(path) + "_out.npy";
     io::save_npy(in, x);
-    for (const char* dev : {"cpu", "auto"}) {
-      std::vector<double> t;
-      for (int i = 0; i <= iters; ++i) {
-        const std::string cmd = std::string(cli) + " cast " + in + " " + outp +
-                                " --dtype mxfp8e4 --stats --device " + dev + " > /dev/null";
-        const auto t0 = std::chrono::steady_clock::now();
-        if (std::system(cmd.c_str()) != 0) break;
-        if (i)
-          t.push_back(
-              std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
-                  .count());
+    std::vector<double> t, c;
+    for (int i = 0; i <= iters; ++i) {
+      const std::string cmd =
+          cli + " cast " + in + " " + outp + " --dtype mxfp8e4 --stats --device cpu > /dev/null";
+      const CpuTimes c0 = cpu_times(RUSAGE_CHILDREN);
+      const auto t0 = std::chrono::steady_clock::now();
+      if (std::system(cmd.c_str()) != 0) break;
+      const CpuTimes c1 = cpu_times(RUSAGE_CHILDREN);
+      if (i) {
+        t.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                        .count());
+        c.push_back(c1.user - c0.user + c1.sys - c0.sys);
       }
-      std::sort(t.begin(), t.end());
-      std::fprintf(out,
-                   "  castscope-cli cast --stats --device %-4s mxfp8e4: %8.1f ms (median of %zu)\n",
-                   dev, t.empty() ? 0.0 : t[t.size() / 2], t.size());
     }
+    cli_wall = median(t), cli_cpu = median(c);
+    std::fprintf(out,
+                 "  castscope-cli cast --stats --device cpu, mxfp8e4, whole process: wall %.1f ms, "
+                 "user + sys %.1f ms (median of %zu)\n",
+                 cli_wall, cli_cpu, t.size());
     std::remove(in.c_str());
     std::remove(outp.c_str());
     std::remove(path);
+  } else {
+    std::fprintf(out, "  castscope-cli not found next to this program; pass --cli PATH\n");
   }
-  std::fprintf(out, "\n%-52s %10s %10s  %s\n", "goal", "measured", "target", "result");
-  for (const auto& [what, v] : goals)
-    std::fprintf(out, "%-52s %10.1f %10.1f  %s\n", what.c_str(), v, 150.0,
-                 v <= 150.0 ? "met" : "MISSED");
+  const double load1 = load_average();
+  std::fprintf(out, "\nLoad average %.2f at the end.%s\n", load1,
+               std::max(load0, load1) > 0.5 * threads
+                   ? " The machine was busy: other processes took CPU time, so the wall times "
+                     "above are inflated; CPU/threads estimates the idle figure. Measure the goal "
+                     "on an idle machine."
+                   : "");
+  std::fprintf(out, "\n%-40s %10s %12s %10s  %-8s %s\n", "goal: host update (ms)", "wall",
+               "CPU/threads", "target", "result", "CLI cast --stats (whole process, mxfp8e4)");
+  for (const Row& r : rows) {
+    char cli_col[64] = "-";
+    if (cli_wall > 0) std::snprintf(cli_col, sizeof cli_col, "%.1f ms", cli_wall);
+    std::fprintf(out, "%-40s %10.1f %12.1f %10.1f  %-8s %s\n", r.name.c_str(), r.wall, r.per_thread,
+                 150.0, r.wall <= 150.0 ? "met" : "MISSED", cli_col);
+  }
   return 0;
 }
 
@@ -301,7 +363,7 @@ int map_bench(const std::string& path, const std::vector<std::string>& dtypes, b
 int main(int argc, char** argv) {
   castscope::gpu::BenchOptions o;
   bool host = false, cold = false;
-  const char* cli = nullptr;
+  std::string cli = default_cli(argv[0]);
   const char* map = nullptr;
   int runs = 2;
   std::vector<std::string> map_dtypes = {"mxfp4e2", "nvfp4", "mxfp6e2",

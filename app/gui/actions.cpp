@@ -2,6 +2,12 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <mutex>
+#if defined(__linux__)
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 #include "app_state.hpp"
 #include "demo_assets.hpp"
@@ -53,6 +59,13 @@ void open_source(AppState& app, const std::string& spec) {
     if (!first.empty()) out->data = m->load(first);
     return std::shared_ptr<const Loaded>(out);
   });
+}
+
+static void lower_thread_priority() {
+#if defined(__linux__)
+  // Linux keeps a nice value per thread, inherited by the threads it creates.
+  setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), 5);
+#endif
 }
 
 void select_tensor(AppState& app, const std::string& name) {
@@ -157,6 +170,14 @@ void update_jobs(AppState& app) {
       app.analysis = a;
       app.analysis_error.clear();
       ++app.analyses_done;
+      app.analysis_frame = app.frame;
+    }
+    app.partial.reset();
+  } else if (app.analyzer.running()) {
+    std::lock_guard<std::mutex> lock(app.partial_slot->mu);
+    if (app.partial_slot->a && app.partial_slot->a != app.partial) {
+      app.partial = app.partial_slot->a;
+      app.partial_frame = app.frame;
     }
   }
   // Live recompute: any change cancels the running analysis and starts a fresh one.
@@ -183,9 +204,30 @@ void update_jobs(AppState& app) {
     o.device = Device::Auto;
     o.rotate = Rotation{app.view_rotate, app.view_rotate > 0 && app.view_signs,
                         static_cast<uint64_t>(app.view_seed)};
-    app.analyzer.start("cast " + input->tensor + " to " + d.str(), [input, d, o](JobControl& job) {
-      return widgets::analyze(input->data, d, o, input->tensor, {}, &job, input->device.get());
-    });
+    auto slot = app.partial_slot = std::make_shared<AppState::PartialSlot>();
+    app.partial.reset();
+    app.analyzer.start(
+        "cast " + input->tensor + " to " + d.str(), [input, d, o, slot](JobControl& job) {
+          // Below the frame's priority, with the threads it starts: on a machine of two cores the
+          // views' passes would otherwise take the CPU from drawing.
+          lower_thread_priority();
+          widgets::AnalysisOptions ao;
+          ao.on_metrics = [slot](const widgets::Analysis& part) {
+            auto copy = std::make_shared<widgets::Analysis>();
+            copy->tensor = part.tensor;
+            copy->shape = part.shape;
+            copy->dtype = part.dtype;
+            copy->options = part.options;
+            copy->stats = part.stats;
+            copy->bits_per_value = part.bits_per_value;
+            copy->axis = part.axis;
+            copy->view = part.view;
+            copy->absmax = part.absmax;
+            std::lock_guard<std::mutex> lock(slot->mu);
+            slot->a = std::move(copy);
+          };
+          return widgets::analyze(input->data, d, o, input->tensor, ao, &job, input->device.get());
+        });
   }
   update_decision_jobs(app);
   update_budget_jobs(app);

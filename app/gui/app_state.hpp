@@ -6,6 +6,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -135,6 +136,21 @@ struct AppState {
   Job<widgets::Analysis> analyzer;
   bool recompute = true;  // something changed: start a new analysis when the input is ready
   uint64_t analyses_done = 0;
+  // Metrics first: the running analysis hands its statistics over (AnalysisOptions::on_metrics)
+  // before its histograms, tile map and mask; the Views panel shows them while the rest follows.
+  struct PartialSlot {
+    std::mutex mu;
+    std::shared_ptr<const widgets::Analysis> a;
+  };
+  std::shared_ptr<PartialSlot> partial_slot = std::make_shared<PartialSlot>();
+  std::shared_ptr<const widgets::Analysis> partial;  // of the running analysis, else null
+  uint64_t partial_frame = 0, analysis_frame = 0;    // frames at which each last arrived
+  // Frame times drawn while an analysis ran: the app stays responsive during a job.
+  struct BusyFrames {
+    uint64_t frames = 0;
+    double max_ms = 0, sum_ms = 0;
+    std::vector<float> ms;  // the last 4096
+  } busy_frames;
 
   // UI.
   bool dark = true;

@@ -1,6 +1,8 @@
 // Menu bar and status bar: the app-wide commands and the job / frame-rate line.
 #include <imgui.h>
 
+#include <algorithm>
+
 #include "demo_assets.hpp"
 #include "panels.hpp"
 
@@ -65,6 +67,16 @@ void draw_status_bar(AppState& app) {
       ImGuiWindowFlags_NoDecoration | ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoSavedSettings |
       ImGuiWindowFlags_NoFocusOnAppearing | ImGuiWindowFlags_NoBringToFrontOnFocus;
   ImGui::PushStyleVar(ImGuiStyleVar_WindowPadding, ImVec2(8, 3));
+  if (app.analyzer.running() && app.frame > 0) {
+    // The last frame's time, drawn while the analysis ran.
+    const double ms = ImGui::GetIO().DeltaTime * 1e3;
+    AppState::BusyFrames& b = app.busy_frames;
+    ++b.frames;
+    b.max_ms = std::max(b.max_ms, ms);
+    b.sum_ms += ms;
+    if (b.ms.size() >= 4096) b.ms.erase(b.ms.begin(), b.ms.begin() + 2048);
+    b.ms.push_back(static_cast<float>(ms));
+  }
   if (ImGui::Begin("##status", nullptr, f)) {
     Job<Loaded>* lj = &app.loader;
     if (app.loader.running() || app.analyzer.running()) {

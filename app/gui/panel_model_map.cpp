@@ -69,7 +69,7 @@ std::string count_str(double n) {
 }  // namespace
 
 void draw_model_map_panel(AppState& app) {
-  if (!begin_panel(app, PanelId::ModelMap, "Model map", 0.25f, 0.0f, 0.75f, 1.0f)) return;
+  if (!begin_panel(app, PanelId::ModelMap, "Model map", 0.47f, 0.0f, 0.53f, 1.0f)) return;
   save_view_button(app, PanelId::ModelMap);
   const bool running = app.map_job.running();
   ImGui::BeginDisabled(running);

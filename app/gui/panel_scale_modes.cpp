@@ -80,7 +80,8 @@ void draw_scale_modes_panel(AppState& app) {
   ex.marks = r->runs[sel].differs.empty() ? nullptr : &r->runs[sel].differs;
   ex.clipped = as.tile_clipped.empty() ? nullptr : &as.tile_clipped;
   ex.clipped_note = as.tile_clipped_note;
-  std::tie(ex.elem_rows, ex.elem_cols) = widgets::fold_2d(as.shape);
+  ex.elem_rows = as.view.rows, ex.elem_cols = as.view.cols;
+  ex.tensor_scale = as.tensor_scale;
   widgets::draw_heatmap(
       "modes_heat", app.scale_heat, as.tiles ? &*as.tiles : nullptr, as.tiles_note,
       ImVec2(0, ImGui::GetContentRegionAvail().y - ImGui::GetStyle().ItemSpacing.y), ex);

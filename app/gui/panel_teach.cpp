@@ -65,8 +65,8 @@ void draw_teach_panel(AppState& app) {
     return;
   }
 
-  // The tile's elements and scale.
-  const auto [R, C] = widgets::fold_2d(a->shape);
+  // The tile's elements and scale, on the tensor's view [outputs, reduction] as the tile map.
+  const int64_t R = a->view.rows, C = a->view.cols;
   int64_t tiles = 0, tr = 1, tc = std::min<int64_t>(C, 32), cols = (C + tc - 1) / tc;
   const TileMap* m = a->tiles ? &*a->tiles : nullptr;
   if (m)
@@ -104,7 +104,7 @@ void draw_teach_panel(AppState& app) {
   const int64_t bw = app.teach_block.shape()[1];
   for (int64_t r = row0; r < std::min(R, row0 + tr); ++r)
     for (int64_t c = col0; c < std::min(C, col0 + tc); ++c) {
-      const int64_t i = r * C + c;
+      const int64_t i = a->view.at(r, c);
       const float q = qp[(r - row0) * bw + (c - col0)];
       if (el.size() < 64) el.push_back({i, xp[i], q, xp[i] / scale, q / scale});
     }

@@ -92,9 +92,11 @@ void draw_node(AppState& app, const std::string& label, const Node& n,
   ImGui::TableNextRow();
   ImGui::TableNextColumn();
   if (n.tensor >= 0 && n.kids.empty()) {
-    ImGui::TreeNodeEx(tree_label(label).c_str(), ImGuiTreeNodeFlags_Leaf |
-                                                     ImGuiTreeNodeFlags_NoTreePushOnOpen |
-                                                     ImGuiTreeNodeFlags_Bullet);
+    // The leaf's own ID differs from its row's ("###" + full name): a tensor outside any scope
+    // has its name as its label, and a shared ID made the row unclickable.
+    ImGui::TreeNodeEx(
+        (tree_label(label) + " leaf").c_str(),
+        ImGuiTreeNodeFlags_Leaf | ImGuiTreeNodeFlags_NoTreePushOnOpen | ImGuiTreeNodeFlags_Bullet);
     ImGui::SameLine();
     leaf_columns(app, ts[n.tensor], ("###" + ts[n.tensor].name).c_str());
     return;

@@ -84,9 +84,16 @@ void draw_views_panel(AppState& app) {
   ImGui::Checkbox("log counts", &app.hist_log_y);
   ImGui::SameLine();
   ImGui::Checkbox("values over log2|x|", &app.hist_log_x);
+  // Metrics first: the running analysis' statistics, before its histograms, tile map and mask.
+  const widgets::Analysis* part = app.analyzer.running() ? app.partial.get() : nullptr;
   if (app.analyzer.running()) {
     ImGui::ProgressBar(static_cast<float>(app.analyzer.progress()),
-                       ImVec2(ImGui::GetFontSize() * 8, 0), "casting...");
+                       ImVec2(ImGui::GetFontSize() * 8, 0), part ? "views..." : "casting...");
+    if (part) {
+      ImGui::SameLine();
+      ImGui::TextDisabled("%s: SNR %.2f dB; the other views follow", part->dtype.label().c_str(),
+                          part->stats.snr_db);
+    }
   } else if (a) {
     ImGui::TextDisabled("%s  %s  ->  %s  (%s, views on the %s)", a->tensor.c_str(),
                         shape_str(a->shape).c_str(), a->dtype.str().c_str(), a->backend.c_str(),
@@ -175,9 +182,10 @@ void draw_views_panel(AppState& app) {
   ImGui::EndChild();
   ImGui::SameLine();
 
-  cell(app, "##metrics", "Metrics", ImVec2(cw, ch), "metrics",
-       [&] { return widgets::metrics_csv({a}); });
-  widgets::draw_metrics_table("metrics", a->stats, a->bits_per_value);
+  const widgets::Analysis* ma = part ? part : a;
+  cell(app, "##metrics", part ? "Metrics (new datatype)" : "Metrics", ImVec2(cw, ch), "metrics",
+       [&] { return widgets::metrics_csv({ma}); });
+  widgets::draw_metrics_table("metrics", ma->stats, ma->bits_per_value);
   ImGui::EndChild();
 
   cell(app, "##heat", "Tile scales", ImVec2(cw, ch), "tile-map",
@@ -186,7 +194,8 @@ void draw_views_panel(AppState& app) {
     widgets::HeatmapExtras ex;
     ex.clipped = a->tile_clipped.empty() ? nullptr : &a->tile_clipped;
     ex.clipped_note = a->tile_clipped_note;
-    std::tie(ex.elem_rows, ex.elem_cols) = widgets::fold_2d(a->shape);
+    ex.elem_rows = a->view.rows, ex.elem_cols = a->view.cols;
+    ex.tensor_scale = a->tensor_scale;
     const int64_t clicked = widgets::draw_heatmap(
         "heat", app.heat, a->tiles ? &*a->tiles : nullptr, a->tiles_note,
         ImVec2(0, ImGui::GetContentRegionAvail().y - ImGui::GetStyle().ItemSpacing.y), ex);
@@ -200,7 +209,10 @@ void draw_views_panel(AppState& app) {
   ImGui::EndChild();
   ImGui::SameLine();
 
-  cell(app, "##mask", "Mask", ImVec2(cw, ch), "mask", [&] { return widgets::mask_csv(*a); });
+  // The title says what the mask marks; the widget's summary line then fits beside its button.
+  const std::string mask_title = "Mask: " + a->mask.what;
+  cell(app, "##mask", mask_title.c_str(), ImVec2(cw, ch), "mask",
+       [&] { return widgets::mask_csv(*a); });
   // Single elements of the "cast to zero" mask, from the input and the cast values (read from
   // the GPU when they stayed there); a sparsity keep-mask is not kept per element.
   widgets::MaskDetail detail;
@@ -213,13 +225,13 @@ void draw_views_panel(AppState& app) {
         return false;
       }
       if (!q || q.shape()[0] != h || q.shape()[1] != w) return false;
-      const int64_t cols = widgets::fold_2d(a->input.shape()).second;
+      const widgets::View2D& v = a->view;
       const float* x = a->input.ptr<float>();
       const float* qp = q.ptr<float>();
       out->resize(static_cast<size_t>(h * w));
       for (int64_t r = 0; r < h; ++r)
         for (int64_t c = 0; c < w; ++c) {
-          const float xv = x[(r0 + r) * cols + c0 + c];
+          const float xv = x[v.at(r0 + r, c0 + c)];
           (*out)[static_cast<size_t>(r * w + c)] =
               std::isfinite(xv) && xv != 0 && qp[r * w + c] == 0;
         }

@@ -439,6 +439,22 @@ std::string state_json(const AppState& app, const std::vector<std::string>& scri
   j["busy"] = app.busy();
   j["frames"] = app.frame;
   j["fps"] = app.fps;
+  {
+    // Frames drawn while an analysis ran, and whether its metrics arrived before the rest.
+    const AppState::BusyFrames& b = app.busy_frames;
+    std::vector<float> ms = b.ms;
+    std::sort(ms.begin(), ms.end());
+    auto pct = [&](double q) {
+      return ms.empty() ? 0.0 : static_cast<double>(ms[static_cast<size_t>(q * (ms.size() - 1))]);
+    };
+    j["frames_while_analysing"] = {{"frames", b.frames},
+                                   {"max_ms", b.max_ms},
+                                   {"mean_ms", b.frames ? b.sum_ms / b.frames : 0.0},
+                                   {"p50_ms", pct(0.5)},
+                                   {"p95_ms", pct(0.95)}};
+    j["metrics_first"] = {{"partial_frame", app.partial_frame},
+                          {"analysis_frame", app.analysis_frame}};
+  }
   j["analyses"] = app.analyses_done;
   nlohmann::json panels = nlohmann::json::object();
   for (int i = 0; i < static_cast<int>(PanelId::Count); ++i)
@@ -463,6 +479,7 @@ std::string state_json(const AppState& app, const std::vector<std::string>& scri
     r["count"] = a->stats.count;
     r["bits_per_value"] = a->bits_per_value;
     r["axis"] = a->axis;
+    r["view"] = {a->view.rows, a->view.cols};
     uint64_t vo = 0, vc = 0;
     for (uint64_t c : a->value_orig.counts) vo += c;
     for (uint64_t c : a->value_cast.counts) vc += c;
@@ -604,6 +621,8 @@ std::string state_json(const AppState& app, const std::vector<std::string>& scri
                         {"gemm_ms", e->gemm_ms}};
   j["act_error"] = app.act_error;
   j["teach_tile"] = app.teach_tile;
+  // The teaching view's block of cast values (its tile's rows x columns), once it drew.
+  j["teach_block"] = app.teach_block ? nlohmann::json(app.teach_block.shape()) : nlohmann::json();
   // The views' zoom, pan and what the mouse is over, for tests that operate them.
   {
     const widgets::HeatmapState& h = app.heat;
@@ -618,20 +637,24 @@ std::string state_json(const AppState& app, const std::vector<std::string>& scri
                        {"full", {v.full_lo, v.full_hi}},
                        {"zoomed", v.zoomed()},
                        {"screen", v.screen}});
-    j["views"] = {{"tile_map",
-                   {{"zoom", {h.view.zx, h.view.zy}},
-                    {"pan", {h.view.u0, h.view.v0}},
-                    {"hovered_tile", h.hovered},
-                    {"hover_element", {h.hover_row, h.hover_col}},
-                    {"clicked_tile", h.clicked},
-                    {"screen", h.screen},
-                    {"grid", a_tiles}}},
-                  {"mask",
-                   {{"zoom", {app.mask.view.zx, app.mask.view.zy}},
-                    {"pan", {app.mask.view.u0, app.mask.view.v0}},
-                    {"hover_cell", {app.mask.hover_row, app.mask.hover_col}},
-                    {"screen", app.mask.screen}}},
-                  {"histograms", hists}};
+    j["views"] = {
+        {"tile_map",
+         {{"zoom", {h.view.zx, h.view.zy}},
+          {"pan", {h.view.u0, h.view.v0}},
+          {"hovered_tile", h.hovered},
+          {"hover_element", {h.hover_row, h.hover_col}},
+          {"clicked_tile", h.clicked},
+          {"screen", h.screen},
+          {"grid", a_tiles}}},
+        {"mask",
+         {{"drawn", app.mask.drawn},
+          {"grid", an ? nlohmann::json{an->mask.out_rows, an->mask.out_cols} : nlohmann::json()},
+          {"elements", an ? nlohmann::json{an->mask.rows, an->mask.cols} : nlohmann::json()},
+          {"zoom", {app.mask.view.zx, app.mask.view.zy}},
+          {"pan", {app.mask.view.u0, app.mask.view.v0}},
+          {"hover_cell", {app.mask.hover_row, app.mask.hover_col}},
+          {"screen", app.mask.screen}}},
+        {"histograms", hists}};
   }
   j["load_error"] = app.load_error;
   j["messages"] = std::vector<std::string>(app.messages.begin(), app.messages.end());

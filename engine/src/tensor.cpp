@@ -1,6 +1,9 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <mutex>
+#include <utility>
+#include <vector>
 
 #if defined(__linux__)
 #include <sys/mman.h>
@@ -101,6 +104,71 @@ static void check_shape(const Shape& shape, DType dtype) {
     throw Error("tensor shape " + shape_str(shape) + " is too large");
 }
 
+#if defined(__linux__)
+namespace {
+
+// Large mappings freed lately, kept for the next tensor of the same length when a process asked
+// for it (set_storage_reuse): a cast repeated on one tensor, as the app's views after each change
+// of datatype, then writes into memory it already has instead of pages the kernel must zero
+// again. Bounded in bytes; off by default, so the CLI's and exporters' peak memory is unchanged.
+struct MapCache {
+  std::mutex mu;
+  std::vector<std::pair<void*, size_t>> spare;  // oldest first
+  size_t bytes = 0, limit = 0;
+};
+
+MapCache& map_cache() {
+  static MapCache* c = new MapCache;  // never destroyed: tensors may be freed during exit
+  return *c;
+}
+
+void* reuse_mapping(size_t len) {
+  MapCache& c = map_cache();
+  std::lock_guard<std::mutex> lock(c.mu);
+  for (size_t i = c.spare.size(); i-- > 0;)
+    if (c.spare[i].second == len) {
+      void* p = c.spare[i].first;
+      c.spare.erase(c.spare.begin() + static_cast<std::ptrdiff_t>(i));
+      c.bytes -= len;
+      return p;
+    }
+  return nullptr;
+}
+
+void release_mapping(void* p, size_t len) {
+  MapCache& c = map_cache();
+  std::lock_guard<std::mutex> lock(c.mu);
+  if (len <= c.limit) {
+    c.spare.emplace_back(p, len);
+    c.bytes += len;
+    while (c.bytes > c.limit) {
+      munmap(c.spare.front().first, c.spare.front().second);
+      c.bytes -= c.spare.front().second;
+      c.spare.erase(c.spare.begin());
+    }
+    return;
+  }
+  munmap(p, len);
+}
+
+}  // namespace
+#endif
+
+void set_storage_reuse(size_t max_bytes) {
+#if defined(__linux__)
+  MapCache& c = map_cache();
+  std::lock_guard<std::mutex> lock(c.mu);
+  c.limit = max_bytes;
+  while (c.bytes > c.limit) {
+    munmap(c.spare.front().first, c.spare.front().second);
+    c.bytes -= c.spare.front().second;
+    c.spare.erase(c.spare.begin());
+  }
+#else
+  (void)max_bytes;
+#endif
+}
+
 // Storage of a new tensor. Large buffers are mapped directly, 2 MiB aligned and marked for
 // transparent huge pages: a fresh 64 MiB cast output otherwise takes 16384 page faults, which cost
 // more than the cast itself (a float32 -> bfloat16 pass over 4096x4096 values spent 70% of
@@ -112,6 +180,10 @@ static std::shared_ptr<void> allocate(size_t bytes, bool zeroed) {
     // Only whole 2 MiB pieces become huge pages; the tail keeps small pages, so a tensor never
     // holds more than 4 KiB beyond its size.
     const size_t len = (bytes + 4095) / 4096 * 4096;
+    if (void* q = reuse_mapping(len)) {
+      if (zeroed) std::memset(q, 0, bytes);
+      return std::shared_ptr<void>(q, [len](void* r) { release_mapping(r, len); });
+    }
     void* m =
         mmap(nullptr, len + kHuge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (m == MAP_FAILED)
@@ -123,7 +195,7 @@ static std::shared_ptr<void> allocate(size_t bytes, bool zeroed) {
     if (p > base) munmap(base, static_cast<size_t>(p - base));
     munmap(p + len, static_cast<size_t>(base + kHuge - p));  // p - base < kHuge: never empty
     madvise(p, len, MADV_HUGEPAGE);
-    return std::shared_ptr<void>(p, [len](void* q) { munmap(q, len); });
+    return std::shared_ptr<void>(p, [len](void* q) { release_mapping(q, len); });
   }
 #endif
   uint8_t* p = zeroed ? new uint8_t[bytes ? bytes : 1]() : new uint8_t[bytes ? bytes : 1];

@@ -28,6 +28,24 @@ if(CASTSCOPE_XVFB_RUN)
         $<TARGET_FILE:castscope_gui_check> ${_script} ${CMAKE_CURRENT_BINARY_DIR}/gui_sessions/${_session})
     set_tests_properties(gui.session.${_session} PROPERTIES LABELS gui TIMEOUT 180 RUN_SERIAL TRUE)
   endforeach()
+  # The mask and the teaching view of an ONNX graph's Conv and MatMul [K, N] weights, on each
+  # tensor's view [outputs, reduction], operated by the mouse (the model built with onnx).
+  find_package(Python3 COMPONENTS Interpreter)
+  if(Python3_FOUND)
+    add_test(NAME gui.onnx_views
+      COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/gui/onnx_views.py
+        $<TARGET_FILE:castscope> $<TARGET_FILE:castscope_gui_check>
+        ${CMAKE_CURRENT_BINARY_DIR}/gui_sessions/onnx_views)
+    set_tests_properties(gui.onnx_views PROPERTIES LABELS gui TIMEOUT 180 RUN_SERIAL TRUE
+      SKIP_RETURN_CODE 77)
+    # Metrics first and frames drawn while a 4096 x 4096 tensor's views update (the frame times
+    # it prints are the 30 fps figure; docs/gui.md).
+    add_test(NAME gui.responsive
+      COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/gui/responsive.py
+        $<TARGET_FILE:castscope> ${CMAKE_CURRENT_BINARY_DIR}/gui_sessions/responsive)
+    set_tests_properties(gui.responsive PROPERTIES LABELS gui TIMEOUT 300 RUN_SERIAL TRUE
+      SKIP_RETURN_CODE 77)
+  endif()
   # Every image of docs/screenshots made again from this build, each checked not blank, none
   # left without a session that makes it (written to the build tree, not to docs/).
   add_test(NAME gui.screenshots

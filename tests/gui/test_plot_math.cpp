@@ -230,13 +230,16 @@ TEST(PlotMath, HitTestFindsEveryTileAtZoomOne) {
       grid_to_pixels(v, g, static_cast<double>(c), static_cast<double>(r), &x0, &y0);
       grid_to_pixels(v, g, c + 1.0, r + 1.0, &x1, &y1);
       const auto hit = grid_hit(v, g, (x0 + x1) / 2, (y0 + y1) / 2);
-      // The centre of a tile is inside the elements unless the tile is the partial last one.
-      if (!hit) {
-        EXPECT_TRUE(r == g.rows - 1 || c == g.cols - 1);
-        continue;
-      }
+      // Every tile is hit at its centre; the centre lies past the elements only in the partial
+      // last tiles, which then name no element.
+      ASSERT_TRUE(hit.has_value()) << r << "," << c;
       EXPECT_EQ(hit->row, r);
       EXPECT_EQ(hit->col, c);
+      if (hit->elem_row < 0 || hit->elem_col < 0) {
+        EXPECT_TRUE(r == g.rows - 1 || c == g.cols - 1);
+        EXPECT_TRUE((c + 0.5) * l.tc >= l.C || (r + 0.5) * l.tr >= l.R);
+        continue;
+      }
       EXPECT_GE(hit->elem_row, r * l.tr);
       EXPECT_LT(hit->elem_row, std::min(l.R, (r + 1) * l.tr));
       EXPECT_GE(hit->elem_col, c * l.tc);

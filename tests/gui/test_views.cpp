@@ -6,6 +6,7 @@
 #include <cmath>
 #include <random>
 
+#include "castscope/layout.hpp"
 #include "castscope/widgets/analysis.hpp"
 #include "castscope/widgets/composer.hpp"
 #include "castscope/widgets/heatmap.hpp"
@@ -185,7 +186,7 @@ TEST(Views, MaskImageCountsPerCell) {
   const int64_t R = 37, C = 301;
   std::vector<uint8_t> bits(R * C);
   for (auto& b : bits) b = rng() % 3 == 0;
-  const MaskImage m = mask_image(bits.data(), {R, C}, 16, "test");
+  const MaskImage m = mask_image(bits.data(), Shape{R, C}, 16, "test");
   EXPECT_EQ(m.cell_rows, 3);
   EXPECT_EQ(m.cell_cols, 19);
   EXPECT_EQ(m.out_rows, 13);
@@ -291,4 +292,103 @@ TEST(Views, ValuesBlockIsTheSliceOfTheCastValuesAndComparisonsKeepNone) {
   EXPECT_EQ(c->stats.count, a->stats.count);
   EXPECT_EQ(c->value_cast.counts, a->value_cast.counts);
   EXPECT_THROW(values_block(*c, 0, 0, 1, 1), Error);
+}
+
+namespace {
+
+// The mask, values and tile map of an analysis checked against its view [outputs, reduction]
+// recomputed by hand: element (r, c) of the view at storage index `at(r, c)`.
+template <class At>
+void expect_views_on(const Analysis& a, int64_t rows, int64_t cols, At at) {
+  ASSERT_EQ(a.view.rows, rows);
+  ASSERT_EQ(a.view.cols, cols);
+  for (int64_t r = 0; r < rows; r += 7)
+    for (int64_t c = 0; c < cols; c += 3) ASSERT_EQ(a.view.at(r, c), at(r, c)) << r << "," << c;
+  // The mask: every non-zero input cast to zero, counted per cell of the view.
+  const MaskImage& m = a.mask;
+  ASSERT_EQ(m.rows, rows);
+  ASSERT_EQ(m.cols, cols);
+  const float* x = a.input.ptr<float>();
+  const float* q = a.values.ptr<float>();
+  std::vector<int64_t> hits(static_cast<size_t>(m.out_rows * m.out_cols), 0);
+  int64_t set = 0;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) {
+      const int64_t i = at(r, c);
+      const bool on = std::isfinite(x[i]) && x[i] != 0 && q[i] == 0;
+      hits[static_cast<size_t>((r / m.cell_rows) * m.out_cols + c / m.cell_cols)] += on;
+      set += on;
+    }
+  ASSERT_GT(set, 0) << "the test data must put some values in the mask";
+  EXPECT_EQ(m.set, set);
+  for (size_t k = 0; k < hits.size(); ++k) {
+    const int64_t i = static_cast<int64_t>(k) / m.out_cols,
+                  j = static_cast<int64_t>(k) % m.out_cols;
+    const int64_t n = (std::min(rows, (i + 1) * m.cell_rows) - i * m.cell_rows) *
+                      (std::min(cols, (j + 1) * m.cell_cols) - j * m.cell_cols);
+    EXPECT_FLOAT_EQ(m.fraction[k], static_cast<float>(hits[k]) / static_cast<float>(n)) << k;
+  }
+  // The tile map lies on the same view, and so does every tile's block of values.
+  ASSERT_TRUE(a.tiles);
+  const TileMap& t = *a.tiles;
+  EXPECT_EQ(t.rows * t.tile_rows, rows);
+  EXPECT_EQ(t.cols, (cols + t.tile_cols - 1) / t.tile_cols);
+  EXPECT_EQ(a.tile_clipped.size(), t.scale_value.size()) << a.tile_clipped_note;
+  for (int64_t k : {int64_t{0}, t.cols - 1, t.rows * t.cols - 1}) {
+    const int64_t r0 = (k / t.cols) * t.tile_rows, c0 = (k % t.cols) * t.tile_cols;
+    const Tensor b = values_block(a, r0, c0, t.tile_rows, t.tile_cols);
+    ASSERT_EQ(b.shape()[1], std::min(t.tile_cols, cols - c0)) << "tile " << k;
+    double amax = 0;
+    for (int64_t c = 0; c < b.shape()[1]; ++c) {
+      ASSERT_EQ(b.ptr<float>()[c], q[at(r0, c0 + c)]) << "tile " << k << " col " << c;
+      amax = std::max(amax, std::fabs(static_cast<double>(x[at(r0, c0 + c)])));
+    }
+    EXPECT_EQ(t.absmax[static_cast<size_t>(k)], static_cast<float>(amax)) << "tile " << k;
+  }
+}
+
+}  // namespace
+
+TEST(Views, MaskTilesAndValuesOfAConvWeightLieOnItsFlattenedView) {
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  // A conv weight [O, I, kh, kw] under its layout, as the app casts a file's tensor: reduced
+  // over I*kh*kw (view [16, 54]).
+  const Tensor x = random_tensor(seed, {16, 6, 3, 3}, 0.05);
+  CastOptions automatic;
+  automatic.axis_auto = true;
+  const CastOptions o = options_for(automatic, x.shape(), default_layout(x.shape()));
+  AnalysisOptions ao;
+  ao.device = false;
+  ao.mask_max_side = 8;  // cells of several elements in both directions
+  auto a = analyze(x, DataType::parse("mxfp4e2"), o, "conv", ao);
+  expect_views_on(*a, 16, 54, [](int64_t r, int64_t c) { return r * 54 + c; });
+  EXPECT_THROW(values_block(*a, 0, 54, 1, 1), Error);
+}
+
+TEST(Views, MaskTilesAndValuesOfAMatMulWeightKNLieOnItsTransposedView) {
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  // An ONNX MatMul B stored [K, N] = [40, 70], reduced over K (axis 0): the view [N, K] = [70,
+  // 40] is the storage's transpose.
+  const Tensor x = random_tensor(seed, {40, 70}, 0.05);
+  CastOptions o;
+  AxisSpec::parse("0").apply(o);
+  for (int max_side : {256, 9}) {
+    AnalysisOptions ao;
+    ao.device = false;
+    ao.mask_max_side = max_side;
+    auto a = analyze(x, DataType::parse("mxfp4e2"), o, "matmul_b", ao);
+    expect_views_on(*a, 70, 40, [](int64_t r, int64_t c) { return c * 70 + r; });
+  }
+  // And a rank-3 tensor reduced over its middle axis: neither the storage order nor its
+  // transpose ([2, 40, 35] -> view [70, 40]).
+  const Tensor y = random_tensor(seed + 1, {2, 40, 35}, 0.05);
+  AxisSpec::parse("1").apply(o);
+  AnalysisOptions ao;
+  ao.device = false;
+  ao.mask_max_side = 16;
+  auto b = analyze(y, DataType::parse("mxfp4e2"), o, "middle", ao);
+  expect_views_on(*b, 70, 40,
+                  [](int64_t r, int64_t c) { return ((r / 35) * 40 + c) * 35 + r % 35; });
 }

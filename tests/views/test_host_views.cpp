@@ -11,6 +11,7 @@
 
 #include "castscope/metrics.hpp"
 #include "castscope/widgets/analysis.hpp"
+#include "cpu/cast_cpu.hpp"
 #include "test_seed.hpp"
 
 namespace castscope {
@@ -175,6 +176,138 @@ TEST(HostViews, EveryViewEqualsTheReferenceFunctions) {
   }
 }
 
+bool same_bytes(const Tensor& a, const Tensor& b) {
+  if (!a || !b) return !a && !b;
+  return a.dtype() == b.dtype() && a.shape() == b.shape() &&
+         std::memcmp(a.data(), b.data(), static_cast<size_t>(a.numel()) * dtype_size(a.dtype())) ==
+             0;
+}
+
+// The views' one-run cast of a tiled datatype: its codes, scales, masks and counts are the actual
+// cast's, its values the virtual cast's, bit for bit (NaN payloads included), also along an axis
+// that is not the last (a permuted run).
+TEST(HostViews, OneRunCastEqualsActualAndVirtualCasts) {
+  const uint64_t seed = test::test_seed();
+  struct Case {
+    const char* dtype;
+    Shape shape;
+    int axis;
+    bool finite;  // NaN / Inf make every NVFP4 value and most channels NaN: also without them
+  };
+  const Case cases[] = {{"mxfp8e4", {3, 97, 160}, -1, false},
+                        {"nvfp4", {517, 300}, -1, false},
+                        {"nvfp4", {517, 300}, -1, true},
+                        {"mxfp4e2", {300, 260}, 0, false},
+                        {"e4m3fn_e8m0_t32n2m4", {130, 64}, -1, false},
+                        {"fp8e4_block128", {200, 136}, -1, false},
+                        {"int8_sc", {300, 700}, -1, true},
+                        {"mxint8", {70, 96}, -1, false},
+                        {"mxfp6e3", {2, 70000}, -1, false}};
+  uint64_t k = 0;
+  for (const Case& c : cases) {
+    const std::string tag = std::string(c.dtype) + " seed " + std::to_string(seed);
+    Tensor x = hard_input(c.shape, seed + ++k);
+    if (c.finite) {
+      float* p = x.mutable_ptr<float>();
+      for (int64_t i = 0; i < x.numel(); ++i)
+        if (!std::isfinite(p[i])) p[i] = 1.5f;
+    }
+    const DataType d = DataType::parse(c.dtype);
+    CastOptions o;
+    o.device = Device::CPU;
+    o.axis = c.axis;
+    o.mode = CastMode::Actual;
+    const CastResult both = cpu::cast_standard_with_values(x, d, o);
+    const CastResult actual = cast(x, d, o);
+    o.mode = CastMode::Virtual;
+    const CastResult virt = cast(x, d, o);
+    EXPECT_TRUE(same_bytes(both.values, virt.values)) << tag;
+    EXPECT_TRUE(same_bytes(both.codes, actual.codes)) << tag;
+    EXPECT_TRUE(same_bytes(both.scale, actual.scale)) << tag;
+    EXPECT_TRUE(same_bytes(both.zero, actual.zero)) << tag;
+    EXPECT_TRUE(same_bytes(both.tenscale, actual.tenscale)) << tag;
+    EXPECT_TRUE(same_bytes(both.mask, actual.mask)) << tag;
+    EXPECT_TRUE(same_bytes(both.meta, actual.meta)) << tag;
+    EXPECT_EQ(both.counts.clipped, actual.counts.clipped) << tag;
+    EXPECT_EQ(both.counts.nonfinite, actual.counts.nonfinite) << tag;
+    EXPECT_EQ(both.counts.pruned, actual.counts.pruned) << tag;
+    EXPECT_EQ(both.mode, CastMode::Actual) << tag;
+    // Without the codes (the views' cast): the same values, scales, masks and counts.
+    o.mode = CastMode::Actual;
+    const CastResult views = cpu::cast_standard_with_values(x, d, o, false);
+    EXPECT_FALSE(views.codes) << tag;
+    EXPECT_TRUE(same_bytes(views.values, virt.values)) << tag;
+    EXPECT_TRUE(same_bytes(views.scale, actual.scale)) << tag;
+    EXPECT_TRUE(same_bytes(views.zero, actual.zero)) << tag;
+    EXPECT_TRUE(same_bytes(views.tenscale, actual.tenscale)) << tag;
+    EXPECT_TRUE(same_bytes(views.mask, actual.mask)) << tag;
+    EXPECT_TRUE(same_bytes(views.meta, actual.meta)) << tag;
+    EXPECT_EQ(views.counts.clipped, actual.counts.clipped) << tag;
+    EXPECT_EQ(views.counts.nonfinite, actual.counts.nonfinite) << tag;
+    EXPECT_EQ(views.counts.pruned, actual.counts.pruned) << tag;
+  }
+  CastOptions v;
+  v.mode = CastMode::Virtual;
+  EXPECT_THROW(
+      cpu::cast_standard_with_values(hard_input({4, 32}, seed), DataType::parse("mxfp8e4"), v),
+      Error);
+}
+
+template <class T>
+bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
+}
+
+// The tile map the histogram pass computes from its chunks (tiles that are runs of the storage)
+// equals tile_map()'s bit for bit, NaN SNRs of tiles with a non-finite cast included; shapes
+// that it leaves to tile_map() (2-D tiles, a partial last tile, channels that do not divide the
+// pass's chunks, another axis) give the same too.
+TEST(HostViews, TileMapEqualsTileMap) {
+  const uint64_t seed = test::test_seed();
+  struct Case {
+    const char* dtype;
+    Shape shape;
+    int axis;
+    bool finite;  // NaN / Inf make every NVFP4 tile and most channels NaN: also without them
+  };
+  const Case cases[] = {
+      {"mxfp8e4", {3, 97, 160}, -1, false}, {"nvfp4", {517, 320}, -1, false},
+      {"nvfp4", {517, 320}, -1, true},      {"nvfp4", {517, 300}, -1, true},
+      {"mxfp4e2", {2, 100000}, -1, false},  {"int8_sc", {64, 1024}, -1, true},
+      {"int8_sc", {300, 700}, -1, true},    {"fp8e4_block128", {200, 136}, -1, false},
+      {"mxfp6e3", {300, 256}, 0, false}};
+  AnalysisOptions ao;
+  ao.device = false;
+  ao.keep_values = true;
+  uint64_t k = 0;
+  for (const Case& c : cases) {
+    const std::string tag = std::string(c.dtype) + " seed " + std::to_string(seed);
+    Tensor x = hard_input(c.shape, seed + ++k);
+    if (c.finite) {
+      float* p = x.mutable_ptr<float>();
+      for (int64_t i = 0; i < x.numel(); ++i)
+        if (!std::isfinite(p[i])) p[i] = 1.5f;
+    }
+    const DataType d = DataType::parse(c.dtype);
+    CastOptions o;
+    o.device = Device::CPU;
+    o.axis = c.axis;
+    const auto a = widgets::analyze(x, d, o, "t", ao);
+    ASSERT_TRUE(a->tiles.has_value()) << tag << ": " << a->tiles_note;
+    o.mode = CastMode::Actual;
+    const TileMap m = tile_map(x, a->values, cast(x, d, o));
+    const TileMap& t = *a->tiles;
+    EXPECT_EQ(t.rows, m.rows) << tag;
+    EXPECT_EQ(t.cols, m.cols) << tag;
+    EXPECT_EQ(t.tile_rows, m.tile_rows) << tag;
+    EXPECT_EQ(t.tile_cols, m.tile_cols) << tag;
+    EXPECT_EQ(t.scale_code, m.scale_code) << tag;
+    EXPECT_TRUE(same_bits(t.scale_value, m.scale_value)) << tag;
+    EXPECT_TRUE(same_bits(t.absmax, m.absmax)) << tag;
+    EXPECT_TRUE(same_bits(t.snr_db, m.snr_db)) << tag;
+  }
+}
+
 // The input's own views carried from one analysis to the next (as the app holds them in a
 // DeviceInput) equal those computed afresh, also when a cast widens the exponent range (log
 // histograms over another range) or another tensor takes the cache's place.
@@ -273,4 +406,38 @@ TEST(HostViews, MetricsComeFirst) {
 }
 
 }  // namespace
+}  // namespace castscope
+
+namespace castscope {
+
+// Storage kept for reuse (set_storage_reuse, on in the app) serves the next tensor of the same
+// size, and a zero-initialised tensor made from it is zero again.
+TEST(HostViews, ReusedStorageServesTheSameSizeAndIsZeroedForEmpty) {
+#if defined(__linux__)
+  set_storage_reuse(size_t{64} << 20);
+  const Shape big{1024, 1024};  // 4 MiB: mapped storage
+  const void* first = nullptr;
+  {
+    Tensor a = Tensor::empty(DType::F32, big);
+    first = a.data();
+    float* p = a.mutable_ptr<float>();
+    for (int64_t i = 0; i < a.numel(); ++i) p[i] = 1.5f;
+  }
+  {
+    Tensor b = Tensor::empty(DType::F32, big);
+    EXPECT_EQ(b.data(), first) << "the freed storage was not reused";
+    const float* q = b.ptr<float>();
+    int64_t nonzero = 0;
+    for (int64_t i = 0; i < b.numel(); ++i) nonzero += q[i] != 0;
+    EXPECT_EQ(nonzero, 0);
+    // Another size takes fresh storage while b holds the first.
+    Tensor c = Tensor::uninitialized(DType::F32, {512, 1024});
+    EXPECT_NE(c.data(), first);
+  }
+  set_storage_reuse(0);  // hands everything kept back
+  Tensor d = Tensor::empty(DType::F32, big);
+  EXPECT_EQ(d.ptr<float>()[12345], 0.0f);
+#endif
+}
+
 }  // namespace castscope

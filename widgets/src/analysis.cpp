@@ -8,6 +8,7 @@
 #include <limits>
 #include <string>
 
+#include "cpu/cast_cpu.hpp"
 #include "host_views.hpp"
 
 #if defined(__GLIBC__)
@@ -24,6 +25,25 @@ std::pair<int64_t, int64_t> fold_2d(const Shape& s) {
   return {rows, cols};
 }
 
+View2D view_2d(const Shape& shape, const CastOptions& opt) {
+  View2D v;
+  if (shape.empty()) return v;
+  if (shape.size() == 1) {
+    v.cols = shape[0];
+    return v;
+  }
+  const CastOptions o = resolve_axis(opt, shape);
+  const Shape s = cast_view_shape(shape, o);
+  const int rank = static_cast<int>(s.size());
+  // The reduction axis of the cast's view: the first with lead ([reduction, outputs]), the
+  // merged last one with flatten, else the axis itself.
+  const int ax = o.lead ? 0 : o.flatten ? rank - 1 : ((o.axis % rank) + rank) % rank;
+  v.cols = s[ax];
+  for (int i = ax + 1; i < rank; ++i) v.inner *= s[i];
+  v.rows = v.cols ? numel(shape) / v.cols : 0;
+  return v;
+}
+
 std::pair<double, double> representable_log2(const NumberSpec& n) {
   if (n.is_int() || n.is_uint()) {
     const double hi = static_cast<double>(std::max<int64_t>(n.int_max(), 1));
@@ -35,10 +55,10 @@ std::pair<double, double> representable_log2(const NumberSpec& n) {
 namespace {
 
 // The cell grid of a mask image, without its counts.
-MaskImage mask_layout(const Shape& shape, int max_side, std::string what) {
+MaskImage mask_layout(const View2D& view, int max_side, std::string what) {
   MaskImage m;
   m.what = std::move(what);
-  auto [rows, cols] = fold_2d(shape);
+  const int64_t rows = view.rows, cols = view.cols;
   m.rows = rows;
   m.cols = cols;
   if (rows <= 0 || cols <= 0) return m;
@@ -65,23 +85,17 @@ void finish_mask(MaskImage& m, const std::vector<int64_t>& hits) {
   }
 }
 
-// Per-cell counts of the elements i (row-major over the 2-D view) for which on(i) holds.
-template <class On>
-std::vector<int64_t> count_cells(const MaskImage& m, On&& on) {
-  std::vector<int64_t> hits(static_cast<size_t>(m.out_rows * m.out_cols), 0);
-  for (int64_t r = 0; r < m.rows; ++r)
-    for (int64_t c = 0; c < m.cols; ++c)
-      hits[static_cast<size_t>((r / m.cell_rows) * m.out_cols + c / m.cell_cols)] +=
-          on(r * m.cols + c);
-  return hits;
-}
-
 }  // namespace
 
-MaskImage mask_image(const uint8_t* set, const Shape& shape, int max_side, std::string what) {
-  MaskImage m = mask_layout(shape, max_side, std::move(what));
-  if (m.total) finish_mask(m, count_cells(m, [&](int64_t i) { return set[i] != 0; }));
+MaskImage mask_image(const uint8_t* set, const View2D& view, int max_side, std::string what) {
+  MaskImage m = mask_layout(view, max_side, std::move(what));
+  if (m.total) finish_mask(m, mask_cells(m, view, [&](int64_t i) { return set[i] != 0; }));
   return m;
+}
+
+MaskImage mask_image(const uint8_t* set, const Shape& shape, int max_side, std::string what) {
+  const auto [rows, cols] = fold_2d(shape);
+  return mask_image(set, View2D{rows, cols, 1}, max_side, std::move(what));
 }
 
 void retain_freed_memory() {
@@ -91,6 +105,10 @@ void retain_freed_memory() {
   mallopt(M_MMAP_THRESHOLD, 32 << 20);
   mallopt(M_TRIM_THRESHOLD, 512 << 20);
 #endif
+  // The tensors of 2 MiB or more (a cast's values and codes) are mapped by the engine: up to
+  // 256 MiB of them, freed by the last update, serve the next one (a 4096 x 4096 float32 update
+  // frees about 100 MiB).
+  set_storage_reuse(size_t{256} << 20);
 }
 
 gpu::DeviceTensor DeviceInput::get(const Tensor& x) {
@@ -115,18 +133,38 @@ void DeviceInput::keep_input_views(const Tensor& x, std::shared_ptr<const InputV
 }
 
 Tensor values_block(const Analysis& a, int64_t r0, int64_t c0, int64_t h, int64_t w) {
-  if (a.device_values) return a.device_values.download_block(r0, c0, h, w);
-  if (!a.values) throw Error("the analysis holds no cast values");
-  const auto [rows, cols] = fold_2d(a.values.shape());
-  if (r0 < 0 || c0 < 0 || h < 0 || w < 0 || r0 >= rows || c0 >= cols)
+  const View2D& v = a.view;
+  if (!a.values && !a.device_values) throw Error("the analysis holds no cast values");
+  if (r0 < 0 || c0 < 0 || h < 0 || w < 0 || r0 >= v.rows || c0 >= v.cols)
     throw Error("block at (" + std::to_string(r0) + ", " + std::to_string(c0) +
-                ") is outside the " + std::to_string(rows) + " x " + std::to_string(cols) +
-                " values");
-  const int64_t bh = std::min(h, rows - r0), bw = std::min(w, cols - c0);
+                ") is outside the " + std::to_string(v.rows) + " x " + std::to_string(v.cols) +
+                " view [outputs, reduction] of the values");
+  const int64_t bh = std::min(h, v.rows - r0), bw = std::min(w, v.cols - c0);
+  // download_block reads the 2-D fold of its tensor's shape: the device values are reshaped to
+  // the view (a conv weight's [O, I*kh*kw]) or, for a transposed view, to the storage's
+  // [outer * cols, inner].
+  if (a.device_values && v.contiguous())
+    return a.device_values.reshaped({v.rows, v.cols}).download_block(r0, c0, bh, bw);
   Tensor t = Tensor::empty(DType::F32, {bh, bw});
-  const float* src = a.values.ptr<float>();
   float* dst = t.mutable_ptr<float>();
-  for (int64_t r = 0; r < bh; ++r) std::copy_n(src + (r0 + r) * cols + c0, bw, dst + r * bw);
+  if (a.device_values) {
+    // A transposed view: the rows of one outer index are columns of the storage's
+    // [outer * cols, inner] fold, read back as one block each and transposed here.
+    for (int64_t r = r0; r < r0 + bh;) {
+      const int64_t outer = r / v.inner, i0 = r % v.inner;
+      const int64_t n = std::min(v.inner - i0, r0 + bh - r);
+      const Tensor b = a.device_values.reshaped({v.rows / v.inner * v.cols, v.inner})
+                           .download_block(outer * v.cols + c0, i0, bw, n);
+      const float* src = b.ptr<float>();
+      for (int64_t c = 0; c < bw; ++c)
+        for (int64_t k = 0; k < n; ++k) dst[(r - r0 + k) * bw + c] = src[c * n + k];
+      r += n;
+    }
+    return t;
+  }
+  const float* src = a.values.ptr<float>();
+  for (int64_t r = 0; r < bh; ++r)
+    for (int64_t c = 0; c < bw; ++c) dst[r * bw + c] = src[v.at(r0 + r, c0 + c)];
   return t;
 }
 
@@ -168,9 +206,23 @@ struct DeviceViews {
   }
   TileMap tiles() const { return gpu::tile_map(x, q, r); }
   bool has_mask() const { return sparsity_mask(tiled, r.mask, x.numel()); }
+  View2D view;
   std::vector<int64_t> cells(const MaskImage& m) const {
-    return gpu::cell_counts(x, q, has_mask() ? &r.mask : nullptr, m.cols, m.cell_rows, m.cell_cols,
-                            m.out_rows, m.out_cols);
+    const gpu::DeviceTensor* mk = has_mask() ? &r.mask : nullptr;
+    if (view.contiguous())
+      return gpu::cell_counts(x, q, mk, m.cols, m.cell_rows, m.cell_cols, m.out_rows, m.out_cols);
+    // A transposed view ([K, N] reduced over K): the cells of the storage's [K, N] grid, turned.
+    if (view.rows != view.inner)
+      throw Error(
+          "the mask of a view that is neither the storage order nor its transpose is "
+          "counted on the host");
+    const std::vector<int64_t> t =
+        gpu::cell_counts(x, q, mk, view.inner, m.cell_cols, m.cell_rows, m.out_cols, m.out_rows);
+    std::vector<int64_t> out(t.size());
+    for (int64_t i = 0; i < m.out_rows; ++i)
+      for (int64_t j = 0; j < m.out_cols; ++j)
+        out[static_cast<size_t>(i * m.out_cols + j)] = t[static_cast<size_t>(j * m.out_rows + i)];
+    return out;
   }
   FirstPass first(const MaskImage& m, JobControl*) const {
     FirstPass f;
@@ -204,7 +256,7 @@ void compute_views(Analysis& a, const Views& v, const AnalysisOptions& ao, JobCo
     what = "kept by " + std::to_string(sp ? sp->n : 0) + ":" + std::to_string(sp ? sp->m : 0) +
            " sparsity";
   }
-  a.mask = mask_layout(a.shape, ao.mask_max_side, what);
+  a.mask = mask_layout(a.view, ao.mask_max_side, what);
   FirstPass f = v.first(a.mask, job);
   a.stats = f.stats;
   a.absmax = f.absmax;
@@ -279,6 +331,13 @@ void representable_range(Analysis& a) {
   a.rep_hi = rhi;
 }
 
+// The one value of a two-level datatype's tensor scale (stored as float32), NaN without one.
+double tensor_scale_of(const Tensor& t) {
+  if (!t || t.numel() != 1 || t.dtype() != DType::F32)
+    return std::numeric_limits<double>::quiet_NaN();
+  return t.ptr<float>()[0];
+}
+
 }  // namespace
 
 std::shared_ptr<const Analysis> analyze(const Tensor& x_in, const DataType& dtype,
@@ -302,6 +361,7 @@ std::shared_ptr<const Analysis> analyze(const Tensor& x_in, const DataType& dtyp
   a->options.job = nullptr;
   a->bits_per_value = dtype.bits_per_value(axis_length(options, x.shape()));
   a->axis = describe_axis(options, x.shape());
+  a->view = view_2d(x.shape(), options);
   if (ao.keep_values) a->input = x;
 
   // The executor places the views: on the host while the app's GPU context is still starting
@@ -316,6 +376,7 @@ std::shared_ptr<const Analysis> analyze(const Tensor& x_in, const DataType& dtyp
     try {
       DeviceViews v;
       v.tiled = tiled;
+      v.view = a->view;
       v.x = input ? input->get(x) : gpu::DeviceTensor::upload(x);
       v.r = gpu::cast(v.x, dtype, options, true);
       v.q = v.r.values;
@@ -323,6 +384,8 @@ std::shared_ptr<const Analysis> analyze(const Tensor& x_in, const DataType& dtyp
       a->backend = "cuda";
       compute_views(*a, v, ao, job);
       if (ao.keep_values) a->device_values = v.q;
+      if (v.r.tenscale && v.r.tenscale.numel() == 1)
+        a->tensor_scale = tensor_scale_of(v.r.tenscale.download());
       a->on_device = true;
       a->tile_clipped_note = "not counted when the views are computed on the GPU";
     } catch (const Cancelled&) {
@@ -337,19 +400,37 @@ std::shared_ptr<const Analysis> analyze(const Tensor& x_in, const DataType& dtyp
   if (!a->on_device) {
     HostViews v;
     v.tiled = tiled;
+    v.view = a->view;
     v.x = x;
-    v.r = cast(x, dtype, options);
-    if (job) job->check();
-    // The values of a tiled cast: a virtual cast of the standard family takes the CPU's fast
-    // paths and gives upcast()'s bits (cast.hpp), at a fraction of the generic decode's cost.
-    if (tiled && dtype.family() == Family::Standard) {
-      CastOptions vo = options;
-      vo.mode = CastMode::Virtual;
-      v.q = cast(x, dtype, vo).values;
+    // A tiled cast of the standard family on the CPU: values and scales from one run of the
+    // kernels (the values are upcast()'s bits, as a virtual cast gives them); no view reads the
+    // codes.
+    const CastOptions ro = resolve_axis(options, x.shape());
+    const bool one_run = tiled && dtype.family() == Family::Standard && !ro.flatten &&
+                         !ro.rotate.enabled() &&
+                         (options.device == Device::CPU || (!gpu_starting() && !gpu::available()));
+    if (one_run) {
+      v.r = cpu::cast_standard_with_values(x, dtype, ro, false);
+      v.r.backend = "cpu";
+      v.r.options.device = options.device;
+      v.q = v.r.values;
+      v.r.values = Tensor();
     } else {
-      v.q = tiled ? upcast(v.r) : v.r.values;
+      v.r = cast(x, dtype, options);
+      if (job) job->check();
+      // The values of a tiled cast: a virtual cast of the standard family takes the CPU's fast
+      // paths and gives upcast()'s bits (cast.hpp), at a fraction of the generic decode's cost.
+      if (tiled && dtype.family() == Family::Standard) {
+        CastOptions vo = options;
+        vo.mode = CastMode::Virtual;
+        v.q = cast(x, dtype, vo).values;
+      } else {
+        v.q = tiled ? upcast(v.r) : v.r.values;
+      }
     }
+    if (job) job->check();
     a->backend = v.r.backend;
+    a->tensor_scale = tensor_scale_of(v.r.tenscale);
     const std::shared_ptr<const InputViews> known = input ? input->input_views(x_in) : nullptr;
     v.known = known.get();
     auto mine = std::make_shared<InputViews>();
@@ -360,7 +441,7 @@ std::shared_ptr<const Analysis> analyze(const Tensor& x_in, const DataType& dtyp
       mine->log = a->log_orig;
       input->keep_input_views(x_in, std::move(mine));
     }
-    if (a->tiles) a->tile_clipped = tile_clipped(x, *a->tiles, v.r, &a->tile_clipped_note);
+    if (a->tiles) a->tile_clipped = tile_clipped(x, a->view, *a->tiles, v.r, &a->tile_clipped_note);
     if (ao.keep_values) a->values = v.q;
   }
   // The host finished what the device gave up on: a fallback, recorded and announced.

@@ -210,6 +210,9 @@ void tile_tooltip(const TileMap& m, size_t k, int64_t row, int64_t col, const Gr
               static_cast<long long>(std::min(im.g.elem_cols, (col + 1) * m.tile_cols) - 1));
   ImGui::Text("scale code 0x%X   value %.9g (2^%.6g)", m.scale_code[k], m.scale_value[k],
               m.scale_value[k] > 0 ? std::log2(m.scale_value[k]) : NAN);
+  if (std::isfinite(x.tensor_scale))
+    ImGui::Text("tensor scale %.9g   tile scale x tensor scale %.9g", x.tensor_scale,
+                static_cast<double>(m.scale_value[k]) * x.tensor_scale);
   ImGui::Text("tile absmax %.9g", m.absmax[k]);
   if (std::isinf(m.snr_db[k]))
     ImGui::Text("tile SNR exact (no error)");
@@ -230,9 +233,13 @@ void tile_tooltip(const TileMap& m, size_t k, int64_t row, int64_t col, const Gr
   }
   if (x.marks && k < x.marks->size())
     ImGui::Text("%s", (*x.marks)[k] ? "scale differs" : "same scale");
-  if (grid_element_px_x(view, im.g) >= 4 && grid_element_px_y(view, im.g) >= 4)
-    ImGui::Text("element [%lld, %lld]", static_cast<long long>(hit.elem_row),
-                static_cast<long long>(hit.elem_col));
+  if (grid_element_px_x(view, im.g) >= 4 && grid_element_px_y(view, im.g) >= 4) {
+    if (hit.elem_row >= 0)
+      ImGui::Text("element [%lld, %lld]", static_cast<long long>(hit.elem_row),
+                  static_cast<long long>(hit.elem_col));
+    else
+      ImGui::TextDisabled("past the last element of this partial tile");
+  }
   ImGui::TextDisabled("click: teaching view   wheel: zoom   drag: pan");
   ImGui::EndTooltip();
 }

@@ -5,7 +5,13 @@
 #include <cstring>
 #include <limits>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 #include "parallel.hpp"
+#include "plan.hpp"
+#include "group.hpp"
 
 namespace castscope::widgets {
 
@@ -16,12 +22,6 @@ inline uint32_t float_bits(float v) {
   std::memcpy(&u, &v, 4);
   return u;
 }
-
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define CASTSCOPE_VIEW_CLONES __attribute__((target_clones("avx2", "default")))
-#else
-#define CASTSCOPE_VIEW_CLONES
-#endif
 
 // Slots past a histogram's bins in the per-chunk count arrays.
 enum Slot { kBelow = 0, kAbove = 1, kNonfinite = 2, kZeroOrSkip = 3, kSlots = 4 };
@@ -39,8 +39,8 @@ struct StatLanes {
 };
 
 // compute_stats' quantities, branch-free: a pair outside the finite inputs and outputs adds 0.
-CASTSCOPE_VIEW_CLONES void stats_block(const float* x, const float* q, int64_t n, StatLanes& s) {
-  for (int64_t i0 = 0; i0 < n; i0 += 4) {
+void stats_scalar(const float* x, const float* q, int64_t i0, int64_t n, StatLanes& s) {
+  for (; i0 < n; i0 += 4) {
     for (int l = 0; l < 4 && i0 + l < n; ++l) {
       const int64_t i = i0 + l;
       const float xf = x[i], qf = q[i];
@@ -60,6 +60,68 @@ CASTSCOPE_VIEW_CLONES void stats_block(const float* x, const float* q, int64_t n
       s.amax = std::max(s.amax, fx ? std::fabs(xf) : 0.f);
     }
   }
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+// The same four lanes as stats_scalar, one AVX register of doubles: each lane's additions in
+// the same order, so the sums are the scalar loop's bit for bit (no FMA: mul and add rounded
+// apart, as there).
+__attribute__((target("avx2"))) void stats_avx2(const float* x, const float* q, int64_t n,
+                                                StatLanes& s) {
+  const __m128i abs = _mm_set1_epi32(0x7FFFFFFF), inf = _mm_set1_epi32(0x7F800000);
+  const __m128i zero = _mm_setzero_si128();
+  const __m256d sign = _mm256_set1_pd(-0.0);
+  __m256d sx2 = _mm256_loadu_pd(s.sx2), se2 = _mm256_loadu_pd(s.se2);
+  __m256d se = _mm256_loadu_pd(s.se), maxe = _mm256_loadu_pd(s.maxe);
+  __m128i cnt = zero, nin = zero, nout = zero, zout = zero;  // minus the counts, per lane
+  __m128 amax = _mm_set1_ps(s.amax);
+  const int64_t full = n & ~int64_t{3};
+  for (int64_t i = 0; i < full; i += 4) {
+    const __m128i xb = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x + i));
+    const __m128i qb = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q + i));
+    const __m128i xa = _mm_and_si128(xb, abs), qa = _mm_and_si128(qb, abs);
+    const __m128i fx = _mm_cmpgt_epi32(inf, xa), fq = _mm_cmpgt_epi32(inf, qa);
+    const __m128i ok = _mm_and_si128(fx, fq);
+    const __m256d xv = _mm256_cvtps_pd(_mm_castsi128_ps(_mm_and_si128(xb, ok)));
+    const __m256d qv = _mm256_cvtps_pd(_mm_castsi128_ps(_mm_and_si128(qb, ok)));
+    const __m256d d = _mm256_sub_pd(qv, xv);
+    sx2 = _mm256_add_pd(sx2, _mm256_mul_pd(xv, xv));
+    se2 = _mm256_add_pd(se2, _mm256_mul_pd(d, d));
+    se = _mm256_add_pd(se, d);
+    maxe = _mm256_max_pd(_mm256_andnot_pd(sign, d), maxe);
+    cnt = _mm_add_epi32(cnt, ok);
+    nin = _mm_sub_epi32(nin, _mm_cmpeq_epi32(fx, zero));
+    nout = _mm_add_epi32(nout, _mm_andnot_si128(fq, fx));
+    const __m128i z = _mm_andnot_si128(_mm_cmpeq_epi32(xa, zero), _mm_cmpeq_epi32(qa, zero));
+    zout = _mm_add_epi32(zout, _mm_and_si128(ok, z));
+    amax = _mm_max_ps(amax, _mm_castsi128_ps(_mm_and_si128(xa, fx)));
+  }
+  _mm256_storeu_pd(s.sx2, sx2);
+  _mm256_storeu_pd(s.se2, se2);
+  _mm256_storeu_pd(s.se, se);
+  _mm256_storeu_pd(s.maxe, maxe);
+  int32_t c[4][4];
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(c[0]), cnt);
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(c[1]), nin);
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(c[2]), nout);
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(c[3]), zout);
+  float a[4];
+  _mm_storeu_ps(a, amax);
+  for (int l = 0; l < 4; ++l) {
+    s.count -= c[0][l], s.nin += c[1][l], s.nout -= c[2][l], s.zout -= c[3][l];
+    s.amax = std::max(s.amax, a[l]);
+  }
+  stats_scalar(x, q, full, n, s);
+}
+#endif
+
+// One chunk (at most 2^31 values, so the per-lane counts fit 32 bits).
+void stats_block(const float* x, const float* q, int64_t n, StatLanes& s) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  static const bool avx2 = __builtin_cpu_supports("avx2");
+  if (avx2) return stats_avx2(x, q, n, s);
+#endif
+  stats_scalar(x, q, 0, n, s);
 }
 
 inline int exp_slot(uint32_t u) {
@@ -264,6 +326,78 @@ ExponentHistogram trimmed(std::vector<uint64_t> counts, uint64_t zeros, uint64_t
   return h;
 }
 
+// tile_map()'s figures for tiles that are consecutive runs of tc elements of the storage (one
+// tile row, no permutation, tc dividing the rows): the same per-tile sums in the same order,
+// eight tiles at a time so that their additions do not wait on each other.
+struct TileRuns {
+  detail::CastPlan p;
+  detail::KernelParams kp;
+  const void* scale = nullptr;
+  int64_t tc = 0;
+  static std::optional<TileRuns> make(const CastResult& a, int64_t n) {
+    if (!a.dtype.scaled() || a.dtype.tensor_scaled() || a.mode != CastMode::Actual ||
+        a.dtype.family() != Family::Standard || a.options.flatten || !a.scale)
+      return std::nullopt;
+    TileRuns t{detail::make_plan(a.shape, a.dtype, a.options), {}, a.scale.data(), 0};
+    const detail::CastPlan& p = t.p;
+    if (p.permuted || p.tr != 1 || p.C % p.tc != 0 || HostViews::kChunk % p.tc != 0 ||
+        p.numel() != n || p.groups() * p.tc != n)
+      return std::nullopt;
+    t.kp = detail::kernel_params(p);
+    if (p.multiscale) {
+      if (!a.tenscale) return std::nullopt;
+      t.kp.tensor_scale = scalar::decode_value(
+          detail::load_code(a.tenscale.data(), p.second_dtype, 0, t.kp.second), t.kp.second);
+    }
+    t.tc = p.tc;
+    return t;
+  }
+  TileMap layout() const {
+    TileMap m;
+    m.rows = p.B * p.gr;
+    m.cols = p.gc;
+    m.tile_rows = p.tr;
+    m.tile_cols = p.tc;
+    const size_t g = static_cast<size_t>(p.groups());
+    m.scale_code.resize(g);
+    m.scale_value.resize(g);
+    m.absmax.resize(g);
+    m.snr_db.resize(g);
+    return m;
+  }
+  // Tiles [k0, k1).
+  void run(const float* xp, const float* qp, int64_t k0, int64_t k1, TileMap& m) const {
+    constexpr int kW = 8;
+    for (int64_t k = k0; k < k1; k += kW) {
+      const int w = static_cast<int>(std::min<int64_t>(kW, k1 - k));
+      double amax[kW] = {}, sx2[kW] = {}, se2[kW] = {};
+      for (int64_t j = 0; j < tc; ++j)
+        for (int t = 0; t < w; ++t) {
+          const int64_t e = (k + t) * tc + j;
+          const float xf = xp[e];
+          // A non-finite input adds +0, which leaves these non-negative sums as they are.
+          const bool ok = (float_bits(xf) & 0x7FFFFFFF) < 0x7F800000;
+          const double xv = ok ? static_cast<double>(xf) : 0.0;
+          const double d = ok ? static_cast<double>(qp[e]) - xv : 0.0;
+          amax[t] = std::max(amax[t], std::fabs(xv));
+          sx2[t] += xv * xv;
+          se2[t] += d * d;
+        }
+      for (int t = 0; t < w; ++t) {
+        const size_t kk = static_cast<size_t>(k + t);
+        const uint32_t code = detail::load_code(scale, p.scale_dtype, k + t, kp.scale);
+        const detail::GroupScale gs = detail::scale_from_codes(kp, code, 0);
+        m.scale_code[kk] = code;
+        m.scale_value[kk] =
+            gs.nan ? std::numeric_limits<float>::quiet_NaN() : static_cast<float>(gs.s);
+        m.absmax[kk] = static_cast<float>(amax[t]);
+        m.snr_db[kk] = se2[t] > 0 ? static_cast<float>(10 * std::log10(sx2[t] / se2[t]))
+                                  : std::numeric_limits<float>::infinity();
+      }
+    }
+  }
+};
+
 }  // namespace
 
 FirstPass HostViews::first(const MaskImage& m, JobControl*) const {
@@ -278,7 +412,7 @@ FirstPass HostViews::first(const MaskImage& m, JobControl*) const {
   const float* xp = x.ptr<float>();
   const float* qp = q.ptr<float>();
   const uint8_t* mp = has_mask() ? r.mask.ptr<uint8_t>() : nullptr;
-  const bool cells = m.total > 0;
+  const bool cells = m.total > 0 && view.contiguous();
   detail::parallel_for(nc, 1, 0, nullptr, [&](int64_t cb, int64_t ce) {
     for (int64_t c = cb; c < ce; ++c) {
       Part& p = parts[static_cast<size_t>(c)];
@@ -355,6 +489,12 @@ FirstPass HostViews::first(const MaskImage& m, JobControl*) const {
     for (size_t k = 0; k < p.cells.size(); ++k)
       out.cells[static_cast<size_t>(p.cell_row0 * m.out_cols) + k] += p.cells[k];
   }
+  if (m.total > 0 && !view.contiguous())
+    out.cells = mask_cells(m, view, [&](int64_t t) -> int64_t {
+      if (mp) return mp[t] != 0;
+      const uint32_t u = float_bits(xp[t]) & 0x7FFFFFFF;
+      return (u - 1 < 0x7F7FFFFFu) & (qp[t] == 0);
+    });
   Stats& s = out.stats;
   s.count = count, s.nonfinite_in = nin, s.nonfinite_out = nout, s.zeros_out = zout;
   s.clipped = r.counts.clipped;
@@ -391,6 +531,9 @@ SecondPass HostViews::second(const Ranges& g, JobControl*) const {
   const size_t width = static_cast<size_t>(bins + kSlots);
   // Five count arrays per chunk: values of x and q, log2 of x and q, errors.
   std::vector<std::vector<uint64_t>> parts(static_cast<size_t>(nc));
+  // The tile map from the same chunks while they are in cache.
+  const std::optional<TileRuns> runs = tiled ? TileRuns::make(r, n()) : std::nullopt;
+  TileMap tm = runs ? runs->layout() : TileMap{};
   detail::parallel_for(nc, 1, 0, nullptr, [&](int64_t cb, int64_t ce) {
     std::vector<int32_t> idx(static_cast<size_t>(5 * kBlock));
     std::vector<uint32_t> lanes;
@@ -429,6 +572,7 @@ SecondPass HostViews::second(const Ranges& g, JobControl*) const {
           for (; k < len; ++k) ++cnt[hi[k]];
         }
       }
+      if (runs) runs->run(xp, qp, b / runs->tc, e / runs->tc, tm);
       for (int h = 0; h < 5; ++h)
         for (size_t j = 0; j < width; ++j) {
           const uint32_t* cnt = lanes.data() + h * 4 * width;
@@ -443,6 +587,7 @@ SecondPass HostViews::second(const Ranges& g, JobControl*) const {
   auto slice = [&](int h) {
     return std::vector<uint64_t>(total.begin() + h * width, total.begin() + (h + 1) * width);
   };
+  if (runs) fused = std::move(tm);
   SecondPass out;
   out.vo = value_known ? known->value : from_slots(slice(0), -g.lim, g.lim, bins, false, false);
   out.vc = from_slots(slice(1), -g.lim, g.lim, bins, false, false);

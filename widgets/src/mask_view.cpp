@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 
 #include "castscope/widgets/grid_image.hpp"
 
@@ -23,6 +24,7 @@ void draw_mask_view(const char* id, MaskViewState& s, const MaskImage& m, ImVec2
   if (size.x <= 0) size.x = ImGui::GetContentRegionAvail().x;
   if (size.y <= 0) size.y = ImGui::GetContentRegionAvail().y;
   s.hover_row = s.hover_col = s.hover_elem_row = s.hover_elem_col = -1;
+  s.drawn = false;
   if (m.out_rows <= 0 || m.out_cols <= 0) {
     ImGui::TextDisabled("%s: empty", m.what.c_str());
     ImGui::PopID();
@@ -30,8 +32,23 @@ void draw_mask_view(const char* id, MaskViewState& s, const MaskImage& m, ImVec2
   }
   if (ImGui::SmallButton("reset view")) s.view = GridView{};
   ImGui::SameLine();
-  ImGui::TextWrapped("%s: %lld of %lld (%.3f%%)", m.what.c_str(), static_cast<long long>(m.set),
-                     static_cast<long long>(m.total), m.total ? 100.0 * m.set / m.total : 0.0);
+  {
+    // One line beside the button: the full summary where it fits, else shorter forms, the full
+    // one in the tooltip (a wrapped second line pushed the image past a small cell).
+    const double pct = m.total ? 100.0 * m.set / m.total : 0.0;
+    char full[256], mid[160], low[64];
+    std::snprintf(full, sizeof full, "%s: %lld of %lld (%.3f%%)", m.what.c_str(),
+                  static_cast<long long>(m.set), static_cast<long long>(m.total), pct);
+    std::snprintf(mid, sizeof mid, "%lld of %lld (%.3g%%)", static_cast<long long>(m.set),
+                  static_cast<long long>(m.total), pct);
+    std::snprintf(low, sizeof low, "%.3g%%", pct);
+    const float room = ImGui::GetContentRegionAvail().x;
+    const char* show = ImGui::CalcTextSize(full).x <= room  ? full
+                       : ImGui::CalcTextSize(mid).x <= room ? mid
+                                                            : low;
+    ImGui::TextUnformatted(show);
+    if (show != full && ImGui::IsItemHovered()) ImGui::SetTooltip("%s", full);
+  }
   size.y -= ImGui::GetCursorPosY() - y_start;
   if (s.source != &m) {
     std::vector<uint32_t> px(m.fraction.size());
@@ -89,6 +106,7 @@ void draw_mask_view(const char* id, MaskViewState& s, const MaskImage& m, ImVec2
   s.screen[1] = im.p0.y;
   s.screen[2] = im.g.width;
   s.screen[3] = im.g.height;
+  s.drawn = s.tex.valid() && im.g.width >= 1 && im.g.height >= 1;
   if (im.hit) {
     const int64_t r = im.hit->row, c = im.hit->col;
     s.hover_row = r;

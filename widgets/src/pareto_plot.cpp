@@ -9,6 +9,7 @@ namespace castscope::widgets {
 bool draw_pareto_plot(const char* id, const std::vector<ParetoPlotPoint>& pts,
                       const ParetoPlotOptions& o, double* budget, ImVec2 size) {
   ImGui::PushID(id);
+  if (o.y_label && *o.y_label) ImGui::TextDisabled("%s", o.y_label);
   ImDrawList* dl = ImGui::GetWindowDrawList();
   const ImVec2 p0 = ImGui::GetCursorScreenPos();
   if (size.x <= 0) size.x = ImGui::GetContentRegionAvail().x;

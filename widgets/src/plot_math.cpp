@@ -187,10 +187,11 @@ std::optional<GridHit> grid_hit(const GridView& v, const GridGeom& g, float px, 
   h.row = std::clamp<int64_t>(static_cast<int64_t>(std::floor(row)), 0, g.rows - 1);
   const int64_t ec = static_cast<int64_t>(std::floor(col * static_cast<double>(g.cell_cols)));
   const int64_t er = static_cast<int64_t>(std::floor(row * static_cast<double>(g.cell_rows)));
-  // The last cells may reach past the elements (a partial tile): no element there.
-  if (ec >= g.elem_cols || er >= g.elem_rows) return std::nullopt;
-  h.elem_col = std::max<int64_t>(0, ec);
-  h.elem_row = std::max<int64_t>(0, er);
+  // The last cells may reach past the elements (a partial tile): the tile is still there to
+  // hover and click, but no element (-1).
+  const bool past = ec >= g.elem_cols || er >= g.elem_rows;
+  h.elem_col = past ? -1 : std::max<int64_t>(0, ec);
+  h.elem_row = past ? -1 : std::max<int64_t>(0, er);
   return h;
 }
 

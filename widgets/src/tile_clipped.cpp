@@ -8,8 +8,8 @@
 
 namespace castscope::widgets {
 
-std::vector<int64_t> tile_clipped(const Tensor& x, const TileMap& m, const CastResult& r,
-                                  std::string* why) {
+std::vector<int64_t> tile_clipped(const Tensor& x, const View2D& view, const TileMap& m,
+                                  const CastResult& r, std::string* why) {
   auto fail = [&](const char* w) {
     *why = w;
     return std::vector<int64_t>();
@@ -21,8 +21,8 @@ std::vector<int64_t> tile_clipped(const Tensor& x, const TileMap& m, const CastR
   if (o.round == Round::Stochastic) return fail("not counted under stochastic rounding");
   if (o.overflow != Overflow::Saturate) return fail("counted for saturating casts only");
   if (x.dtype() != DType::F32) return fail("needs the float32 input");
-  const auto [R, C] = fold_2d(x.shape());
-  // The tiles must lie on the tensor's 2-D view (no permuted or flattened quantization axis).
+  const int64_t R = view.rows, C = view.cols;
+  // The tiles must lie on the tensor's 2-D view [outputs, reduction].
   if (m.cols * m.tile_cols < C || (m.cols - 1) * m.tile_cols >= C ||
       !(m.tile_rows == 1 ? m.rows == R : m.rows * m.tile_rows == R))
     return fail("the tiles do not lie on the tensor's 2-D view");
@@ -53,7 +53,7 @@ std::vector<int64_t> tile_clipped(const Tensor& x, const TileMap& m, const CastR
       int64_t n = 0;
       for (int64_t i = i0; i < i1; ++i)
         for (int64_t j = j0; j < j1; ++j) {
-          const double a = std::fabs(static_cast<double>(xp[i * C + j]));
+          const double a = std::fabs(static_cast<double>(xp[view.at(i, j)]));
           if (a > near) n += std::isfinite(a) && a / s > limit;
         }
       out[k] = n;

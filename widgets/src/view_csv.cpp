@@ -80,7 +80,7 @@ std::string tile_map_csv(const Analysis& a) {
       "log2_scale,absmax,snr_db,clipped\n";
   if (!a.tiles) return s;
   const TileMap& m = *a.tiles;
-  auto [R, C] = fold_2d(a.shape);
+  int64_t R = a.view.rows, C = a.view.cols;
   // The folded extent only bounds the ranges when the tiles lie on it.
   if (R > m.rows * m.tile_rows || C > m.cols * m.tile_cols)
     R = m.rows * m.tile_rows, C = m.cols * m.tile_cols;

@@ -253,6 +253,11 @@ class Engine {
           if (out_.codes && cp_.bytes) {
             clipped += fast::cast_tile_codes(tp_, cp_, x_ + e, n, shift, static_cast<uint64_t>(e),
                                              static_cast<uint8_t*>(out_.codes) + e * cp_.bytes);
+            // Values too (cast_standard_with_values): the virtual cast's kernel on the same
+            // tile and shift, its clipped count already taken.
+            if (out_.values)
+              fast::cast_tile(tp_, x_ + e, n, shift, static_cast<uint64_t>(e), out_.values + e,
+                              nullptr, qq, ng);
             continue;
           }
           clipped += fast::cast_tile(tp_, x_ + e, n, shift, static_cast<uint64_t>(e),
@@ -496,7 +501,12 @@ Shape permuted_shape(const Shape& original, const std::vector<int>& perm) {
 
 }  // namespace
 
-CastResult cast_standard(const Tensor& x, const DataType& dtype, const CastOptions& opt) {
+namespace {
+
+// An actual cast that also keeps its values (values_too) has the kernels write both in one run;
+// without keep_codes it stores everything but the codes.
+CastResult cast_standard_run(const Tensor& x, const DataType& dtype, const CastOptions& opt,
+                             bool values_too, bool keep_codes = true) {
   CastPlan p = detail::make_plan(x.shape(), dtype, opt);
   KernelParams kp = kernel_params(p);
   Prepared in = prepare(x, p);
@@ -508,12 +518,15 @@ CastResult cast_standard(const Tensor& x, const DataType& dtype, const CastOptio
   r.mode = opt.mode;
   Tensor values, codes, mask, scale, zero, meta;
   Outputs out;
-  if (!actual) {
+  if (!actual || values_too) {
     values = Tensor::uninitialized(DType::F32, p.perm_shape);  // every element is written
     out.values = values.mutable_ptr<float>();
-  } else {
-    codes = Tensor::empty(p.code_dtype, p.perm_shape);
-    out.codes = codes.mutable_data();
+  }
+  if (actual) {
+    if (keep_codes) {
+      codes = Tensor::empty(p.code_dtype, p.perm_shape);
+      out.codes = codes.mutable_data();
+    }
     if (p.scaled) {
       Shape ss = p.tensor_scope ? Shape{1} : permuted_shape(p.scale_shape, p.perm);
       scale = Tensor::empty(p.scale_dtype, ss);
@@ -542,16 +555,28 @@ CastResult cast_standard(const Tensor& x, const DataType& dtype, const CastOptio
   r.counts.clipped = counts.clipped;
   r.counts.nonfinite = counts.nonfinite;
   r.counts.pruned = counts.pruned;
-  if (!actual) {
-    r.values = restore(values, p, x.shape());
-  } else {
-    r.codes = restore(codes, p, x.shape());
+  if (values) r.values = restore(values, p, x.shape());
+  if (actual) {
+    if (codes) r.codes = restore(codes, p, x.shape());
     if (mask) r.mask = restore(mask, p, x.shape());
     if (scale) r.scale = p.tensor_scope ? scale : restore(scale, p, p.scale_shape);
     if (zero) r.zero = p.tensor_scope ? zero : restore(zero, p, p.scale_shape);
     if (meta) r.meta = restore(meta, p, p.meta_shape);
   }
   return r;
+}
+
+}  // namespace
+
+CastResult cast_standard(const Tensor& x, const DataType& dtype, const CastOptions& opt) {
+  return cast_standard_run(x, dtype, opt, false);
+}
+
+CastResult cast_standard_with_values(const Tensor& x, const DataType& dtype, const CastOptions& opt,
+                                     bool codes) {
+  if (opt.mode != CastMode::Actual)
+    throw Error("cast_standard_with_values: the cast of " + dtype.str() + " must be actual");
+  return cast_standard_run(x, dtype, opt, true, codes);
 }
 
 void validate_actual(const CastResult& r, const CastPlan& p) {

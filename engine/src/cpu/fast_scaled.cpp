@@ -96,7 +96,11 @@ template <int Kind, int Op>
 inline __attribute__((always_inline)) int64_t by_out(const ScaledParams& sp, const GroupArith& ga,
                                                      const float* x, int n, float* values,
                                                      void* codes) {
-  if (values) return scaled_loop<Kind, Op, 0>(sp, ga, x, n, values, codes);
+  if (values) {
+    const int64_t clipped = scaled_loop<Kind, Op, 0>(sp, ga, x, n, values, codes);
+    if (!codes) return clipped;
+    // Both asked (cast_standard_with_values): the codes from their own loop, the same count.
+  }
   if (sp.code_bytes == 1) return scaled_loop<Kind, Op, 1>(sp, ga, x, n, values, codes);
   return scaled_loop<Kind, Op, 2>(sp, ga, x, n, values, codes);
 }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <functional>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -16,7 +17,21 @@
 
 namespace castscope::widgets {
 
-// A 2-D boolean image of a tensor (rows x cols after folding leading dims into rows), reduced to
+// A tensor's 2-D view [outputs, reduction] under the quantization axis of its cast (layout_view
+// in castscope/layout.hpp): the grid the tile map, the mask and the teaching view are drawn on.
+// Where the reduction axis is not the last one in memory (a MatMul B [K, N] reduced over K), the
+// view is a transpose: element (r, c) lies at at(r, c) of the tensor's row-major storage.
+struct View2D {
+  int64_t rows = 1, cols = 1;  // outputs, reduction length
+  int64_t inner = 1;           // elements after the reduction axis in memory (1: memory order)
+  int64_t at(int64_t r, int64_t c) const { return ((r / inner) * cols + c) * inner + r % inner; }
+  bool contiguous() const { return inner == 1; }
+};
+// The view of `shape` under cast options `o` (an automatic axis resolved as the cast resolves
+// it). Throws Error for an axis out of range.
+View2D view_2d(const Shape& shape, const CastOptions& o);
+
+// A 2-D boolean image of a tensor's view [outputs, reduction] (View2D), reduced to
 // at most max_side cells per side: each cell holds the fraction of its elements that are set.
 struct MaskImage {
   int64_t rows = 0, cols = 0;            // source elements
@@ -76,6 +91,7 @@ struct Analysis {
   Stats stats;
   double bits_per_value = 0;  // at the length of the quantization axis
   std::string axis;           // the quantization axis in use (describe_axis: "-1:4096", "1..3:147")
+  View2D view;                // the 2-D view [outputs, reduction] the tiles and the mask lie on
   double absmax = 0;
   // Value histograms of the original and the cast over the same symmetric range, linear in x
   // and over log2|x|.
@@ -91,6 +107,9 @@ struct Analysis {
   std::string rep_note;
   Histogram error;
   std::optional<TileMap> tiles;
+  // The second-level scale of a two-level datatype (NVFP4's float32 tensor scale) that every
+  // tile scale multiplies; NaN for others.
+  double tensor_scale = std::numeric_limits<double>::quiet_NaN();
   std::string tiles_note;  // why there is no tile map
   // Clipped elements per tile (tile_clipped.hpp); empty with the reason in the note when not
   // counted.
@@ -108,7 +127,8 @@ struct Analysis {
   gpu::DeviceTensor device_values;
 };
 
-// Rows [r0, r0 + h) x columns [c0, c0 + w) of the cast values' 2-D view (fold_2d), clipped.
+// Rows [r0, r0 + h) x columns [c0, c0 + w) of the cast values' 2-D view (Analysis::view: the
+// same grid as the tile map), clipped.
 Tensor values_block(const Analysis& a, int64_t r0, int64_t c0, int64_t h, int64_t w);
 
 // Casts x (any float dtype, any rank) and computes every view. Throws Error for bad input and
@@ -122,8 +142,9 @@ std::shared_ptr<const Analysis> analyze(const Tensor& x, const DataType& dtype, 
 // Asks the C library to keep freed blocks of up to 32 MB for reuse instead of returning them to
 // the system. Every update builds a new analysis (a tile map of 16 MB for NVFP4 at 4096^2) and
 // frees the last one; memory fresh from the system costs a page fault per 4 KiB page on first
-// touch, which made up most of an update's time on the GPU path. The app calls it once at start.
-// No effect outside glibc.
+// touch, which made up most of an update's time on the GPU path. Tensors of 2 MiB or more (the
+// cast's values and codes) are likewise kept for the next update, up to 256 MiB
+// (set_storage_reuse). The app calls it once at start. No effect outside glibc / Linux.
 void retain_freed_memory();
 
 // Representable magnitude range of a number format in log2 units: [smallest positive, max].
@@ -132,6 +153,8 @@ std::pair<double, double> representable_log2(const NumberSpec& n);
 // The folded 2-D extent [rows, cols] of a shape (leading dims multiply into rows).
 std::pair<int64_t, int64_t> fold_2d(const Shape& s);
 
+// The mask image of `set` (one flag per element in the tensor's storage order) over `view`.
+MaskImage mask_image(const uint8_t* set, const View2D& view, int max_side, std::string what);
 MaskImage mask_image(const uint8_t* set, const Shape& shape, int max_side, std::string what);
 
 }  // namespace castscope::widgets

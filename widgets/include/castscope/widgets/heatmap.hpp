@@ -3,6 +3,7 @@
 // hovering shows the tile's index, element range, scale code and value, SNR and clipped count.
 #pragma once
 
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,7 @@ struct HeatmapExtras {
   const std::vector<int64_t>* clipped = nullptr;  // clipped elements per tile
   std::string clipped_note;                       // why clipped is absent
   int64_t elem_rows = 0, elem_cols = 0;           // the tensor's 2-D extent (0: the tiles')
+  double tensor_scale = NAN;                      // a two-level datatype's tensor scale (NaN: none)
 };
 
 // The colour bar's caption for a field ("log2 of the tile scale", ...).

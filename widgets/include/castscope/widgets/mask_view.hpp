@@ -22,6 +22,7 @@ struct MaskViewState {
   float screen[4] = {0, 0, 0, 0};          // the image last frame: x, y, width, height (pixels)
   int64_t hover_row = -1, hover_col = -1;  // the mask cell under the mouse (-1: none)
   int64_t hover_elem_row = -1, hover_elem_col = -1;
+  bool drawn = false;  // last frame drew the mask's image (its texture, at a visible size)
   const void* source = nullptr;
   Texture tex;
   // Element-level detail of the visible block once zoomed in that far.

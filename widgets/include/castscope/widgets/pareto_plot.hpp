@@ -18,6 +18,8 @@ struct ParetoPlotPoint {
 struct ParetoPlotOptions {
   double chosen_bpw = NAN, chosen_error = NAN;  // the plan for the budget (NaN: none yet)
   double min_bpw = NAN, max_bpw = NAN;          // the budget's range (NaN: the points')
+  // The error axis' caption, drawn above the plot (docs/planning.md, "The predictor").
+  const char* y_label = "predicted output error (sum of squared errors, log scale)";
 };
 
 // Draws the plot and lets the user drag (or click) the budget; returns true in the frame the

@@ -14,7 +14,10 @@ namespace castscope::widgets {
 // x: the float32 input, q: its cast values (input shape), m: the cast's tile map, r: the cast.
 // Returns one count per tile, or nothing with *why set when the count cannot be made for this
 // datatype or does not add up to r.counts.clipped.
-std::vector<int64_t> tile_clipped(const Tensor& x, const TileMap& m, const CastResult& r,
-                                  std::string* why);
+struct View2D;
+
+// The tiles lie on `view`, the tensor's 2-D view [outputs, reduction] (analysis.hpp).
+std::vector<int64_t> tile_clipped(const Tensor& x, const View2D& view, const TileMap& m,
+                                  const CastResult& r, std::string* why);
 
 }  // namespace castscope::widgets
