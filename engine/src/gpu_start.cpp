@@ -46,7 +46,7 @@ int64_t env_min_elements() {
 // millions of values per second per thread. TCFP, codebooks and the rest take the generic path,
 // about ten times slower, so the GPU pays off sooner for them.
 bool cpu_fast(const DataType& d) {
-  return d.family() == Family::Standard;
+  return family_traits(d.family()).grammar;
 }
 
 int64_t detail_threads() {

@@ -1,5 +1,10 @@
-// Exact storage of a cast tensor (castscope/planner.hpp): the one size every plan estimate uses.
-#include "castscope/planner.hpp"
+// Exact storage of a cast tensor (castscope/storage_bits.hpp): the one size every plan estimate
+// uses.
+#include "castscope/storage_bits.hpp"
+
+#include <algorithm>
+
+#include "families/family_table.hpp"
 #include "format/ggml_types.hpp"
 #include "plan.hpp"
 
@@ -12,31 +17,37 @@ uint64_t storage_bits(const DataType& d, const Shape& shape, const CastOptions& 
   const uint64_t un = static_cast<uint64_t>(n);
   const int64_t len = std::max<int64_t>(axis_length(r, shape), 1);
   const uint64_t rows = static_cast<uint64_t>(n / len);
-  // Blocks of `t` values along the quantization axis: a partial block at a row's end is whole.
-  auto blocks = [&](int64_t t) { return rows * static_cast<uint64_t>((len + t - 1) / t); };
-  switch (d.family()) {
-    case Family::TCFP8:
-      return un * 8 + blocks(32) * 8;
-    case Family::TCFP12:
-      return un * 12 + blocks(32) * 16;
-    case Family::TCFP16:
-      return un * 16 + blocks(32) * 16;
-    case Family::Codebook: {
-      const TileSpec& t = d.scale()->tiles[0];
-      const Codebook& cb = *d.codebook();
-      const uint64_t tiles = blocks(t.size);
-      const uint64_t maps = t.sub ? tiles * static_cast<uint64_t>(t.size / t.sub) : tiles;
-      return un * static_cast<uint64_t>(cb.index_bits) +
-             tiles * static_cast<uint64_t>(d.scale()->scale.bits()) +
-             maps * static_cast<uint64_t>(cb.meta_bits);
-    }
-    case Family::GGML: {
-      const ggml::TypeInfo* g = ggml::type_info(d.ggml_type());
-      return blocks(g->block) * g->block_bytes * 8;
-    }
-    case Family::Standard:
-      break;
-  }
+  return detail::family_ops(d.family()).storage_bits(d, un, rows, len, shape, r);
+}
+
+namespace detail {
+
+namespace {
+// Blocks of `t` values along the quantization axis: a partial block at a row's end is whole.
+uint64_t blocks(uint64_t rows, int64_t len, int64_t t) {
+  return rows * static_cast<uint64_t>((len + t - 1) / t);
+}
+}  // namespace
+
+uint64_t codebook_storage_bits(const DataType& d, uint64_t un, uint64_t rows, int64_t len,
+                               const Shape&, const CastOptions&) {
+  const TileSpec& t = d.scale()->tiles[0];
+  const Codebook& cb = *d.codebook();
+  const uint64_t tiles = blocks(rows, len, t.size);
+  const uint64_t maps = t.sub ? tiles * static_cast<uint64_t>(t.size / t.sub) : tiles;
+  return un * static_cast<uint64_t>(cb.index_bits) +
+         tiles * static_cast<uint64_t>(d.scale()->scale.bits()) +
+         maps * static_cast<uint64_t>(cb.meta_bits);
+}
+
+uint64_t ggml_storage_bits(const DataType& d, uint64_t, uint64_t rows, int64_t len, const Shape&,
+                           const CastOptions&) {
+  const ggml::TypeInfo* g = ggml::type_info(d.ggml_type());
+  return blocks(rows, len, g->block) * g->block_bytes * 8;
+}
+
+uint64_t standard_storage_bits(const DataType& d, uint64_t un, uint64_t, int64_t,
+                               const Shape& shape, const CastOptions& r) {
   const uint64_t vbits = static_cast<uint64_t>(d.number().bits());
   if (!d.scaled()) return un * vbits;
   const detail::CastPlan p = r.flatten
@@ -59,4 +70,5 @@ uint64_t storage_bits(const DataType& d, const Shape& shape, const CastOptions& 
   return bits;
 }
 
+}  // namespace detail
 }  // namespace castscope

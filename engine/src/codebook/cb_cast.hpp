@@ -1,4 +1,4 @@
-// Codebook datatypes (Family::Codebook) through the common cast API: the entry points the
+// Codebook datatypes (the codebook family) through the common cast API: the entry points the
 // dispatcher calls, and the layout shared with the CUDA backend.
 #pragma once
 

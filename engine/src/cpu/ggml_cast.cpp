@@ -93,4 +93,40 @@ Tensor upcast(const CastResult& a) {
   return out;
 }
 
+// ggml quantizes rows: a virtual cast along another axis (MatMul's B [K, N] over K) runs on
+// the tensor with that axis moved last, the values moved back. Actual codes keep ggml's row
+// layout, so an actual cast along another axis is refused by ggml::cast.
+std::optional<CastResult> cast_virtual_across(const Tensor& x, const DataType& dtype,
+                                              const CastOptions& options) {
+  const int rank = x.rank();
+  const int ax = options.axis < 0 ? options.axis + rank : options.axis;
+  if (rank < 2 || ax < 0 || ax >= rank - 1) return std::nullopt;
+  int64_t outer = 1, inner = 1;
+  const int64_t len = x.shape()[static_cast<size_t>(ax)];
+  for (int i = 0; i < ax; ++i) outer *= x.shape()[static_cast<size_t>(i)];
+  for (int i = ax + 1; i < rank; ++i) inner *= x.shape()[static_cast<size_t>(i)];
+  const Tensor xf = x.dtype() == DType::F32 ? x : x.to_f32();
+  Tensor t = Tensor::empty(DType::F32, {outer, inner, len});
+  const float* src = xf.ptr<float>();
+  float* dst = t.mutable_ptr<float>();
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t l = 0; l < len; ++l)
+      for (int64_t i = 0; i < inner; ++i)
+        dst[(o * inner + i) * len + l] = src[(o * len + l) * inner + i];
+  CastOptions to = options;
+  to.axis = -1;
+  CastResult r = castscope::cast(t, dtype, to);
+  Tensor back = Tensor::empty(DType::F32, x.shape());
+  const float* v = r.values.ptr<float>();
+  float* b = back.mutable_ptr<float>();
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t l = 0; l < len; ++l)
+      for (int64_t i = 0; i < inner; ++i)
+        b[(o * len + l) * inner + i] = v[(o * inner + i) * len + l];
+  r.values = back;
+  r.shape = x.shape();
+  r.options.axis = options.axis;
+  return r;
+}
+
 }  // namespace castscope::ggml

@@ -4,11 +4,17 @@
 // the CPU for every device, so CPU and CUDA results are the same bits.
 #pragma once
 
+#include <optional>
+
 #include "castscope/cast.hpp"
 
 namespace castscope::ggml {
 
 CastResult cast(const Tensor& x, const DataType& dtype, const CastOptions& opt);
 Tensor upcast(const CastResult& actual);
+// A virtual cast along an axis other than the last (the family table's virtual_cast); nullopt
+// for a cast along the last axis, which ggml::cast runs.
+std::optional<CastResult> cast_virtual_across(const Tensor& x, const DataType& dtype,
+                                              const CastOptions& options);
 
 }  // namespace castscope::ggml

@@ -87,15 +87,17 @@ struct CastRunner::Impl {
   Scratch* sc() { return static_cast<Scratch*>(scratch.mutable_data()); }
 
   void setup() {
-    if (dtype.family() == Family::Codebook) {
+    if (dtype.codebook()) {
       codebook = std::make_unique<CodebookRunner>(xin, dtype, opt, with_values);
       path = codebook->path();
       return;
     }
     // castscope::cast() runs ggml's block formats on the CPU for every device.
-    if (dtype.family() == Family::GGML)
-      throw Error(dtype.str() + " (a ggml block format) has no CUDA kernel; it is cast on the CPU");
-    is_tcfp = dtype.family() != Family::Standard;
+    const FamilyTraits& ft = family_traits(dtype.family());
+    if (!ft.device_cast)
+      throw Error(dtype.str() + " (a " + ft.kind +
+                  " format) has no CUDA kernel; it is cast on the CPU");
+    is_tcfp = ft.tcfp_bits != 0;
     const bool actual = opt.mode != CastMode::Virtual;
     if (is_tcfp) {
       p = castscope::detail::make_plan(xin.shape(), DataType::parse("e4m3fn_e8m0_t32"), opt);

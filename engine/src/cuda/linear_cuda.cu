@@ -47,7 +47,7 @@ bool is_spec(const NumberSpec& n, const char* name) {
 
 // e4m3 / e5m2 unscaled or with one float32 scale for the tensor.
 bool fp8_tensor(const std::optional<DataType>& d, bool& e5m2) {
-  if (!d || d->family() != Family::Standard) return false;
+  if (!d || !family_traits(d->family()).grammar) return false;
   e5m2 = is_spec(d->number(), "e5m2");
   if (!e5m2 && !is_spec(d->number(), "e4m3fn")) return false;
   if (!d->scaled()) return true;
@@ -56,7 +56,7 @@ bool fp8_tensor(const std::optional<DataType>& d, bool& e5m2) {
 
 // e4m3 with a float32 scale per 1-D tile of 128 along in (two_d false) or per 128x128 tile.
 bool fp8_block(const std::optional<DataType>& d, bool two_d) {
-  if (!d || d->family() != Family::Standard || !is_spec(d->number(), "e4m3fn") || !d->scaled())
+  if (!d || !family_traits(d->family()).grammar || !is_spec(d->number(), "e4m3fn") || !d->scaled())
     return false;
   const ScaleSpec& s = *d->scale();
   if (s.second || !is_spec(s.scale, "float32") || s.tiles.size() != (two_d ? 2u : 1u)) return false;
@@ -75,9 +75,11 @@ Path choose_path(const LinearErrorOptions& o, int64_t in, std::string& note, std
   Path p = Path::Generic;
   int64_t multiple = 0;
   bool e5a = false, e5w = false;
-  if (a && w && a->family() == Family::TCFP12 && w->family() == Family::TCFP12) {
+  if (a && w && family_traits(a->family()).tcfp_bits == 12 &&
+      family_traits(w->family()).tcfp_bits == 12) {
     p = Path::Tcfp12, multiple = 32, label = "cuBLASLt TCFP-12 (one FP8 GEMM over 3k)";
-  } else if (a && w && a->family() == Family::TCFP16 && w->family() == Family::TCFP16) {
+  } else if (a && w && family_traits(a->family()).tcfp_bits == 16 &&
+             family_traits(w->family()).tcfp_bits == 16) {
     p = Path::Tcfp16, multiple = 32, label = "cuBLASLt TCFP-16 (one FP8 GEMM over 3k)";
   } else if (fp8_tensor(a, e5a) && fp8_tensor(w, e5w)) {
     if (e5a && e5w) {

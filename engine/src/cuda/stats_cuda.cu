@@ -351,7 +351,7 @@ DeviceTileMap tile_map_device(const DeviceTensor& x_f32, const DeviceTensor& val
     v.options = view_options(a.options);
     return tile_map_device(x_f32.reshaped(v.shape), values.reshaped(v.shape), v);
   }
-  if (a.mode == CastMode::Virtual || a.dtype.family() != Family::Standard || !a.dtype.scaled() ||
+  if (a.mode == CastMode::Virtual || !family_traits(a.dtype.family()).grammar || !a.dtype.scaled() ||
       a.dtype.tensor_scaled() || !a.scale)
     throw Error(
         "a tile map needs an actual or compressed cast of a tile- or channel-scaled datatype");

@@ -15,12 +15,12 @@ using detail::tcfp::kBlock;
 using detail::tcfp::Variant;
 
 Variant variant_of(const DataType& d) {
-  switch (d.family()) {
-    case Family::TCFP8:
+  switch (family_traits(d.family()).tcfp_bits) {
+    case 8:
       return Variant::T8;
-    case Family::TCFP12:
+    case 12:
       return Variant::T12;
-    case Family::TCFP16:
+    case 16:
       return Variant::T16;
     default:
       throw Error("datatype " + d.str() + " is not a TCFP datatype");
@@ -187,7 +187,7 @@ Tensor upcast(const CastResult& a) {
 CastResult pack(const CastResult& a) {
   CastResult r = a;
   r.mode = CastMode::Compress;
-  if (a.dtype.family() == Family::TCFP12) {
+  if (family_traits(a.dtype.family()).packed_residual_bits == 4) {
     const Shape& s = a.residual.shape();
     const int64_t last = s.back(), rows = a.residual.numel() / last;
     Shape o = s;
@@ -205,7 +205,7 @@ CastResult pack(const CastResult& a) {
 CastResult unpack(const CastResult& c) {
   CastResult r = c;
   r.mode = CastMode::Actual;
-  if (c.dtype.family() == Family::TCFP12) {
+  if (family_traits(c.dtype.family()).packed_residual_bits == 4) {
     if (!c.codes || !c.residual)
       throw Error("compressed TCFP-12 result needs its codes and residual tensors");
     const Shape& s = c.codes.shape();
