@@ -135,6 +135,21 @@ __global__ void scatter_scales(const float* s, int64_t rblocks, int64_t kblocks,
   }
 }
 
+// An fp8 code of v, rounded to nearest even and saturated.
+__device__ uint8_t fp8_code(double v, scalar::Format fp8) {
+  return static_cast<uint8_t>(scalar::encode(
+      scalar::quantize(v, fp8, scalar::Round::Even, scalar::Overflow::Saturate, 0), fp8));
+}
+
+// The two terms of element i of a TCFP cast operand, in group g: hi (code and scale) and lo
+// (residual and its scale), as values.
+__device__ void tcfp_terms(const uint8_t* codes, const uint8_t* scale, const uint8_t* res,
+                           const uint8_t* rscale, int64_t i, int64_t g, scalar::Format fp8,
+                           scalar::Format resf, double* hi, double* lo) {
+  *hi = scalar::value_of(scalar::decode(codes[i], fp8), static_cast<int>(scale[g]) - 127);
+  *lo = scalar::value_of(scalar::decode(res[i], resf), static_cast<int>(rscale[g]) - 127);
+}
+
 // TCFP operand folding: from the TCFP cast codes of an operand (rows x k), writes the row of the
 // tripled-K operand: hi | hi/16 | lo (A order) or hi | lo | hi/16 (B order), as e4m3 at scale 2^S.
 __global__ void tcfp_fold(const uint8_t* codes, const uint8_t* scale, const uint8_t* res,
@@ -144,16 +159,11 @@ __global__ void tcfp_fold(const uint8_t* codes, const uint8_t* scale, const uint
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < rows * k;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t r = i / k, c = i % k, g = r * gk + c / 32;
-    auto enc = [&](double v) {
-      return static_cast<uint8_t>(scalar::encode(
-          scalar::quantize(v, fp8, scalar::Round::Even, scalar::Overflow::Saturate, 0), fp8));
-    };
-    const double hi =
-        scalar::value_of(scalar::decode(codes[i], fp8), static_cast<int>(scale[g]) - 127);
-    const double lo =
-        scalar::value_of(scalar::decode(res[i], resf), static_cast<int>(rscale[g]) - 127);
-    const uint8_t h = enc(hi * scalar::pow2(-shift_s)), h16 = enc(hi * scalar::pow2(-shift_s - 4)),
-                  l = enc(lo * scalar::pow2(-(shift_s - 4)));
+    double hi, lo;
+    tcfp_terms(codes, scale, res, rscale, i, g, fp8, resf, &hi, &lo);
+    const uint8_t h = fp8_code(hi * scalar::pow2(-shift_s), fp8),
+                  h16 = fp8_code(hi * scalar::pow2(-shift_s - 4), fp8),
+                  l = fp8_code(lo * scalar::pow2(-(shift_s - 4)), fp8);
     uint8_t* row = out + r * 3 * k;
     row[c] = h;
     row[k + c] = b_order ? l : h16;
@@ -173,12 +183,8 @@ __global__ void quantize_e4m3_twice(const float* x, int64_t rows, int64_t k, con
     if (i == 0) *scale_out = s;
     const int64_t r = i / k, c = i % k;
     const double v = static_cast<double>(x[i]) / s;
-    auto enc = [&](double y) {
-      return static_cast<uint8_t>(scalar::encode(
-          scalar::quantize(y, f, scalar::Round::Even, scalar::Overflow::Saturate, 0), f));
-    };
-    out[r * 2 * k + c] = enc(v);
-    out[r * 2 * k + k + c] = enc(v * 0.0625);
+    out[r * 2 * k + c] = fp8_code(v, f);
+    out[r * 2 * k + k + c] = fp8_code(v * 0.0625, f);
   }
 }
 
@@ -190,16 +196,10 @@ __global__ void tcfp_fold_weights(const uint8_t* codes, const uint8_t* scale, co
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < rows * k;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t r = i / k, c = i % k, g = r * gk + c / 32;
-    auto enc = [&](double v) {
-      return static_cast<uint8_t>(scalar::encode(
-          scalar::quantize(v, fp8, scalar::Round::Even, scalar::Overflow::Saturate, 0), fp8));
-    };
-    const double hi =
-        scalar::value_of(scalar::decode(codes[i], fp8), static_cast<int>(scale[g]) - 127);
-    const double lo =
-        scalar::value_of(scalar::decode(res[i], resf), static_cast<int>(rscale[g]) - 127);
-    out[r * 2 * k + c] = enc(hi * scalar::pow2(-shift_s));
-    out[r * 2 * k + k + c] = enc(lo * scalar::pow2(-(shift_s - 4)));
+    double hi, lo;
+    tcfp_terms(codes, scale, res, rscale, i, g, fp8, resf, &hi, &lo);
+    out[r * 2 * k + c] = fp8_code(hi * scalar::pow2(-shift_s), fp8);
+    out[r * 2 * k + k + c] = fp8_code(lo * scalar::pow2(-(shift_s - 4)), fp8);
   }
 }
 
