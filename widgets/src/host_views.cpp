@@ -5,7 +5,7 @@
 #include <cstring>
 #include <limits>
 
-#include "parallel.hpp"
+#include "core/parallel.hpp"
 
 namespace castscope::widgets {
 

@@ -4,9 +4,9 @@
 
 #include "castscope/error.hpp"
 #include "castscope/tcfp.hpp"
-#include "codebook/cb_cast.hpp"
-#include "cpu/cast_cpu.hpp"
-#include "cpu/ggml_cast.hpp"
+#include "families/codebook/cb_cast.hpp"
+#include "backends/cpu/cast_cpu.hpp"
+#include "families/ggml/ggml_cast.hpp"
 
 namespace castscope::detail {
 namespace {

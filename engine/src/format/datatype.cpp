@@ -4,7 +4,7 @@
 #include <sstream>
 
 #include "castscope/datatype.hpp"
-#include "format/ggml_types.hpp"
+#include "families/ggml/ggml_types.hpp"
 
 namespace castscope {
 namespace {

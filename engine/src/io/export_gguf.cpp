@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "castscope/export.hpp"
-#include "format/ggml_types.hpp"
+#include "families/ggml/ggml_types.hpp"
 #include "io/reader.hpp"
 
 namespace castscope {

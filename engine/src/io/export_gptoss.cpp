@@ -4,7 +4,7 @@
 // the quantization axis moved last. transformers' experts are [E, in, out] (x @ W) and decode to
 // the transpose of the stored [E, out, in], so their blocks run along axis -2.
 #include "castscope/export.hpp"
-#include "plan.hpp"
+#include "core/plan.hpp"
 
 namespace castscope {
 namespace exportdetail {

@@ -2,8 +2,8 @@
 
 #include <algorithm>
 
-#include "codebook/cb_cast.hpp"
-#include "plan.hpp"
+#include "families/codebook/cb_cast.hpp"
+#include "core/plan.hpp"
 
 namespace castscope::io::detail {
 namespace {

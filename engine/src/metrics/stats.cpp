@@ -6,10 +6,10 @@
 
 #include "castscope/metrics.hpp"
 #include "metrics/error_sums.hpp"
-#include "parallel.hpp"
-#include "plan.hpp"
-#include "group.hpp"
-#include "codebook/cb_cast.hpp"
+#include "core/parallel.hpp"
+#include "core/plan.hpp"
+#include "core/group.hpp"
+#include "families/codebook/cb_cast.hpp"
 
 namespace castscope {
 

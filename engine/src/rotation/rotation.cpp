@@ -5,9 +5,9 @@
 #include <cstdlib>
 #include <string>
 
-#include "backend.hpp"
+#include "backends/backend.hpp"
 #include "castscope/rotate.hpp"
-#include "parallel.hpp"
+#include "core/parallel.hpp"
 #include "rotation/hadamard.hpp"
 #include "rotation/rotation_backend.hpp"
 
