@@ -43,40 +43,35 @@ using gpu::detail::tcfp_fold_operand;
       throw Error(std::string("cuBLASLt: ") + #call + " failed: " + cublasLtGetStatusString(st_)); \
   } while (0)
 
-// RAII owners of the cuBLASLt objects.
-struct LtHandle {
-  cublasLtHandle_t h = nullptr;
-  LtHandle() { CS_LT(cublasLtCreate(&h)); }
-  ~LtHandle() { cublasLtDestroy(h); }
-  LtHandle(const LtHandle&) = delete;
-  LtHandle& operator=(const LtHandle&) = delete;
+// RAII owners of the cuBLASLt objects: `h`, created by the constructor, destroyed with the
+// object.
+template <class H, cublasStatus_t (*Destroy)(H)>
+struct LtOwner {
+  H h = nullptr;
+  LtOwner() = default;
+  ~LtOwner() {
+    if (h) Destroy(h);
+  }
+  LtOwner(const LtOwner&) = delete;
+  LtOwner& operator=(const LtOwner&) = delete;
 };
-struct MatmulDesc {
-  cublasLtMatmulDesc_t d = nullptr;
-  MatmulDesc(cublasComputeType_t c, cudaDataType_t s) { CS_LT(cublasLtMatmulDescCreate(&d, c, s)); }
-  ~MatmulDesc() { cublasLtMatmulDescDestroy(d); }
-  MatmulDesc(const MatmulDesc&) = delete;
-  MatmulDesc& operator=(const MatmulDesc&) = delete;
+struct LtHandle : LtOwner<cublasLtHandle_t, cublasLtDestroy> {
+  LtHandle() { CS_LT(cublasLtCreate(&h)); }
+};
+struct MatmulDesc : LtOwner<cublasLtMatmulDesc_t, cublasLtMatmulDescDestroy> {
+  MatmulDesc(cublasComputeType_t c, cudaDataType_t s) { CS_LT(cublasLtMatmulDescCreate(&h, c, s)); }
   template <class T>
   void set(cublasLtMatmulDescAttributes_t a, const T& v) {
-    CS_LT(cublasLtMatmulDescSetAttribute(d, a, &v, sizeof(v)));
+    CS_LT(cublasLtMatmulDescSetAttribute(h, a, &v, sizeof(v)));
   }
 };
-struct Layout {
-  cublasLtMatrixLayout_t l = nullptr;
+struct Layout : LtOwner<cublasLtMatrixLayout_t, cublasLtMatrixLayoutDestroy> {
   Layout(cudaDataType_t t, uint64_t rows, uint64_t cols, int64_t ld) {
-    CS_LT(cublasLtMatrixLayoutCreate(&l, t, rows, cols, ld));
+    CS_LT(cublasLtMatrixLayoutCreate(&h, t, rows, cols, ld));
   }
-  ~Layout() { cublasLtMatrixLayoutDestroy(l); }
-  Layout(const Layout&) = delete;
-  Layout& operator=(const Layout&) = delete;
 };
-struct Preference {
-  cublasLtMatmulPreference_t p = nullptr;
-  Preference() { CS_LT(cublasLtMatmulPreferenceCreate(&p)); }
-  ~Preference() { cublasLtMatmulPreferenceDestroy(p); }
-  Preference(const Preference&) = delete;
-  Preference& operator=(const Preference&) = delete;
+struct Preference : LtOwner<cublasLtMatmulPreference_t, cublasLtMatmulPreferenceDestroy> {
+  Preference() { CS_LT(cublasLtMatmulPreferenceCreate(&h)); }
 };
 
 __global__ void gen_normal(float* out, int64_t n, uint64_t seed) {
@@ -469,13 +464,13 @@ LtProduct::LtProduct(const LtOperand& a, const LtOperand& b, const LtGemm& g) : 
     p.lc = std::make_unique<Layout>(out_t, g.m, g.n, g.m);
     p.ws = DeviceTensor::empty(DType::U8, {static_cast<int64_t>(p.ws_bytes)});
     Preference pref;
-    CS_LT(cublasLtMatmulPreferenceSetAttribute(pref.p, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+    CS_LT(cublasLtMatmulPreferenceSetAttribute(pref.h, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                                &p.ws_bytes, sizeof(p.ws_bytes)));
     const int want = std::max(1, std::min(g.autotune, 32));
     std::vector<cublasLtMatmulHeuristicResult_t> heur(static_cast<size_t>(want));
     int found = 0;
     const cublasStatus_t hs = cublasLtMatmulAlgoGetHeuristic(
-        p.lt.h, p.desc.d, p.la->l, p.lb->l, p.lc->l, p.lc->l, pref.p, want, heur.data(), &found);
+        p.lt.h, p.desc.h, p.la->h, p.lb->h, p.lc->h, p.lc->h, pref.h, want, heur.data(), &found);
     if (hs != CUBLAS_STATUS_SUCCESS || found == 0)
       throw Error("cuBLASLt found no algorithm for the " + g.what + " GEMM " + std::to_string(g.m) +
                   "x" + std::to_string(g.n) + "x" + std::to_string(g.k) + " on this GPU (" +
@@ -532,8 +527,8 @@ std::string LtProduct::algo_note() const {
 
 void LtProduct::launch(DeviceTensor& d) const {
   const Impl& p = *impl_;
-  CS_LT(cublasLtMatmul(p.lt.h, p.desc.d, &p.g.alpha, p.a.data.data(), p.la->l, p.b.data.data(),
-                       p.lb->l, &p.g.beta, d.data(), p.lc->l, d.mutable_data(), p.lc->l, &p.algo,
+  CS_LT(cublasLtMatmul(p.lt.h, p.desc.h, &p.g.alpha, p.a.data.data(), p.la->h, p.b.data.data(),
+                       p.lb->h, &p.g.beta, d.data(), p.lc->h, d.mutable_data(), p.lc->h, &p.algo,
                        p.ws.data() ? const_cast<void*>(p.ws.data()) : nullptr, p.ws_bytes,
                        stream()));
 }
