@@ -62,9 +62,9 @@ struct FamilyTraits {
   // CPU's vectorized paths, the exporters' native layouts, the FP8 GEMM and the tile statistics
   // apply.
   bool grammar;
-  int tcfp_bits;              // TCFP-8 / 12 / 16: the bits of its main terms; 0 for the others
-  int packed_residual_bits;   // a residual packed below a byte (TCFP-12's int4), 0 for none
-  bool gguf_blocks;           // the codes are GGUF blocks of ggml_type(), packed already
+  int tcfp_bits;             // TCFP-8 / 12 / 16: the bits of its main terms; 0 for the others
+  int packed_residual_bits;  // a residual packed below a byte (TCFP-12's int4), 0 for none
+  bool gguf_blocks;          // the codes are GGUF blocks of ggml_type(), packed already
 };
 const FamilyTraits& family_traits(Family f);
 

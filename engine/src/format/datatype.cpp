@@ -335,7 +335,6 @@ const TileSpec* DataType::subtile() const {
   return &scale_->tiles.back();
 }
 
-
 namespace detail {
 
 // The text and size facts of each family, for its row of the family table.

@@ -42,7 +42,8 @@ const char* type_name(uint32_t t) {
 }
 
 bool is_q8_0(const DataType& d) {
-  if (!family_traits(d.family()).grammar || !d.scaled() || d.number().name() != "int8") return false;
+  if (!family_traits(d.family()).grammar || !d.scaled() || d.number().name() != "int8")
+    return false;
   const ScaleSpec& s = *d.scale();
   return s.scale.name() == "float16" && !s.second && s.tiles.size() == 1 && s.tiles[0].size == 32 &&
          !s.tiles[0].sub && !s.tiles[0].sparse();

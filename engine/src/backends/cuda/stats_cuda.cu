@@ -351,8 +351,8 @@ DeviceTileMap tile_map_device(const DeviceTensor& x_f32, const DeviceTensor& val
     v.options = view_options(a.options);
     return tile_map_device(x_f32.reshaped(v.shape), values.reshaped(v.shape), v);
   }
-  if (a.mode == CastMode::Virtual || !family_traits(a.dtype.family()).grammar || !a.dtype.scaled() ||
-      a.dtype.tensor_scaled() || !a.scale)
+  if (a.mode == CastMode::Virtual || !family_traits(a.dtype.family()).grammar ||
+      !a.dtype.scaled() || a.dtype.tensor_scaled() || !a.scale)
     throw Error(
         "a tile map needs an actual or compressed cast of a tile- or channel-scaled datatype");
   const castscope::detail::CastPlan p = castscope::detail::make_plan(a.shape, a.dtype, a.options);

@@ -77,8 +77,7 @@ int packed_width(int bits) {
 }
 
 Layout make_layout(const Shape& shape, const DataType& d, const CastOptions& opt) {
-  if (!d.codebook())
-    throw Error("datatype " + d.str() + " is not a codebook datatype");
+  if (!d.codebook()) throw Error("datatype " + d.str() + " is not a codebook datatype");
   const TileSpec& t = d.scale()->tiles[0];
   ScaleSpec plain{d.scale()->scale, std::nullopt, {TileSpec{t.size}}};
   Layout l;
