@@ -24,7 +24,7 @@
 
 #include "castscope/datatype.hpp"
 #include "castscope/tensor.hpp"
-#include "codebook/cb_cast.hpp"
+#include "families/codebook/cb_cast.hpp"
 
 using namespace castscope;
 namespace cb = castscope::detail::cb;

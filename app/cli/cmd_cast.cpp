@@ -52,15 +52,9 @@ void cast_cmd(CLI::App& app) {
                 "TCFP-8: choose block scales at absmax instead of 3 sigma");
   sub->callback([] {
     const DataType d = DataType::parse(a.dtype);
-    CastOptions o;
-    o.round = parse_round(a.round);
-    o.scale_mode = parse_scale_mode(a.scale_mode);
-    o.overflow = parse_overflow(a.overflow);
+    CastOptions o =
+        parse_cast_options({a.mode, a.round, a.scale_mode, a.overflow, a.axis, a.rotate, a.device});
     o.seed = a.seed;
-    AxisSpec::parse(a.axis).apply(o);
-    o.rotate = parse_rotation(a.rotate);
-    o.device = parse_device(a.device);
-    o.mode = parse_cast_mode(a.mode);
     o.tcfp_nf_aware = !a.no_tcfp_nf;
     if (o.mode == CastMode::Virtual && !ends_with(a.out, ".npy"))
       throw Error("virtual cast output must be a .npy file: '" + a.out + "'");

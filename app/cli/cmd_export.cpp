@@ -85,12 +85,10 @@ void export_cmd(CLI::App& app) {
     if (!a.axis_for.empty()) p = with_axis_overrides(p, overrides);
     ExportOptions o;
     o.layout = parse_layout(a.layout);
-    o.cast.round = parse_round(a.round);
-    o.cast.scale_mode = parse_scale_mode(a.scale_mode);
-    o.cast.overflow = parse_overflow(a.overflow);
+    // mode, round, scale mode, overflow, axis, rotate (a plan's), device
+    o.cast =
+        parse_cast_options({"", a.round, a.scale_mode, a.overflow, a.axis, "", a.device}, o.cast);
     o.cast.seed = a.seed;
-    AxisSpec::parse(a.axis).apply(o.cast);
-    o.cast.device = parse_device(a.device);
     o.config_path = a.config;
     o.metadata["castscope.plan"] = plan_to_json(p);
     std::string out = a.out;

@@ -9,6 +9,7 @@
 
 #include "castscope/export.hpp"
 #include "castscope/linear_error.hpp"
+#include "castscope/metrics_json.hpp"
 #include "castscope/modelmap.hpp"
 #include "cli/command.hpp"
 
@@ -32,7 +33,7 @@ void map_on_sigint(int) {
 }
 
 ordered_json num(double v) {
-  return std::isfinite(v) ? ordered_json(v) : ordered_json(v > 0 ? "inf" : v < 0 ? "-inf" : "nan");
+  return metrics_json::number<ordered_json>(v);
 }
 
 std::string csv_quote(std::string s) {
@@ -101,11 +102,9 @@ void map_cmd(CLI::App& app) {
     if (a.json == a.csv) throw Error("map: choose one of --csv and --json");
     MapOptions o;
     o.dtypes = a.dtypes;
-    o.cast.round = parse_round(a.round);
-    AxisSpec::parse(a.axis).apply(o.cast);
-    o.cast.scale_mode = parse_scale_mode(a.scale_mode);
-    o.cast.device = parse_device(a.device);
-    o.cast.rotate = parse_rotation(a.rotate);
+    // mode, round, scale mode, overflow, axis, rotate, device
+    o.cast =
+        parse_cast_options({"", a.round, a.scale_mode, "", a.axis, a.rotate, a.device}, o.cast);
     o.filter = a.filter;
     o.include_embeddings = a.embeddings;
     o.max_tokens = a.tokens;
@@ -213,14 +212,17 @@ void map_cmd(CLI::App& app) {
         if (!c.error.empty()) {
           jc["error"] = c.error;
         } else {
-          jc["value"] = num(cell_value(c, metric));
-          jc["snr_db"] = num(c.stats.snr_db);
+          if (metric == MapMetric::SNR || metric == MapMetric::OutputSNR)
+            metrics_json::put_snr(jc, "value", cell_value(c, metric));
+          else
+            jc["value"] = num(cell_value(c, metric));
+          metrics_json::put_snr(jc, "snr_db", c.stats.snr_db);
           jc["relerr"] = num(metric_value(c.stats, MapMetric::RelErr));
           jc["max_abs_err"] = num(c.stats.max_abs_err);
           jc["clipped_pct"] = num(c.stats.clipped_pct());
         }
         if (c.has_output) {
-          jc["out_snr_db"] = num(c.out_snr_db);
+          metrics_json::put_snr(jc, "out_snr_db", c.out_snr_db);
           jc["out_relerr"] = num(c.out_rel_err);
           jc["out_product"] = c.out_product;
         }

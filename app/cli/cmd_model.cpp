@@ -11,6 +11,7 @@
 #include "castscope/export.hpp"
 #include "castscope/io.hpp"
 #include "castscope/metrics.hpp"
+#include "castscope/metrics_json.hpp"
 #include "cli/command.hpp"
 
 namespace castscope::cli {
@@ -31,10 +32,8 @@ std::string human_bytes(uint64_t b) {
   return buf;
 }
 
-ordered_json num(double v) {  // JSON has no inf / nan: spell them as strings
-  if (std::isnan(v)) return "nan";
-  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
-  return v;
+ordered_json num(double v) {
+  return metrics_json::number<ordered_json>(v);
 }
 
 // Progress to stderr: one rewritten line on a terminal, one line per step otherwise.
@@ -96,8 +95,7 @@ void inspect_cmd(CLI::App& app) {
   add_axis_option(sub, a.axis);
   add_axis_for_option(sub, a.axis_for);
   sub->callback([] {
-    CastOptions o;
-    AxisSpec::parse(a.axis).apply(o);
+    const CastOptions o = parse_cast_options({.axis = a.axis});
     auto m = with_layout_overrides(io::open_model(a.model), axis_override_plan(a.axis_for));
     uint64_t bytes = 0;
     int64_t elems = 0;
@@ -187,13 +185,12 @@ void report_cmd(CLI::App& app) {
     if (a.json && a.csv) throw Error("choose one of --json and --csv");
     std::vector<DataType> dts;
     for (const std::string& s : a.dtypes) dts.push_back(DataType::parse(s));
-    CastOptions o;
+    CastOptions o = parse_cast_options({.round = a.round,
+                                        .scale_mode = a.scale_mode,
+                                        .axis = a.axis,
+                                        .rotate = a.rotate,
+                                        .device = a.device});
     o.mode = CastMode::Virtual;
-    o.round = parse_round(a.round);
-    o.scale_mode = parse_scale_mode(a.scale_mode);
-    AxisSpec::parse(a.axis).apply(o);
-    o.device = parse_device(a.device);
-    o.rotate = parse_rotation(a.rotate);
     std::optional<std::regex> re;
     if (!a.filter.empty()) {
       try {
@@ -272,16 +269,11 @@ void report_cmd(CLI::App& app) {
           ++t.failed;
         }
         if (a.json) {
-          if (err.empty())
-            jr.push_back({{"datatype", label},
-                          {"mse", num(s.mse)},
-                          {"snr_db", num(s.snr_db)},
-                          {"max_abs_err", num(s.max_abs_err)},
-                          {"clipped_pct", num(s.clipped_pct())},
-                          {"clipped", s.clipped},
-                          {"nonfinite_in", s.nonfinite_in},
-                          {"nonfinite_out", s.nonfinite_out}});
-          else
+          if (err.empty()) {
+            ordered_json r = {{"datatype", label}};
+            metrics_json::put_stats(r, s);
+            jr.push_back(r);
+          } else
             jr.push_back({{"datatype", label}, {"error", err}});
         } else if (a.csv) {
           std::string e2 = err;
@@ -335,17 +327,15 @@ void report_cmd(CLI::App& app) {
       j["totals"] = ordered_json::array();
       for (size_t d = 0; d < dts.size(); ++d) {
         const Total& t = totals[d];
-        j["totals"].push_back({{"datatype", a.dtypes[d]},
-                               {"label", dts[d].label()},
-                               {"tensors", t.tensors},
-                               {"failed", t.failed},
-                               {"numel", t.count},
-                               {"mse", num(mse(t))},
-                               {"snr_db", num(snr(t))},
-                               {"max_abs_err", num(t.max_err)},
-                               {"clipped_pct", num(pct(t))},
-                               {"nonfinite_in", t.nonfinite_in},
-                               {"nonfinite_out", t.nonfinite_out}});
+        ordered_json jt = {{"datatype", a.dtypes[d]}, {"label", dts[d].label()},
+                           {"tensors", t.tensors},    {"failed", t.failed},
+                           {"numel", t.count},        {"mse", num(mse(t))}};
+        metrics_json::put_snr(jt, "snr_db", snr(t));
+        jt["max_abs_err"] = num(t.max_err);
+        jt["clipped_pct"] = num(pct(t));
+        jt["nonfinite_in"] = t.nonfinite_in;
+        jt["nonfinite_out"] = t.nonfinite_out;
+        j["totals"].push_back(jt);
       }
       std::printf("%s\n", j.dump(2).c_str());
     } else if (a.csv) {

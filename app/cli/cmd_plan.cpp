@@ -21,6 +21,7 @@
 #include "castscope/autoplan.hpp"
 #include "castscope/io.hpp"
 #include "castscope/linear_error.hpp"
+#include "castscope/metrics_json.hpp"
 #include "castscope/planner.hpp"
 #include "cli/command.hpp"
 #include "cli/python_child.hpp"
@@ -47,10 +48,6 @@ struct PlanArgs {
 std::atomic<JobControl*> g_plan_job{nullptr};
 void plan_on_sigint(int) {
   if (JobControl* j = g_plan_job.load()) j->cancel = true;
-}
-
-nlohmann::ordered_json finite_or_null(double v) {
-  return std::isfinite(v) ? nlohmann::ordered_json(v) : nlohmann::ordered_json();
 }
 
 // "synthetic[:TOKENS[:OUTLIERS[:SCALE[:SEED]]]]" (sized per tensor) or a file.
@@ -258,21 +255,21 @@ void run_budget(const PlanArgs& a, const CastOptions& cast) {
         const PlanTensor& pt = t.tensors[i];
         const PlanOption& po = pt.options[static_cast<size_t>(choice->option[i])];
         nlohmann::ordered_json opts = nlohmann::ordered_json::array();
-        for (const PlanOption& x : pt.options)
-          opts.push_back({{"dtype", t.candidates[static_cast<size_t>(x.candidate)]},
-                          {"bits", x.bits},
-                          {"predicted_error", x.error},
-                          {"weight_snr_db", finite_or_null(x.snr_db)}});
-        rows.push_back({{"tensor", pt.name},
-                        {"shape", pt.shape},
-                        {"axis", pt.axis},
-                        {"dtype", chosen_dtype(i)},
-                        {"bits", po.bits},
-                        {"predicted_error", po.error},
-                        {"weight_snr_db", finite_or_null(po.snr_db)},
-                        {"predictor", pt.predictor},
-                        {"role", pt.role},
-                        {"options", opts}});
+        for (const PlanOption& x : pt.options) {
+          nlohmann::ordered_json jo = {{"dtype", t.candidates[static_cast<size_t>(x.candidate)]},
+                                       {"bits", x.bits},
+                                       {"predicted_error", x.error}};
+          metrics_json::put_snr(jo, "weight_snr_db", x.snr_db);
+          opts.push_back(jo);
+        }
+        nlohmann::ordered_json row = {{"tensor", pt.name}, {"shape", pt.shape},
+                                      {"axis", pt.axis},   {"dtype", chosen_dtype(i)},
+                                      {"bits", po.bits},   {"predicted_error", po.error}};
+        metrics_json::put_snr(row, "weight_snr_db", po.snr_db);
+        row["predictor"] = pt.predictor;
+        row["role"] = pt.role;
+        row["options"] = opts;
+        rows.push_back(row);
       }
       j["tensors"] = rows;
     }
@@ -383,11 +380,8 @@ void plan_cmd(CLI::App& app) {
           "plan: --csv, --activations, --inputs, --sensitivity, --no-role-weights and "
           "--absolute go with --budget, --budget-bytes or --pareto");
     if (budgeted) {
-      CastOptions c;
-      AxisSpec::parse(a.axis).apply(c);
-      c.round = parse_round(a.round);
-      c.scale_mode = parse_scale_mode(a.scale_mode);
-      c.device = parse_device(a.device);
+      const CastOptions c = parse_cast_options(
+          {.round = a.round, .scale_mode = a.scale_mode, .axis = a.axis, .device = a.device});
       if (a.csv && !a.pareto && a.budget < 0 && a.budget_bytes < 0)
         throw Error("plan: --csv needs --budget, --budget-bytes or --pareto");
       run_budget(a, c);
@@ -398,10 +392,8 @@ void plan_cmd(CLI::App& app) {
     if (!a.candidates.empty()) o.candidates = a.candidates;
     o.include_1d = a.include_1d;
     o.include_embeddings = a.include_embeddings;
-    AxisSpec::parse(a.axis).apply(o.cast);
-    o.cast.round = parse_round(a.round);
-    o.cast.scale_mode = parse_scale_mode(a.scale_mode);
-    o.cast.device = parse_device(a.device);
+    o.cast = parse_cast_options(
+        {.round = a.round, .scale_mode = a.scale_mode, .axis = a.axis, .device = a.device}, o.cast);
     const ExportPlan overrides = axis_override_plan(a.axis_for);
     const std::unique_ptr<io::Model> model =
         with_layout_overrides(io::open_model(a.model), overrides);
@@ -412,15 +404,17 @@ void plan_cmd(CLI::App& app) {
       nlohmann::json j = nlohmann::json::array();
       for (const AutoPlanPick& p : picks) {
         const io::TensorInfo* t = model->find(p.tensor);
-        j.push_back({{"tensor", p.tensor},
-                     {"shape", t->shape},
-                     {"axis", p.axis},
-                     {"axis_length", axis_length(io::cast_options_for(o.cast, *t), t->shape)},
-                     {"layout", t->layout.layout},
-                     {"dtype", p.dtype},
-                     {"bits", p.bits},
-                     {"snr_db", p.snr_db},
-                     {"met", p.met}});
+        nlohmann::json row = {
+            {"tensor", p.tensor},
+            {"shape", t->shape},
+            {"axis", p.axis},
+            {"axis_length", axis_length(io::cast_options_for(o.cast, *t), t->shape)},
+            {"layout", t->layout.layout},
+            {"dtype", p.dtype},
+            {"bits", p.bits}};
+        metrics_json::put_snr(row, "snr_db", p.snr_db);
+        row["met"] = p.met;
+        j.push_back(row);
       }
       std::printf("%s\n", j.dump(2).c_str());
     } else {

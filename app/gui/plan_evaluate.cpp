@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "castscope/metrics_json.hpp"
 #include "panels.hpp"
 #include "python_job.hpp"
 
@@ -68,7 +69,7 @@ EvalSummary parse_result(const std::string& text) {
     EvalOutput e;
     e.name = o.value("name", "");
     e.distribution = o["distribution"].is_string() ? o["distribution"].get<std::string>() : "";
-    e.snr_db = o["snr_db"].is_number() ? o["snr_db"].get<double>() : INFINITY;
+    e.snr_db = metrics_json::snr_from(o, "snr_db");
     e.kl = num(o, "kl");
     e.top1 = num(o, "top1");
     s.outputs.push_back(e);

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "panels.hpp"
+#include "castscope/metrics_json.hpp"
 
 namespace castscope::gui {
 
@@ -51,10 +52,6 @@ bool known(const std::string& c) {
 
 bool on_off(const std::string& a) {
   return a == "on" || a == "1" || a == "true" || a == "yes";
-}
-
-double finite_or(double v, double alt) {
-  return std::isfinite(v) ? v : alt;
 }
 
 // The value at a dotted path of the state ("analysis.tiles.0"), as text; nullptr if absent.
@@ -470,7 +467,7 @@ std::string state_json(const AppState& app, const std::vector<std::string>& scri
     r["rotate"] = a->options.rotate.str();
     r["backend"] = a->backend;
     r["views_on_device"] = a->on_device;
-    r["snr_db"] = finite_or(a->stats.snr_db, 1e308);
+    metrics_json::put_snr(r, "snr_db", a->stats.snr_db);
     r["mse"] = a->stats.mse;
     r["max_abs_err"] = a->stats.max_abs_err;
     r["clipped"] = a->stats.clipped;
@@ -509,20 +506,22 @@ std::string state_json(const AppState& app, const std::vector<std::string>& scri
     nlohmann::json rows = nlohmann::json::array();
     std::vector<widgets::TradeoffPoint> pts;
     for (const auto& a : c->rows) {
-      rows.push_back({{"dtype", a->dtype.str()},
-                      {"bits", a->bits_per_value},
-                      {"snr_db", finite_or(a->stats.snr_db, 1e308)}});
+      nlohmann::json row = {{"dtype", a->dtype.str()}, {"bits", a->bits_per_value}};
+      metrics_json::put_snr(row, "snr_db", a->stats.snr_db);
+      rows.push_back(row);
       pts.push_back({a->bits_per_value, a->stats.snr_db});
     }
     j["compare"] = {{"rows", rows}, {"pareto", widgets::pareto_front(pts)}, {"errors", c->errors}};
   }
   if (const ScaleModeResult* sm = app.scale_modes.get()) {
     nlohmann::json rows = nlohmann::json::array();
-    for (const auto& r : sm->runs)
-      rows.push_back({{"mode", to_string(r.mode)},
-                      {"snr_db", finite_or(r.analysis->stats.snr_db, 1e308)},
-                      {"clipped_pct", r.analysis->stats.clipped_pct()},
-                      {"tiles_differ", r.tiles_differ}});
+    for (const auto& r : sm->runs) {
+      nlohmann::json row = {{"mode", to_string(r.mode)}};
+      metrics_json::put_snr(row, "snr_db", r.analysis->stats.snr_db);
+      row["clipped_pct"] = r.analysis->stats.clipped_pct();
+      row["tiles_differ"] = r.tiles_differ;
+      rows.push_back(row);
+    }
     j["scale_modes"] = rows;
     j["scale_mode_selected"] = to_string(static_cast<ScaleMode>(app.scale_mode_sel));
   }
@@ -530,15 +529,13 @@ std::string state_json(const AppState& app, const std::vector<std::string>& scri
   j["plan_evaluate"] = nlohmann::json::parse(plan_evaluate_state_json(), nullptr, false);
   if (const PlanResult* p = app.plan_eval.get()) {
     nlohmann::json rows = nlohmann::json::array();
-    for (const PlanRow& r : p->rows)
-      rows.push_back({{"name", r.name},
-                      {"dtype", r.dtype},
-                      {"axis", r.axis},
-                      {"layout_guessed", r.layout_guessed},
-                      {"bits", r.bits},
-                      {"snr_db", finite_or(r.snr_db, 1e308)},
-                      {"bytes_out", r.bytes_out},
-                      {"error", r.error}});
+    for (const PlanRow& r : p->rows) {
+      nlohmann::json row = {{"name", r.name}, {"dtype", r.dtype}, {"axis", r.axis}, {"layout_guessed", r.layout_guessed}, {"bits", r.bits}};
+      metrics_json::put_snr(row, "snr_db", r.snr_db);
+      row["bytes_out"] = r.bytes_out;
+      row["error"] = r.error;
+      rows.push_back(row);
+    }
     j["plan_eval"] = {{"rows", rows},
                       {"bytes_in", p->bytes_in},
                       {"bytes_out", p->bytes_out},
@@ -546,9 +543,11 @@ std::string state_json(const AppState& app, const std::vector<std::string>& scri
   }
   if (const AutoAssignResult* au = app.auto_result.get()) {
     nlohmann::json picks = nlohmann::json::object();
-    for (const auto& [name, pick] : au->picks)
-      picks[name] = {
-          {"dtype", pick.dtype}, {"bits", pick.bits}, {"snr_db", pick.snr_db}, {"met", pick.met}};
+    for (const auto& [name, pick] : au->picks) {
+      picks[name] = {{"dtype", pick.dtype}, {"bits", pick.bits}};
+      metrics_json::put_snr(picks[name], "snr_db", pick.snr_db);
+      picks[name]["met"] = pick.met;
+    }
     j["auto_assign"] = picks;
   }
   j["snr_target"] = app.snr_target;
@@ -582,11 +581,14 @@ std::string state_json(const AppState& app, const std::vector<std::string>& scri
     nlohmann::json rows = nlohmann::json::array();
     const MapMetric metric = static_cast<MapMetric>(app.map_metric);
     for (const MapRow& r : m->rows) {
-      nlohmann::json v = nlohmann::json::array();
-      for (const MapCell& c : r.cells)
-        v.push_back(std::isnan(cell_value(c, metric))
-                        ? nlohmann::json()
-                        : nlohmann::json(finite_or(cell_value(c, metric), 1e308)));
+      // The metric per column; SNR metrics add the parallel exact flags.
+      const bool snr = metric == MapMetric::SNR || metric == MapMetric::OutputSNR;
+      nlohmann::json v = nlohmann::json::array(), exact = nlohmann::json::array();
+      for (const MapCell& c : r.cells) {
+        const double x = cell_value(c, metric);
+        v.push_back(metrics_json::number<nlohmann::json>(x));
+        exact.push_back(snr && std::isinf(x) && x > 0);
+      }
       const auto d =
           app.plan.dtype_for({r.name, r.stored_dtype, r.shape, r.stored_bytes, "", r.layout});
       rows.push_back({{"name", r.name},
@@ -595,6 +597,7 @@ std::string state_json(const AppState& app, const std::vector<std::string>& scri
                       {"layout", r.layout.layout},
                       {"layout_guessed", r.layout.guessed},
                       {"values", v},
+                      {metrics_json::exact_key("values"), exact},
                       {"plan", d ? d->str() : std::string("keep")}});
     }
     const MapTotals t = plan_totals_over_map(app);
@@ -606,19 +609,19 @@ std::string state_json(const AppState& app, const std::vector<std::string>& scri
   }
   j["map_error"] = app.map_error;
   j["map_hover"] = app.map_hover;
-  if (const LinearError* e = app.act_result.get())
-    j["activations"] = {{"weight", app.act_weight},
-                        {"tokens", e->tokens},
-                        {"in", e->in},
-                        {"out", e->out},
-                        {"snr_db", finite_or(e->snr_db, 1e308)},
-                        {"rel_err", e->rel_err},
-                        {"act_snr_db", finite_or(e->act_snr_db, 1e308)},
-                        {"weight_snr_db", finite_or(e->weight_snr_db, 1e308)},
-                        {"channels", e->channel_rel_err.size()},
-                        {"product", e->product},
-                        {"tensor_cores", e->tensor_cores},
-                        {"gemm_ms", e->gemm_ms}};
+  if (const LinearError* e = app.act_result.get()) {
+    nlohmann::json act = {
+        {"weight", app.act_weight}, {"tokens", e->tokens}, {"in", e->in}, {"out", e->out}};
+    metrics_json::put_snr(act, "snr_db", e->snr_db);
+    act["rel_err"] = e->rel_err;
+    metrics_json::put_snr(act, "act_snr_db", e->act_snr_db);
+    metrics_json::put_snr(act, "weight_snr_db", e->weight_snr_db);
+    act["channels"] = e->channel_rel_err.size();
+    act["product"] = e->product;
+    act["tensor_cores"] = e->tensor_cores;
+    act["gemm_ms"] = e->gemm_ms;
+    j["activations"] = act;
+  }
   j["act_error"] = app.act_error;
   j["teach_tile"] = app.teach_tile;
   // The teaching view's block of cast values (its tile's rows x columns), once it drew.

@@ -24,6 +24,59 @@ class EvalError(_core.Error):
 
 
 # ---------------------------------------------------------------------------------------------
+# Token ids of a language model (transformers, llama.cpp)
+
+
+def token_ids(inputs: Any, seed: int, vocab: int, ctx: int, tokenize: Callable[[str], np.ndarray],
+              no_vocab: str):
+    """(ids [batch, tokens] int64, synthetic, description) from ``inputs``: None (two synthetic
+    sequences of up to 64 ids, uniform over the vocabulary, from ``seed``), ids (array, tensor,
+    .npy file) or a text file that ``tokenize`` turns into ids. At most ``ctx`` per sequence.
+    ``no_vocab`` says why synthetic ids cannot be drawn when ``vocab`` is unknown."""
+    if inputs is None:
+        if not vocab:
+            raise EvalError(f"{no_vocab} to synthesize token ids from; give inputs")
+        rng = np.random.default_rng(seed)
+        t = rng.integers(0, vocab, size=(2, min(64, ctx)), dtype=np.int64)
+        return t, True, (f"synthetic token ids (seed {seed}): {t.shape[0]} sequences of "
+                         f"{t.shape[1]}, uniform over the vocabulary of {vocab}")
+    desc = "given token ids"
+    if isinstance(inputs, (str, os.PathLike)):
+        p = os.fspath(inputs)
+        if not os.path.exists(p):
+            raise EvalError(f"inputs '{p}' do not exist")
+        desc = p
+        if p.lower().endswith(".npy"):
+            try:
+                inputs = np.load(p, allow_pickle=False)
+            except Exception as e:
+                raise EvalError(f"inputs '{p}': not a readable .npy file ({e})") from None
+        elif p.lower().endswith(".npz"):
+            raise EvalError(f"inputs '{p}': a language model takes token ids as .npy [batch, "
+                            "tokens] or a text file")
+        else:
+            inputs = tokenize(p)
+            desc = f"{p} ({inputs.size} tokens, the model's tokenizer)"
+    if hasattr(inputs, "detach"):
+        inputs = inputs.detach().cpu().numpy()
+    t = np.asarray(inputs)
+    if t.dtype.kind not in "iu":
+        raise EvalError(f"token ids are {t.dtype}; a language model takes integer token ids")
+    if t.ndim == 1:
+        t = t[None, :]
+    if t.ndim != 2 or t.shape[1] < 2:
+        raise EvalError(f"token ids have shape {list(t.shape)}; expected [tokens] or [batch, "
+                        "tokens] with at least 2 tokens")
+    if vocab and (t.min() < 0 or t.max() >= vocab):
+        raise EvalError(f"token ids range over [{t.min()}, {t.max()}]; the model's vocabulary is "
+                        f"[0, {vocab - 1}]")
+    if t.shape[1] > ctx:
+        raise EvalError(f"token ids have {t.shape[1]} per sequence; at most {ctx} are evaluated "
+                        "(the model's context or max_tokens)")
+    return t.astype(np.int64), False, desc
+
+
+# ---------------------------------------------------------------------------------------------
 # Progress and cancel
 
 

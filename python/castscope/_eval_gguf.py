@@ -11,7 +11,7 @@ from typing import Any, List, Tuple
 import numpy as np
 
 from ._eval import (EvalError, EvalResult, Job, cast_weight, compare_output, perplexity,
-                    plan_layout, plan_size)
+                    token_ids, plan_layout, plan_size)
 
 INSTALL_HINT = ("GGUF models are evaluated in llama.cpp through its Python binding, which is not "
                 "installed here: pip install llama-cpp-python (it builds llama.cpp; "
@@ -74,36 +74,11 @@ def _vocab(path: str) -> int:
 
 
 def _tokens(llm, path: str, inputs: Any, seed: int, max_tokens: int, n_vocab: int) -> Tuple[np.ndarray, bool, str]:
-    if inputs is None:
-        rng = np.random.default_rng(seed)
-        t = rng.integers(0, n_vocab, size=(2, min(64, max_tokens)), dtype=np.int64)
-        return t, True, (f"synthetic token ids (seed {seed}): {t.shape[0]} sequences of "
-                         f"{t.shape[1]}, uniform over the vocabulary of {n_vocab}")
-    desc = "given token ids"
-    if isinstance(inputs, (str, os.PathLike)):
-        p = os.fspath(inputs)
-        if not os.path.exists(p):
-            raise EvalError(f"inputs '{p}' do not exist")
-        desc = p
-        if p.lower().endswith(".npy"):
-            inputs = np.load(p, allow_pickle=False)
-        else:
-            with open(p, "rb") as f:
-                ids = llm.tokenize(f.read())[:max_tokens]
-            inputs = np.asarray(ids, dtype=np.int64)[None, :]
-            desc = f"{p} ({inputs.size} tokens, the model's tokenizer)"
-    t = np.asarray(inputs)
-    if t.dtype.kind not in "iu":
-        raise EvalError(f"token ids are {t.dtype}; a language model takes integer token ids")
-    if t.ndim == 1:
-        t = t[None, :]
-    if t.ndim != 2 or t.shape[1] < 2 or t.shape[1] > max_tokens:
-        raise EvalError(f"token ids have shape {list(t.shape)}; expected [batch, tokens] with 2 to "
-                        f"{max_tokens} tokens")
-    if t.min() < 0 or t.max() >= n_vocab:
-        raise EvalError(f"token ids range over [{t.min()}, {t.max()}]; the model's vocabulary is "
-                        f"[0, {n_vocab - 1}]")
-    return t.astype(np.int64), False, desc
+    def tokenize(p):
+        with open(p, "rb") as f:
+            return np.asarray(llm.tokenize(f.read())[:max_tokens], dtype=np.int64)[None, :]
+
+    return token_ids(inputs, seed, n_vocab, max_tokens, tokenize, f"'{path}' has no vocabulary")
 
 
 def _logits(llm, tokens: np.ndarray, job: Job) -> np.ndarray:

@@ -13,7 +13,7 @@ from typing import Any, Dict, List, Optional, Tuple
 import numpy as np
 
 from ._eval import (EvalError, EvalResult, Job, cast_weight, compare_output, perplexity,
-                    plan_layout, plan_size)
+                    token_ids, plan_layout, plan_size)
 
 
 def _import():
@@ -55,48 +55,8 @@ def _config_limits(path: str) -> Tuple[Optional[int], Optional[int]]:
 def _tokens(path: str, inputs: Any, seed: int, max_tokens: int) -> Tuple[np.ndarray, bool, str]:
     vocab, ctx = _config_limits(path)
     ctx = min(max_tokens, ctx) if ctx else max_tokens
-    if inputs is None:
-        if not vocab:
-            raise EvalError(f"'{path}/config.json' has no vocab_size to synthesize token ids "
-                            "from; give inputs")
-        rng = np.random.default_rng(seed)
-        t = rng.integers(0, vocab, size=(2, min(64, ctx)), dtype=np.int64)
-        return t, True, (f"synthetic token ids (seed {seed}): {t.shape[0]} sequences of "
-                         f"{t.shape[1]}, uniform over the vocabulary of {vocab}")
-    desc = "given token ids"
-    if isinstance(inputs, (str, os.PathLike)):
-        p = os.fspath(inputs)
-        if not os.path.exists(p):
-            raise EvalError(f"inputs '{p}' do not exist")
-        desc = p
-        if p.lower().endswith(".npy"):
-            try:
-                inputs = np.load(p, allow_pickle=False)
-            except Exception as e:
-                raise EvalError(f"inputs '{p}': not a readable .npy file ({e})") from None
-        elif p.lower().endswith(".npz"):
-            raise EvalError(f"inputs '{p}': a language model takes token ids as .npy [batch, "
-                            "tokens] or a text file")
-        else:
-            inputs = _tokenize(path, p, max_tokens, ctx)
-            desc = f"{p} ({inputs.size} tokens, the model's tokenizer)"
-    if hasattr(inputs, "detach"):
-        inputs = inputs.detach().cpu().numpy()
-    t = np.asarray(inputs)
-    if t.dtype.kind not in "iu":
-        raise EvalError(f"token ids are {t.dtype}; a language model takes integer token ids")
-    if t.ndim == 1:
-        t = t[None, :]
-    if t.ndim != 2 or t.shape[1] < 2:
-        raise EvalError(f"token ids have shape {list(t.shape)}; expected [tokens] or [batch, "
-                        "tokens] with at least 2 tokens")
-    if vocab and (t.min() < 0 or t.max() >= vocab):
-        raise EvalError(f"token ids range over [{t.min()}, {t.max()}]; the model's vocabulary is "
-                        f"[0, {vocab - 1}]")
-    if t.shape[1] > ctx:
-        raise EvalError(f"token ids have {t.shape[1]} per sequence; at most {ctx} are evaluated "
-                        "(the model's context or max_tokens)")
-    return t.astype(np.int64), False, desc
+    return token_ids(inputs, seed, vocab, ctx, lambda p: _tokenize(path, p, max_tokens, ctx),
+                     f"'{path}/config.json' has no vocab_size")
 
 
 def _tokenize(path: str, text_file: str, max_tokens: int, ctx: int) -> np.ndarray:

@@ -17,6 +17,7 @@ from typing import List, Optional
 
 
 def _num(x):
+    """A number as CSV writes it: non-finite as inf, -inf or nan."""
     if x is None:
         return None
     if isinstance(x, float) and not math.isfinite(x):
@@ -24,12 +25,30 @@ def _num(x):
     return x
 
 
+def _exact_key(field):
+    """The key of an SNR field's exact flag, as the engine's metrics_json.hpp names it."""
+    if field == "snr_db":
+        return "exact"
+    if field.endswith("_snr_db"):
+        return field[: -len("snr_db")] + "exact"
+    return field + "_exact"
+
+
 def _clean(o):
+    """JSON as the engine writes metrics (metrics_json.hpp): a non-finite number is null, and an
+    SNR field gets its exact flag (true for an infinite SNR) beside it."""
     if isinstance(o, dict):
-        return {k: _clean(v) for k, v in o.items()}
+        out = {}
+        for k, v in o.items():
+            out[k] = _clean(v)
+            if k.endswith("snr_db") and isinstance(v, (int, float)):
+                out[_exact_key(k)] = v == math.inf
+        return out
     if isinstance(o, list):
         return [_clean(v) for v in o]
-    return _num(o)
+    if isinstance(o, float) and not math.isfinite(o):
+        return None
+    return o
 
 
 def to_csv(d) -> str:

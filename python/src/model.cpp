@@ -122,11 +122,9 @@ void bind_model(nb::module_& m) {
           p = plan_for_dtype(plan);
         ExportOptions o;
         o.layout = parse_layout(layout);
-        o.cast.round = parse_round(round);
-        o.cast.scale_mode = parse_scale_mode(scale_mode);
+        o.cast = parse_cast_options(
+            {.round = round, .scale_mode = scale_mode, .axis = axis, .device = device}, o.cast, "");
         o.cast.seed = seed;
-        AxisSpec::parse(axis).apply(o.cast);
-        o.cast.device = parse_device(device);
         o.config_path = config_path;
         // As castscope-cli export records it, so both write the same file.
         o.metadata["castscope.plan"] = plan_to_json(p);
@@ -151,7 +149,7 @@ void bind_model(nb::module_& m) {
                                                    : plan_for_dtype(plan);
         ExportOptions o;
         o.layout = parse_layout(layout);
-        AxisSpec::parse(axis).apply(o.cast);
+        o.cast = parse_cast_options({.axis = axis}, o.cast, "");
         nb::list out;
         for (const io::TensorInfo& info : model.tensors()) {
           const std::optional<DataType> d = p.dtype_for(info);
@@ -188,10 +186,8 @@ void bind_model(nb::module_& m) {
          const std::string& filter, bool include_1d, bool include_embeddings, nb::handle progress) {
         MapOptions o;
         o.dtypes = dtypes;
-        o.cast.round = parse_round(round);
-        o.cast.scale_mode = parse_scale_mode(scale_mode);
-        AxisSpec::parse(axis).apply(o.cast);
-        o.cast.device = parse_device(device);
+        o.cast = parse_cast_options(
+            {.round = round, .scale_mode = scale_mode, .axis = axis, .device = device}, o.cast, "");
         o.filter = filter;
         o.include_1d = include_1d;
         o.include_embeddings = include_embeddings;

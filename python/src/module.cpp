@@ -44,19 +44,14 @@ struct PyCastResult {
   CastResult on_host() const { return r.to_host(); }
 };
 
-PyCastResult do_cast(nb::ndarray<nb::ro, nb::c_contig> x, const DataType& dtype,
-                     const std::string& round, const std::string& scale_mode,
-                     const std::string& overflow, uint64_t seed, const std::string& axis,
-                     const std::string& mode, const std::string& device, bool tcfp_absmax,
-                     int threads, const std::string& as_dtype, const std::string& framework) {
-  CastOptions o;
-  o.round = parse_round(round);
-  o.scale_mode = parse_scale_mode(scale_mode);
-  o.overflow = parse_overflow(overflow);
+PyCastResult do_cast(nb::ndarray<nb::ro, nb::c_contig> x, const DataType& dtype, const std::string& round,
+                     const std::string& scale_mode, const std::string& overflow, uint64_t seed,
+                     const std::string& axis, const std::string& mode, const std::string& device,
+                     bool tcfp_absmax, int threads, const std::string& as_dtype,
+                     const std::string& framework) {
+  CastOptions o =
+      parse_cast_options({mode, round, scale_mode, overflow, axis, /*rotate=*/"", device}, {}, "");
   o.seed = seed;
-  AxisSpec::parse(axis).apply(o);
-  o.mode = parse_cast_mode(mode);
-  o.device = parse_device(device);
   o.tcfp_nf_aware = !tcfp_absmax;
   o.threads = threads;
   const Input in = read_input(std::move(x), as_dtype, "the input tensor");
@@ -89,6 +84,7 @@ nb::dict stats_dict(const Stats& s) {
   d["zeros_out"] = s.zeros_out;
   d["mse"] = s.mse;
   d["snr_db"] = s.snr_db;
+  d["exact"] = std::isinf(s.snr_db) && s.snr_db > 0;
   d["max_abs_err"] = s.max_abs_err;
   d["mean_err"] = s.mean_err;
   d["signal_power"] = s.signal_power;

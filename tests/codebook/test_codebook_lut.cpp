@@ -10,8 +10,8 @@
 #include <random>
 
 #include "castscope/codebook.hpp"
-#include "codebook/cb_cast.hpp"
-#include "codebook/cb_lut.hpp"
+#include "families/codebook/cb_cast.hpp"
+#include "families/codebook/cb_lut.hpp"
 #include "test_seed.hpp"
 
 using namespace castscope;

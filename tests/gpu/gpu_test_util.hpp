@@ -13,7 +13,7 @@
 #include <random>
 #include <string>
 
-#include "backend.hpp"
+#include "backends/backend.hpp"
 #include "castscope/cast.hpp"
 #include "castscope/metrics.hpp"
 #include "test_seed.hpp"

@@ -6,8 +6,8 @@
 #include "gpu_test_util.hpp"
 
 #include "castscope/datatype.hpp"
-#include "cuda/fast_quantizer_check.hpp"
-#include "plan.hpp"
+#include "backends/cuda/fast_quantizer_check.hpp"
+#include "core/plan.hpp"
 
 namespace castscope::gputest {
 namespace {

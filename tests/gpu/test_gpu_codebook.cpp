@@ -8,9 +8,9 @@
 
 #include "castscope/cuda_stats.hpp"
 #include "castscope/datatype.hpp"
-#include "codebook/cb_cast.hpp"
-#include "codebook/cb_lut.hpp"
-#include "cuda/fast_quantizer_check.hpp"
+#include "families/codebook/cb_cast.hpp"
+#include "families/codebook/cb_lut.hpp"
+#include "backends/cuda/fast_quantizer_check.hpp"
 
 namespace castscope::gputest {
 namespace {

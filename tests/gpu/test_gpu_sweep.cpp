@@ -11,7 +11,7 @@
 #include "castscope/cuda_stats.hpp"
 #include "castscope/io.hpp"
 #include "castscope/modelmap.hpp"
-#include "cuda/sweep_pipeline.hpp"
+#include "backends/cuda/sweep_pipeline.hpp"
 
 namespace castscope::gputest {
 namespace {

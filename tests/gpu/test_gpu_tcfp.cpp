@@ -8,8 +8,8 @@
 #include "gpu_test_util.hpp"
 
 #include "castscope/datatype.hpp"
-#include "cuda/fast_quantizer_check.hpp"
-#include "tcfp/tcfp_block.hpp"
+#include "backends/cuda/fast_quantizer_check.hpp"
+#include "families/tcfp/tcfp_block.hpp"
 
 namespace castscope::gputest {
 namespace {

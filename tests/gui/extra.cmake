@@ -7,6 +7,7 @@ target_include_directories(${_t} PRIVATE ${PROJECT_SOURCE_DIR}/app/gui)
 
 add_executable(castscope_gui_check ${CMAKE_CURRENT_SOURCE_DIR}/gui/check/check_session.cpp)
 target_link_libraries(castscope_gui_check PRIVATE nlohmann_json::nlohmann_json stb)
+target_include_directories(castscope_gui_check PRIVATE ${PROJECT_SOURCE_DIR}/engine/include)
 
 add_test(NAME gui.headless COMMAND castscope --headless)
 add_test(NAME gui.headless_file COMMAND castscope --headless ${PROJECT_SOURCE_DIR}/assets/demo_outliers.npy --dtype nvfp4)

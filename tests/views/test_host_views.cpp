@@ -11,7 +11,7 @@
 
 #include "castscope/metrics.hpp"
 #include "castscope/widgets/analysis.hpp"
-#include "cpu/cast_cpu.hpp"
+#include "backends/cpu/cast_cpu.hpp"
 #include "test_seed.hpp"
 
 namespace castscope {

@@ -8,7 +8,7 @@
 #include <limits>
 #include <string>
 
-#include "cpu/cast_cpu.hpp"
+#include "backends/cpu/cast_cpu.hpp"
 #include "host_views.hpp"
 
 #if defined(__GLIBC__)

@@ -6,6 +6,8 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
+#include "castscope/metrics_json.hpp"
+
 namespace castscope::widgets {
 
 std::vector<size_t> pareto_front(const std::vector<TradeoffPoint>& pts) {
@@ -57,17 +59,9 @@ std::vector<ScaleModeRun> compare_scale_modes(const Tensor& x, const DataType& d
 }
 
 std::vector<Candidate> registry_candidates(int64_t channel_length) {
-  std::vector<Candidate> out;
-  for (const RegistryEntry& e : registry()) {
-    Candidate c;
-    c.name = e.name;
-    c.dtype = DataType::parse(e.name);
-    c.bits = c.dtype.bits_per_value(channel_length);
-    out.push_back(std::move(c));
-  }
-  std::stable_sort(out.begin(), out.end(),
-                   [](const Candidate& a, const Candidate& b) { return a.bits < b.bits; });
-  return out;
+  std::vector<std::string> names;
+  for (const RegistryEntry& e : registry()) names.push_back(e.name);
+  return rank_candidates(names, channel_length);
 }
 
 AutoPick cheapest_meeting(const Tensor& x, double target_db,
@@ -120,19 +114,7 @@ std::string metrics_json(const std::vector<const Analysis*>& rows) {
     j["scale_mode"] = to_string(a->options.scale_mode);
     j["round"] = to_string(a->options.round);
     j["bits_per_value"] = a->bits_per_value;
-    j["mse"] = a->stats.mse;
-    // JSON has no infinity: an exact cast reports snr_db null and exact true.
-    j["snr_db"] =
-        std::isfinite(a->stats.snr_db) ? nlohmann::json(a->stats.snr_db) : nlohmann::json();
-    j["exact"] = std::isinf(a->stats.snr_db);
-    j["max_abs_err"] = a->stats.max_abs_err;
-    j["clipped"] = a->stats.clipped;
-    j["clipped_pct"] = a->stats.clipped_pct();
-    j["nonfinite_in"] = a->stats.nonfinite_in;
-    j["nonfinite_out"] = a->stats.nonfinite_out;
-    j["zeros_out"] = a->stats.zeros_out;
-    j["bias"] = a->stats.mean_err;
-    j["count"] = a->stats.count;
+    metrics_json::put_stats(j, a->stats);
     arr.push_back(j);
   }
   return arr.dump(2) + "\n";

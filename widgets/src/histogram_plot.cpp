@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "plot_frame.hpp"
+
 namespace castscope::widgets {
 
 namespace {
@@ -39,17 +41,8 @@ void histogram_extent(const std::vector<HistSeries>& series, const HistPlotOptio
 
 void draw_histogram(const char* id, const std::vector<HistSeries>& series, const HistPlotOptions& o,
                     ImVec2 size) {
-  ImGui::PushID(id);
-  ImDrawList* dl = ImGui::GetWindowDrawList();
-  const ImVec2 p0 = ImGui::GetCursorScreenPos();
-  if (size.x <= 0) size.x = ImGui::GetContentRegionAvail().x;
-  if (size.y <= 0) size.y = ImGui::GetFontSize() * 10;
-  size.x = std::max(size.x, 80.0f);
-  size.y = std::max(size.y, 60.0f);
-  ImGui::InvisibleButton("plot", size);
-  const bool hovered = ImGui::IsItemHovered(), active = ImGui::IsItemActive();
-  const float fs = ImGui::GetFontSize();
-  const ImU32 frame = ImGui::GetColorU32(ImGuiCol_FrameBg);
+  const auto [dl, p0, frame_size, hovered, active, fs] = begin_plot(id, size, 60.0f);
+  size = frame_size;
   const ImU32 text = ImGui::GetColorU32(ImGuiCol_Text);
   const ImU32 dim = ImGui::GetColorU32(ImGuiCol_TextDisabled);
   ImVec4 gc = ImGui::GetStyleColorVec4(ImGuiCol_Border);
@@ -57,7 +50,6 @@ void draw_histogram(const char* id, const std::vector<HistSeries>& series, const
   const ImU32 grid = ImGui::GetColorU32(gc);
   const ImU32 axis = ImGui::GetColorU32(ImGuiCol_Border);
   constexpr ImU32 kShade = IM_COL32(90, 200, 120, 255);
-  dl->AddRectFilled(p0, ImVec2(p0.x + size.x, p0.y + size.y), frame, 3.0f);
 
   size_t nb = 0;
   for (const HistSeries& s : series)
@@ -128,14 +120,10 @@ void draw_histogram(const char* id, const std::vector<HistSeries>& series, const
   const bool xcap = !o.x_label.empty();
   const ImVec2 a(p0.x + pad + ylab_w + fs * 0.5f, top),
       b(p0.x + size.x - pad - fs * 0.5f, p0.y + size.y - pad - fs * (xcap ? 2.3f : 1.2f));
-  if (b.y - a.y < fs || b.x - a.x < fs * 2) {
+  if (!set_plot_area(view, a, b, fs)) {
     ImGui::PopID();
     return;
   }
-  view.screen[0] = a.x;
-  view.screen[1] = a.y;
-  view.screen[2] = b.x - a.x;
-  view.screen[3] = b.y - a.y;
   const double x_lo = view.lo, x_hi = view.hi;
   auto X = [&](double x) {
     return static_cast<float>(a.x + (x - x_lo) / (x_hi - x_lo) * (b.x - a.x));

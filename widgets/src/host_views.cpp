@@ -9,9 +9,9 @@
 #include <immintrin.h>
 #endif
 
-#include "parallel.hpp"
-#include "plan.hpp"
-#include "group.hpp"
+#include "core/group.hpp"
+#include "core/parallel.hpp"
+#include "core/plan.hpp"
 
 namespace castscope::widgets {
 

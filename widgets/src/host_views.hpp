@@ -9,7 +9,7 @@
 
 #include "castscope/metrics.hpp"
 #include "castscope/widgets/analysis.hpp"
-#include "parallel.hpp"
+#include "core/parallel.hpp"
 
 namespace castscope::widgets {
 

@@ -3,27 +3,21 @@
 #include <algorithm>
 #include <cmath>
 
+#include "plot_frame.hpp"
+
 namespace castscope::widgets {
 
 void draw_line_plot(const char* id, const std::vector<float>& y, const LinePlotOptions& o,
                     ImVec2 size) {
-  ImGui::PushID(id);
-  ImDrawList* dl = ImGui::GetWindowDrawList();
-  const ImVec2 p0 = ImGui::GetCursorScreenPos();
-  if (size.x <= 0) size.x = ImGui::GetContentRegionAvail().x;
-  size.x = std::max(size.x, 80.0f);
-  size.y = std::max(size.y, 60.0f);
-  ImGui::InvisibleButton("plot", size);
-  const bool hovered = ImGui::IsItemHovered(), active = ImGui::IsItemActive();
-  const float fs = ImGui::GetFontSize(), pad = fs * 0.3f;
+  const auto [dl, p0, frame_size, hovered, active, fs] = begin_plot(id, size, 60.0f, false);
+  size = frame_size;
+  const float pad = fs * 0.3f;
   const ImU32 text = ImGui::GetColorU32(ImGuiCol_Text);
   const ImU32 dim = ImGui::GetColorU32(ImGuiCol_TextDisabled);
   const ImU32 axis = ImGui::GetColorU32(ImGuiCol_Border);
   ImVec4 gc = ImGui::GetStyleColorVec4(ImGuiCol_Border);
   gc.w *= 0.45f;
   const ImU32 grid = ImGui::GetColorU32(gc);
-  dl->AddRectFilled(p0, ImVec2(p0.x + size.x, p0.y + size.y), ImGui::GetColorU32(ImGuiCol_FrameBg),
-                    3.0f);
   if (y.empty()) {
     dl->AddText(ImVec2(p0.x + 6, p0.y + 6), text, "no data");
     ImGui::PopID();
@@ -46,14 +40,10 @@ void draw_line_plot(const char* id, const std::vector<float>& y, const LinePlotO
   for (const std::string& l : yt.labels) ylab = std::max(ylab, ImGui::CalcTextSize(l.c_str()).x);
   const ImVec2 a(p0.x + pad + ylab + fs * 0.5f, p0.y + pad + fs * 1.3f),
       b(p0.x + size.x - pad - fs * 0.5f, p0.y + size.y - pad - fs * 2.3f);
-  if (b.y - a.y < fs || b.x - a.x < fs * 2) {
+  if (!set_plot_area(view, a, b, fs)) {
     ImGui::PopID();
     return;
   }
-  view.screen[0] = a.x;
-  view.screen[1] = a.y;
-  view.screen[2] = b.x - a.x;
-  view.screen[3] = b.y - a.y;
   auto X = [&](double x) {
     return static_cast<float>(a.x + (x - view.lo) / (view.hi - view.lo) * (b.x - a.x));
   };

@@ -4,26 +4,18 @@
 #include <cstdio>
 #include <limits>
 
+#include "plot_frame.hpp"
+
 namespace castscope::widgets {
 
 bool draw_pareto_plot(const char* id, const std::vector<ParetoPlotPoint>& pts,
                       const ParetoPlotOptions& o, double* budget, ImVec2 size) {
-  ImGui::PushID(id);
   if (o.y_label && *o.y_label) ImGui::TextDisabled("%s", o.y_label);
-  ImDrawList* dl = ImGui::GetWindowDrawList();
-  const ImVec2 p0 = ImGui::GetCursorScreenPos();
-  if (size.x <= 0) size.x = ImGui::GetContentRegionAvail().x;
-  if (size.y <= 0) size.y = ImGui::GetFontSize() * 10;
-  size.x = std::max(size.x, 80.0f);
-  size.y = std::max(size.y, 50.0f);
-  ImGui::InvisibleButton("plot", size);
-  const bool hovered = ImGui::IsItemHovered(), active = ImGui::IsItemActive();
-  const float fs = ImGui::GetFontSize();
+  const auto [dl, p0, frame_size, hovered, active, fs] = begin_plot(id, size, 50.0f);
+  size = frame_size;
   const ImVec2 a(p0.x + fs * 3.2f, p0.y + 4), b(p0.x + size.x - 6, p0.y + size.y - fs * 1.4f);
   const ImU32 text = ImGui::GetColorU32(ImGuiCol_Text);
   const ImU32 grid = ImGui::GetColorU32(ImGuiCol_Border);
-  dl->AddRectFilled(p0, ImVec2(p0.x + size.x, p0.y + size.y), ImGui::GetColorU32(ImGuiCol_FrameBg),
-                    3.0f);
   if (pts.empty()) {
     dl->AddText(ImVec2(a.x + 6, a.y + 6), text, "no plans yet");
     ImGui::PopID();

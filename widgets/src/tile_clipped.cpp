@@ -16,7 +16,7 @@ std::vector<int64_t> tile_clipped(const Tensor& x, const View2D& view, const Til
   };
   const DataType& d = r.dtype;
   const CastOptions& o = r.options;
-  if (d.family() != Family::Standard || d.has_zero_point() || d.subtile())
+  if (!family_traits(d.family()).grammar || d.has_zero_point() || d.subtile())
     return fail("counted for plain tile-scaled datatypes only");
   if (o.round == Round::Stochastic) return fail("not counted under stochastic rounding");
   if (o.overflow != Overflow::Saturate) return fail("counted for saturating casts only");

@@ -194,4 +194,13 @@ Overflow parse_overflow(std::string_view s);   // saturate | ieee
 CastMode parse_cast_mode(std::string_view s);  // virtual | actual | compress
 Device parse_device(std::string_view s);       // auto | cpu | cuda
 
+// Cast options as users write them (CLI flags, Python keyword arguments): the one parser that
+// turns text into a CastOptions. An empty field keeps the value of `base`. An error names the
+// option (`prefix` + field name, "--round" for the CLI, "round" for Python) and the bad text.
+struct CastOptionText {
+  std::string mode, round, scale_mode, overflow, axis, rotate, device;
+};
+CastOptions parse_cast_options(const CastOptionText& text, const CastOptions& base = {},
+                               std::string_view prefix = "--");
+
 }  // namespace castscope

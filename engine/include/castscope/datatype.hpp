@@ -58,6 +58,13 @@ struct FamilyTraits {
   bool device_views;           // the views' statistics can run on the device
   const char* no_tile_map;     // why there is no tile map (null where there can be one)
   const char* element_format;  // the element grid when number() is not it (TCFP: e4m3fn)
+  // TensorCast's grammar: number() is the element grid and scale() a TensorCast scale, so the
+  // CPU's vectorized paths, the exporters' native layouts, the FP8 GEMM and the tile statistics
+  // apply.
+  bool grammar;
+  int tcfp_bits;             // TCFP-8 / 12 / 16: the bits of its main terms; 0 for the others
+  int packed_residual_bits;  // a residual packed below a byte (TCFP-12's int4), 0 for none
+  bool gguf_blocks;          // the codes are GGUF blocks of ggml_type(), packed already
 };
 const FamilyTraits& family_traits(Family f);
 
@@ -70,9 +77,9 @@ class DataType {
 
   Family family() const { return family_; }
   const NumberSpec& number() const { return number_; }  // the compute format of a codebook
-  // Codebook datatypes (Family::Codebook): the mappings; null otherwise.
+  // Codebook datatypes: the mappings; null otherwise.
   const std::shared_ptr<const Codebook>& codebook() const { return codebook_; }
-  uint32_t ggml_type() const { return ggml_type_; }  // ggml's type id for Family::GGML
+  uint32_t ggml_type() const { return ggml_type_; }  // ggml's type id for ggml's blocks
   const std::optional<ScaleSpec>& scale() const { return scale_; }
   bool scaled() const { return scale_.has_value(); }
   // Registry name if the datatype has one, "" otherwise.
@@ -105,7 +112,7 @@ class DataType {
  private:
   static DataType parse_grammar(std::string_view text);
   void validate(std::string_view text) const;
-  Family family_ = Family::Standard;
+  Family family_{};  // the TensorCast grammar
   uint32_t ggml_type_ = 0;
   NumberSpec number_;
   std::optional<ScaleSpec> scale_;
@@ -113,7 +120,7 @@ class DataType {
   std::string name_;
 };
 
-// Registry group of ggml's block formats (Family::GGML; spec = name).
+// Registry group of ggml's block formats (the ggml family; spec = name).
 inline constexpr const char* kGgmlGroup = "ggml (llama.cpp)";
 
 struct RegistryEntry {

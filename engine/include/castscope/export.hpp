@@ -263,6 +263,16 @@ using TensorFn = std::function<void(const io::TensorInfo&, const std::optional<D
                                     const Tensor&, JobControl*)>;
 void for_each_tensor(const io::Model& model, const ExportPlan& plan, JobControl* job,
                      const TensorFn& fn);
+// for_each_tensor for the exporters that fill OutputFiles: each tensor's report row is started
+// and its shard routed, a tensor the plan casts goes to `cast`, one it keeps to `keep`
+// (keep_tensor when empty), and the row is listed in rep.
+using CastFn = std::function<void(const io::TensorInfo&, const DataType&, const Tensor&,
+                                  JobControl*, ExportedTensor&)>;
+using KeepFn =
+    std::function<void(const io::TensorInfo&, const Tensor&, JobControl*, ExportedTensor&)>;
+void for_each_routed(const io::Model& model, const ExportPlan& plan, JobControl* job,
+                     OutputFiles& w, ExportReport& rep, const CastFn& cast,
+                     const KeepFn& keep = {});
 // Cast options for one tensor of an export.
 CastOptions cast_options(const ExportOptions& o, CastMode mode, JobControl* sub);
 // The same with the plan rule's axis (else the export's) resolved for the tensor's shape. The

@@ -12,14 +12,9 @@
 #include "castscope/cast.hpp"
 #include "castscope/export.hpp"
 #include "castscope/io.hpp"
+#include "castscope/storage_bits.hpp"
 
 namespace castscope {
-
-// Exact storage of a tensor of `shape` cast to `d` with `o` (its axis resolved for the shape, as
-// the cast resolves it), in bits: codes, every scale / zero point / microexponent / mask, and a
-// tensor scale once. The figure every size estimate of a plan uses (the plan panel's and
-// export's expected size, the planner's budget). Throws Error where the cast's layout does.
-uint64_t storage_bits(const DataType& d, const Shape& shape, const CastOptions& o);
 
 // ---------------------------------------------------------------------------------------------
 // Multiple-choice knapsack: from every group pick exactly one item, total size <= capacity,

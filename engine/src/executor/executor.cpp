@@ -5,7 +5,7 @@
 #include <atomic>
 #include <mutex>
 
-#include "backend.hpp"
+#include "backends/backend.hpp"
 #include "castscope/cuda_stats.hpp"
 
 namespace castscope {

@@ -6,10 +6,10 @@
 #include <mutex>
 #include <thread>
 
-#include "backend.hpp"
+#include "backends/backend.hpp"
 #include "castscope/cast.hpp"
 #include "castscope/executor.hpp"
-#include "parallel.hpp"
+#include "core/parallel.hpp"
 
 namespace castscope {
 
@@ -48,7 +48,7 @@ int64_t env_min_elements() {
 // millions of values per second per thread. TCFP, codebooks and the rest take the generic path,
 // about ten times slower, so the GPU pays off sooner for them.
 bool cpu_fast(const DataType& d) {
-  return d.family() == Family::Standard;
+  return family_traits(d.family()).grammar;
 }
 
 int64_t detail_threads() {

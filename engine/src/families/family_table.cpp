@@ -4,9 +4,9 @@
 
 #include "castscope/error.hpp"
 #include "castscope/tcfp.hpp"
-#include "codebook/cb_cast.hpp"
-#include "cpu/cast_cpu.hpp"
-#include "cpu/ggml_cast.hpp"
+#include "families/codebook/cb_cast.hpp"
+#include "backends/cpu/cast_cpu.hpp"
+#include "families/ggml/ggml_cast.hpp"
 
 namespace castscope::detail {
 namespace {
@@ -46,6 +46,16 @@ std::string tcfp_describe(const DataType&) {
                "block of 32";
 }
 
+// TCFP: the main terms' bits per value and per block of 32 one e8m0 scale per term.
+template <Family F>
+uint64_t tcfp_storage_bits(const DataType&, uint64_t values, uint64_t rows, int64_t len,
+                           const Shape&, const CastOptions&) {
+  const uint64_t blocks = rows * static_cast<uint64_t>((len + 31) / 32);
+  return F == Family::TCFP8    ? values * 8 + blocks * 8
+         : F == Family::TCFP12 ? values * 12 + blocks * 16
+                               : values * 16 + blocks * 16;
+}
+
 template <Family F>
 constexpr FamilyOps tcfp_row() {
   return {{F,
@@ -53,48 +63,62 @@ constexpr FamilyOps tcfp_row() {
            : F == Family::TCFP12 ? "tcfp12"
                                  : "tcfp16",
            "TCFP", false, true, false, true, true,
-           "TCFP block scales are internal to the TCFP kernels; no tile map", "e4m3fn"},
+           "TCFP block scales are internal to the TCFP kernels; no tile map", "e4m3fn", false,
+           F == Family::TCFP8    ? 8
+           : F == Family::TCFP12 ? 12
+                                 : 16,
+           F == Family::TCFP12 ? 4 : 0, false},
           tcfp_str<F>,
           tcfp_bits_per_value<F>,
           tcfp_describe<F>,
           tcfp::cast,
           tcfp::upcast,
           tcfp::pack,
-          tcfp::unpack};
+          tcfp::unpack,
+          tcfp_storage_bits<F>,
+          nullptr};
 }
 
 // In Family order; family_ops checks that a row sits at its family's index.
 const FamilyOps kTable[] = {
-    {{Family::Standard, "standard", "TensorCast", true, false, true, true, true, nullptr, nullptr},
+    {{Family::Standard, "standard", "TensorCast", true, false, true, true, true, nullptr, nullptr,
+      true, 0, 0, false},
      standard_str,
      standard_bits_per_value,
      standard_describe,
      cpu::cast_standard,
      cpu::upcast_standard,
      pack_standard,
-     unpack_standard},
+     unpack_standard,
+     standard_storage_bits,
+     nullptr},
     tcfp_row<Family::TCFP8>(),
     tcfp_row<Family::TCFP12>(),
     tcfp_row<Family::TCFP16>(),
     // A codebook's mapping choice and ggml's reference quantizer run on the host; the CUDA
     // backend casts codebooks but the views' per-tile mappings come from the host cast.
-    {{Family::Codebook, "codebook", "codebook", true, true, true, true, false, nullptr, nullptr},
+    {{Family::Codebook, "codebook", "codebook", true, true, true, true, false, nullptr, nullptr,
+      false, 0, 0, false},
      codebook_str,
      codebook_bits_per_value,
      codebook_describe,
      codebook::cast,
      codebook::upcast,
      codebook::pack,
-     codebook::unpack},
+     codebook::unpack,
+     codebook_storage_bits,
+     nullptr},
     {{Family::GGML, "ggml", "ggml block", false, true, false, false, false,
-      "ggml block scales live inside the GGUF blocks; no tile map", nullptr},
+      "ggml block scales live inside the GGUF blocks; no tile map", nullptr, false, 0, 0, true},
      ggml_str,
      ggml_bits_per_value,
      ggml_describe,
      ggml::cast,
      ggml::upcast,
      ggml_pack,
-     ggml_unpack},
+     ggml_unpack,
+     ggml_storage_bits,
+     ggml::cast_virtual_across},
 };
 
 }  // namespace
@@ -117,6 +141,19 @@ namespace castscope {
 
 const FamilyTraits& family_traits(Family f) {
   return detail::family_ops(f).traits;
+}
+
+// DataType's text and size facts are its row's.
+std::string DataType::str() const {
+  return detail::family_ops(family_).str(*this);
+}
+
+double DataType::bits_per_value(int64_t channel_length) const {
+  return detail::family_ops(family_).bits_per_value(*this, channel_length);
+}
+
+std::string DataType::describe() const {
+  return detail::family_ops(family_).describe(*this);
 }
 
 }  // namespace castscope

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "castscope/cast.hpp"
@@ -23,6 +24,14 @@ struct FamilyOps {
   Tensor (*upcast)(const CastResult& actual);
   CastResult (*pack)(const CastResult& actual);
   CastResult (*unpack)(const CastResult& packed);
+  // The exact storage of a cast (storage_bits() in planner.hpp) on the resolved options: `values`
+  // elements in `rows` of `len` along the quantization axis.
+  uint64_t (*storage_bits)(const DataType& d, uint64_t values, uint64_t rows, int64_t len,
+                           const Shape& shape, const CastOptions& resolved);
+  // A virtual cast the family runs its own way before the common path, or nullopt to take the
+  // common path; null for none (ggml: a cast across rows, see ggml_cast.hpp).
+  std::optional<CastResult> (*virtual_cast)(const Tensor& x, const DataType& d,
+                                            const CastOptions& o);
 };
 
 const FamilyOps& family_ops(Family f);
@@ -43,6 +52,12 @@ std::string codebook_describe(const DataType& d);
 std::string ggml_str(const DataType& d);
 double ggml_bits_per_value(const DataType& d, int64_t channel_length);
 std::string ggml_describe(const DataType& d);
+uint64_t standard_storage_bits(const DataType& d, uint64_t values, uint64_t rows, int64_t len,
+                               const Shape& shape, const CastOptions& resolved);
+uint64_t codebook_storage_bits(const DataType& d, uint64_t values, uint64_t rows, int64_t len,
+                               const Shape& shape, const CastOptions& resolved);
+uint64_t ggml_storage_bits(const DataType& d, uint64_t values, uint64_t rows, int64_t len,
+                           const Shape& shape, const CastOptions& resolved);
 CastResult pack_standard(const CastResult& actual);
 CastResult unpack_standard(const CastResult& packed);
 

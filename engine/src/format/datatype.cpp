@@ -4,8 +4,7 @@
 #include <sstream>
 
 #include "castscope/datatype.hpp"
-#include "families/family_table.hpp"
-#include "format/ggml_types.hpp"
+#include "families/ggml/ggml_types.hpp"
 
 namespace castscope {
 namespace {
@@ -319,10 +318,6 @@ void DataType::validate(std::string_view text) const {
          "N:M sparsity in one tile dimension only (2-D sparsity is not supported)");
 }
 
-std::string DataType::str() const {
-  return detail::family_ops(family_).str(*this);
-}
-
 std::string DataType::label() const {
   if (!name_.empty() && name_ != str()) return name_ + " (" + str() + ")";
   return str();
@@ -338,14 +333,6 @@ const TileSpec* DataType::sparse_tile() const {
 const TileSpec* DataType::subtile() const {
   if (!scale_ || scale_->tiles.empty() || !scale_->tiles.back().sub) return nullptr;
   return &scale_->tiles.back();
-}
-
-double DataType::bits_per_value(int64_t channel_length) const {
-  return detail::family_ops(family_).bits_per_value(*this, channel_length);
-}
-
-std::string DataType::describe() const {
-  return detail::family_ops(family_).describe(*this);
 }
 
 namespace detail {

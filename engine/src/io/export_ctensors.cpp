@@ -39,7 +39,7 @@ bool is_mx_block(const ScaleSpec& s) {
 }
 
 std::optional<CtScheme> scheme_of(const DataType& d) {
-  if (d.family() != Family::Standard || !d.scaled()) return std::nullopt;
+  if (!family_traits(d.family()).grammar || !d.scaled()) return std::nullopt;
   const ScaleSpec& s = *d.scale();
   for (const TileSpec& t : s.tiles)
     if (t.sub || t.sparse()) return std::nullopt;
@@ -161,24 +161,17 @@ ExportReport export_compressed_tensors(const io::Model& model, const std::string
   meta["castscope.layout"] = "compressed-tensors";
   // Scheme (format + weights args) -> module names, in first-seen order.
   std::vector<std::pair<CtScheme, std::set<std::string>>> groups;
-  for_each_tensor(
-      model, plan, job,
-      [&](const io::TensorInfo& info, const std::optional<DataType>& d, const Tensor& x,
-          JobControl* sub) {
-        ExportedTensor et{info.name, "", info.shape, info.nbytes, 0, ""};
-        w.route(info);
-        if (!d) {
-          keep_tensor(w, info, x, et);
-          rep.tensors.push_back(et);
-          return;
-        }
-        const std::optional<CtScheme> sc = scheme_of(*d);
+  for_each_routed(
+      model, plan, job, w, rep,
+      [&](const io::TensorInfo& info, const DataType& d, const Tensor& x, JobControl* sub,
+          ExportedTensor& et) {
+        const std::optional<CtScheme> sc = scheme_of(d);
         if (!sc)
           throw Error(
               "the compressed-tensors layout holds FP8 (e4m3fn_float32 per tensor / channel / "
               "group / block), nvfp4, mxfp4e2, MXFP8 (e4m3fn_e8m0_t32) and MXFP6 "
               "(e2m3[fnuz]_e8m0_t32); the plan maps it to " +
-              d->str());
+              d.str());
         const CastOptions co = cast_options(opt, CastMode::Actual, sub, plan, info);
         if (x.rank() >= 1 && co.flatten)
           // compressed-tensors quantizes the weights of Linear and Embedding modules only (its
@@ -196,7 +189,7 @@ ExportReport export_compressed_tensors(const io::Model& model, const std::string
         const std::string module =
             dot_weight ? info.name.substr(0, info.name.size() - 7) : info.name;
         const std::string base = dot_weight ? info.name : info.name + ".weight";
-        const CastResult r = cast(x, *d, co);
+        const CastResult r = cast(x, d, co);
         std::vector<std::pair<std::string, Tensor>> parts;
         if (sc->kind == CtKind::MXFP8 && x.shape().back() % 32 != 0)
           throw Error(sc->format + " needs the last axis to be a multiple of 32 (shape " +
@@ -215,7 +208,7 @@ ExportReport export_compressed_tensors(const io::Model& model, const std::string
           if (x.shape().back() % g != 0)
             throw Error(sc->format + " needs the last axis to be a multiple of " +
                         std::to_string(g) + " (shape " + shape_str(x.shape()) + ")");
-          parts = {{base + "_packed", pack_e2m1(r.codes, d->number().infnan() == InfNan::FNUZ)},
+          parts = {{base + "_packed", pack_e2m1(r.codes, d.number().infnan() == InfNan::FNUZ)},
                    {base + "_scale", r.scale}};
           if (sc->kind == CtKind::NVFP4) {
             // compressed-tensors divides by a global scale (448 * 6 / amax): the reciprocal of
@@ -231,10 +224,9 @@ ExportReport export_compressed_tensors(const io::Model& model, const std::string
           w.add(k, t);
           et.bytes_out += t.nbytes();
         }
-        meta["castscope." + info.name + ".dtype"] = d->str();
-        et.dtype = d->str();
+        meta["castscope." + info.name + ".dtype"] = d.str();
+        et.dtype = d.str();
         et.axis = describe_axis(co, x.shape());
-        rep.tensors.push_back(et);
         auto it = std::find_if(groups.begin(), groups.end(), [&](const auto& gp) {
           return gp.first.format == sc->format && gp.first.weights == sc->weights;
         });

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "castscope/export.hpp"
-#include "format/ggml_types.hpp"
+#include "families/ggml/ggml_types.hpp"
 #include "io/reader.hpp"
 
 namespace castscope {
@@ -42,7 +42,8 @@ const char* type_name(uint32_t t) {
 }
 
 bool is_q8_0(const DataType& d) {
-  if (d.family() != Family::Standard || !d.scaled() || d.number().name() != "int8") return false;
+  if (!family_traits(d.family()).grammar || !d.scaled() || d.number().name() != "int8")
+    return false;
   const ScaleSpec& s = *d.scale();
   return s.scale.name() == "float16" && !s.second && s.tiles.size() == 1 && s.tiles[0].size == 32 &&
          !s.tiles[0].sub && !s.tiles[0].sparse();
@@ -103,7 +104,7 @@ uint32_t choose_type(const io::TensorInfo& info, const std::optional<DataType>& 
     }
   }
   const std::string s = d->str();
-  if (d->family() == Family::GGML) {  // ggml's block formats are GGUF types of their own
+  if (family_traits(d->family()).gguf_blocks) {  // ggml's block formats are GGUF types of their own
     const ggml::TypeInfo& t = *ggml::type_info(d->ggml_type());
     if (info.shape.empty() || info.shape.back() % t.block != 0 || !axis_is_last(co, info.shape))
       throw Error(std::string(t.name) + " needs " + std::to_string(t.block) +
@@ -254,7 +255,7 @@ Tensor encode(const Planned& p, const Tensor& x, JobControl* sub) {
   co.job = sub;
   const CastResult r = cast(x, *p.dtype, co);
   if (p.type == F16 || p.type == BF16 || p.type == F32) return r.codes;
-  if (p.dtype->family() == Family::GGML) return r.codes.reshaped({r.codes.numel()});
+  if (family_traits(p.dtype->family()).gguf_blocks) return r.codes.reshaped({r.codes.numel()});
   const int64_t blocks = x.numel() / 32;
   Tensor out = Tensor::empty(DType::U8, {static_cast<int64_t>(p.size)});
   uint8_t* o = out.mutable_ptr<uint8_t>();

@@ -4,7 +4,7 @@
 // the quantization axis moved last. transformers' experts are [E, in, out] (x @ W) and decode to
 // the transpose of the stored [E, out, in], so their blocks run along axis -2.
 #include "castscope/export.hpp"
-#include "plan.hpp"
+#include "core/plan.hpp"
 
 namespace castscope {
 namespace exportdetail {
@@ -18,7 +18,7 @@ bool is_e2m1(const NumberSpec& n) {
 
 // e2m1[fnuz] data with one e8m0 scale per 32 values along the last axis.
 bool is_mxfp4(const DataType& d) {
-  if (d.family() != Family::Standard || !d.scaled() || !is_e2m1(d.number())) return false;
+  if (!family_traits(d.family()).grammar || !d.scaled() || !is_e2m1(d.number())) return false;
   const ScaleSpec& s = *d.scale();
   return s.scale.is_exponent() && s.scale.bits() == 8 && !s.second && s.tiles.size() == 1 &&
          s.tiles[0].size == 32 && s.tiles[0].sub == 0 && !s.tiles[0].sparse();
@@ -61,22 +61,15 @@ ExportReport export_gpt_oss(const io::Model& model, const std::string& out, cons
   std::map<std::string, std::string> meta = opt.metadata;
   meta["format"] = "pt";
   meta["castscope.layout"] = "gpt-oss";
-  for_each_tensor(
-      model, plan, job,
-      [&](const io::TensorInfo& info, const std::optional<DataType>& d, const Tensor& x,
-          JobControl* sub) {
-        ExportedTensor et{info.name, "", info.shape, info.nbytes, 0, ""};
-        w.route(info);
-        if (!d) {
-          keep_tensor(w, info, x, et);
-          rep.tensors.push_back(et);
-          return;
-        }
-        if (!is_mxfp4(*d))
+  for_each_routed(
+      model, plan, job, w, rep,
+      [&](const io::TensorInfo& info, const DataType& d, const Tensor& x, JobControl* sub,
+          ExportedTensor& et) {
+        if (!is_mxfp4(d))
           throw Error(
               "the gpt-oss layout stores MXFP4 (mxfp4e2, e2m1_e8m0_t32) only; the plan maps it "
               "to " +
-              d->str());
+              d.str());
         CastOptions co = cast_options(opt, CastMode::Actual, sub, plan, info);
         const int rank = x.rank();
         const int ax = rank ? (co.axis < 0 ? co.axis + rank : co.axis) : 0;
@@ -102,19 +95,18 @@ ExportReport export_gpt_oss(const io::Model& model, const std::string& out, cons
           detail::permute(xf.data(), xs.mutable_data(), 4, xf.shape(), perm);
           co.axis = -1;
         }
-        const CastResult r = cast(xs, *d, co);
-        Tensor blocks = pack_e2m1(r.codes, d->number().infnan() == InfNan::FNUZ);
+        const CastResult r = cast(xs, d, co);
+        Tensor blocks = pack_e2m1(r.codes, d.number().infnan() == InfNan::FNUZ);
         Shape bs = xs.shape();
         bs.back() /= 32;
         bs.push_back(16);
         blocks = blocks.reshaped(bs);
         w.add(info.name + "_blocks", blocks);
         w.add(info.name + "_scales", r.scale);
-        meta["castscope." + info.name + ".dtype"] = d->str();
-        et.dtype = d->str();
+        meta["castscope." + info.name + ".dtype"] = d.str();
+        et.dtype = d.str();
         et.axis = axis_text;
         et.bytes_out = blocks.nbytes() + r.scale.nbytes();
-        rep.tensors.push_back(et);
       });
   w.finish(meta, job, rep);
   return rep;

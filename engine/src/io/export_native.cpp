@@ -51,20 +51,19 @@ ExportReport export_native(const io::Model& model, const std::string& out, const
   std::map<std::string, std::string> meta = opt.metadata;
   meta["format"] = "castscope-packed";
   int version = 1;
-  for_each_tensor(
-      model, plan, job,
-      [&](const io::TensorInfo& info, const std::optional<DataType>& d, const Tensor& x,
-          JobControl* sub) {
-        ExportedTensor et{info.name, "", info.shape, info.nbytes, 0, ""};
-        w.route(info);
+  for_each_routed(
+      model, plan, job, w, rep,
+      [&](const io::TensorInfo& info, const DataType& d, const Tensor& x, JobControl* sub,
+          ExportedTensor& et) {
+        et.dtype = d.str();
+        CastOptions o = cast_options(opt, CastMode::Compress, sub, plan, info);
+        o.rotate = plan.rotation_for(info);
+        et.axis = describe_axis(o, x.shape());
+        add_packed(w, meta, version, info.name, cast(x, d, o), et);
+      },
+      [&](const io::TensorInfo& info, const Tensor& x, JobControl* sub, ExportedTensor& et) {
         const DType sd = stored_dtype(info);
-        if (d) {
-          et.dtype = d->str();
-          CastOptions o = cast_options(opt, CastMode::Compress, sub, plan, info);
-          o.rotate = plan.rotation_for(info);
-          et.axis = describe_axis(o, x.shape());
-          add_packed(w, meta, version, info.name, cast(x, *d, o), et);
-        } else if (const char* spec = keep_spec(sd); spec && x.numel() > 0) {
+        if (const char* spec = keep_spec(sd); spec && x.numel() > 0) {
           et.dtype = std::string("keep:") + dtype_name(sd);
           CastOptions o = cast_options(opt, CastMode::Compress, sub);
           o.overflow = Overflow::IEEE;  // a value of the type itself never overflows; Inf stays Inf
@@ -85,7 +84,6 @@ ExportReport export_native(const io::Model& model, const std::string& out, const
         } else {
           keep_tensor(w, info, x, et);
         }
-        rep.tensors.push_back(et);
       });
   meta["castscope.version"] = std::to_string(version);
   w.finish(meta, job, rep);

@@ -538,4 +538,21 @@ void for_each_tensor(const io::Model& model, const ExportPlan& plan, JobControl*
   }
 }
 
+void for_each_routed(const io::Model& model, const ExportPlan& plan, JobControl* job,
+                     OutputFiles& w, ExportReport& rep, const CastFn& cast, const KeepFn& keep) {
+  for_each_tensor(model, plan, job,
+                  [&](const io::TensorInfo& info, const std::optional<DataType>& d, const Tensor& x,
+                      JobControl* sub) {
+                    ExportedTensor et{info.name, "", info.shape, info.nbytes, 0, ""};
+                    w.route(info);
+                    if (d)
+                      cast(info, *d, x, sub, et);
+                    else if (keep)
+                      keep(info, x, sub, et);
+                    else
+                      keep_tensor(w, info, x, et);
+                    rep.tensors.push_back(et);
+                  });
+}
+
 }  // namespace castscope::exportdetail

@@ -3,7 +3,7 @@
 // io/ggml_types.cpp.
 #include <cmath>
 
-#include "format/ggml_types.hpp"
+#include "families/ggml/ggml_types.hpp"
 #include "io/reader.hpp"
 
 namespace castscope::io::detail {

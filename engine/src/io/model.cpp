@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "format/ggml_types.hpp"
+#include "families/ggml/ggml_types.hpp"
 #include "io/reader.hpp"
 
 namespace castscope::io {

@@ -2,8 +2,8 @@
 
 #include <algorithm>
 
-#include "codebook/cb_cast.hpp"
-#include "plan.hpp"
+#include "families/codebook/cb_cast.hpp"
+#include "core/plan.hpp"
 
 namespace castscope::io::detail {
 namespace {
@@ -44,62 +44,54 @@ std::vector<DenseField> dense_fields(const CastResult& result) {
   const Shape shape = r.shape.empty() ? Shape{1} : r.shape;
   CastOptions o = r.options;
   o.mode = CastMode::Compress;
-  switch (r.dtype.family()) {
-    case Family::Standard: {
-      const castscope::detail::CastPlan p = castscope::detail::make_plan(r.shape, r.dtype, o);
-      const int bits = p.data.bits;
-      // Shared-microexponent integers (MX9 / MX6 / MX4) are sign-magnitude in their fields.
-      const bool sign = p.data.kind == scalar::Kind::Int && !p.sub;
-      if (bits <= 4) {
-        // The codes' last axis after sparsity drops the pruned values (pack() in cast.cpp).
-        int64_t len = shape.back();
-        if (p.sparse_dim >= 0) {
-          const int rank = static_cast<int>(p.perm.size());
-          const int ax = p.sparse_dim == 1 ? p.perm[rank - 1] : p.perm[rank - 2];
-          if (ax == static_cast<int>(shape.size()) - 1)
-            len = (shape.back() + p.sp_m - 1) / p.sp_m * p.sp_n;
-        }
-        add_fields(out, &CastResult::codes, bits <= 2 ? 2 : 4, bits, len, sign);
-      } else {
-        add_elements(out, &CastResult::codes, p.code_dtype, bits, sign);
+  const FamilyTraits& ft = family_traits(r.dtype.family());
+  if (ft.grammar) {
+    const castscope::detail::CastPlan p = castscope::detail::make_plan(r.shape, r.dtype, o);
+    const int bits = p.data.bits;
+    // Shared-microexponent integers (MX9 / MX6 / MX4) are sign-magnitude in their fields.
+    const bool sign = p.data.kind == scalar::Kind::Int && !p.sub;
+    if (bits <= 4) {
+      // The codes' last axis after sparsity drops the pruned values (pack() in cast.cpp).
+      int64_t len = shape.back();
+      if (p.sparse_dim >= 0) {
+        const int rank = static_cast<int>(p.perm.size());
+        const int ax = p.sparse_dim == 1 ? p.perm[rank - 1] : p.perm[rank - 2];
+        if (ax == static_cast<int>(shape.size()) - 1)
+          len = (shape.back() + p.sp_m - 1) / p.sp_m * p.sp_n;
       }
-      if (p.scaled) {
-        add_elements(out, &CastResult::scale, p.scale_dtype, p.scale.bits,
-                     p.scale.kind == scalar::Kind::Int);
-        if (p.zero_kind)
-          add_elements(out, &CastResult::zero, p.second_dtype, p.second.bits,
-                       p.second.kind == scalar::Kind::Int);
-      }
-      if (p.sparse_dim >= 0) add_fields(out, &CastResult::mask, 1, 1, shape.back(), false);
-      if (p.sub)
-        add_fields(out, &CastResult::meta, p.offset_bits, p.offset_bits, p.meta_shape.back(),
-                   false);
-      break;
+      add_fields(out, &CastResult::codes, bits <= 2 ? 2 : 4, bits, len, sign);
+    } else {
+      add_elements(out, &CastResult::codes, p.code_dtype, bits, sign);
     }
-    case Family::Codebook: {
-      const codebook::Layout l = codebook::make_layout(r.shape, r.dtype, o);
-      const Codebook& cb = *r.dtype.codebook();
-      const int iw = codebook::packed_width(cb.index_bits),
-                mw = codebook::packed_width(cb.meta_bits);
-      if (iw < 8)
-        add_fields(out, &CastResult::codes, iw, cb.index_bits, shape.back(), false);
-      else
-        add_elements(out, &CastResult::codes, DType::U8, cb.index_bits, false);
-      if (mw < 8)
-        add_fields(out, &CastResult::meta, mw, cb.meta_bits, l.meta_shape.back(), false);
-      else
-        add_elements(out, &CastResult::meta, DType::U8, cb.meta_bits, false);
-      add_elements(out, &CastResult::scale, l.plan.scale_dtype, l.plan.scale.bits,
-                   l.plan.scale.kind == scalar::Kind::Int);
-      break;
+    if (p.scaled) {
+      add_elements(out, &CastResult::scale, p.scale_dtype, p.scale.bits,
+                   p.scale.kind == scalar::Kind::Int);
+      if (p.zero_kind)
+        add_elements(out, &CastResult::zero, p.second_dtype, p.second.bits,
+                     p.second.kind == scalar::Kind::Int);
     }
-    case Family::TCFP12:
-      // int4 residuals two per byte along the codes' last axis (tcfp::pack).
-      add_fields(out, &CastResult::residual, 4, 4, shape.back(), true);
-      break;
-    default:  // TCFP-8 / 16 are byte-sized; ggml blocks are packed already
-      break;
-  }
+    if (p.sparse_dim >= 0) add_fields(out, &CastResult::mask, 1, 1, shape.back(), false);
+    if (p.sub)
+      add_fields(out, &CastResult::meta, p.offset_bits, p.offset_bits, p.meta_shape.back(), false);
+  } else if (r.dtype.codebook()) {
+    const codebook::Layout l = codebook::make_layout(r.shape, r.dtype, o);
+    const Codebook& cb = *r.dtype.codebook();
+    const int iw = codebook::packed_width(cb.index_bits), mw = codebook::packed_width(cb.meta_bits);
+    if (iw < 8)
+      add_fields(out, &CastResult::codes, iw, cb.index_bits, shape.back(), false);
+    else
+      add_elements(out, &CastResult::codes, DType::U8, cb.index_bits, false);
+    if (mw < 8)
+      add_fields(out, &CastResult::meta, mw, cb.meta_bits, l.meta_shape.back(), false);
+    else
+      add_elements(out, &CastResult::meta, DType::U8, cb.meta_bits, false);
+    add_elements(out, &CastResult::scale, l.plan.scale_dtype, l.plan.scale.bits,
+                 l.plan.scale.kind == scalar::Kind::Int);
+  } else if (ft.packed_residual_bits) {
+    // TCFP-12's int4 residuals two per byte along the codes' last axis (tcfp::pack).
+    add_fields(out, &CastResult::residual, ft.packed_residual_bits, ft.packed_residual_bits,
+               shape.back(), true);
+  }  // TCFP-8 / 16 are byte-sized; ggml blocks are packed already
   return out;
 }
 

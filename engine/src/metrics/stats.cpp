@@ -6,10 +6,10 @@
 
 #include "castscope/metrics.hpp"
 #include "metrics/error_sums.hpp"
-#include "parallel.hpp"
-#include "plan.hpp"
-#include "group.hpp"
-#include "codebook/cb_cast.hpp"
+#include "core/parallel.hpp"
+#include "core/plan.hpp"
+#include "core/group.hpp"
+#include "families/codebook/cb_cast.hpp"
 
 namespace castscope {
 
@@ -151,7 +151,7 @@ TileMap tile_map(const Tensor& x_f32, const Tensor& values, const CastResult& re
     return tile_map(x_f32.reshaped(v.shape), values.reshaped(v.shape), v);
   }
   CastResult a = result.mode == CastMode::Compress ? unpack(result) : result;
-  if (a.mode == CastMode::Actual && a.dtype.family() == Family::Codebook) {
+  if (a.mode == CastMode::Actual && a.dtype.codebook()) {
     // Scales as those of the compute format with the same tile; then the mapping choices.
     const codebook::Layout l = codebook::make_layout(a.shape, a.dtype, a.options);
     codebook::validate_actual(a, l);
@@ -176,7 +176,7 @@ TileMap tile_map(const Tensor& x_f32, const Tensor& values, const CastResult& re
     }
     return m;
   }
-  if (a.mode != CastMode::Actual || a.dtype.family() != Family::Standard || !a.dtype.scaled() ||
+  if (a.mode != CastMode::Actual || !family_traits(a.dtype.family()).grammar || !a.dtype.scaled() ||
       a.dtype.tensor_scaled())
     throw Error(
         "a tile map needs an actual or compressed cast of a tile- or channel-scaled datatype");

@@ -10,7 +10,7 @@
 #include "castscope/executor.hpp"
 #include "castscope/io.hpp"
 #include "modelmap/linear_products.hpp"
-#include "parallel.hpp"
+#include "core/parallel.hpp"
 
 namespace castscope {
 namespace {

@@ -7,7 +7,7 @@
 #include <regex>
 
 #include "castscope/executor.hpp"
-#include "cuda/sweep_pipeline.hpp"
+#include "backends/cuda/sweep_pipeline.hpp"
 
 namespace castscope {
 

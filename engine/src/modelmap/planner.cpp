@@ -11,7 +11,7 @@
 #include "castscope/autoplan.hpp"
 #include "castscope/linear_error.hpp"
 #include "castscope/metrics.hpp"
-#include "parallel.hpp"
+#include "core/parallel.hpp"
 
 namespace castscope {
 

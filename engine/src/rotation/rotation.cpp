@@ -5,10 +5,10 @@
 #include <cstdlib>
 #include <string>
 
-#include "backend.hpp"
+#include "backends/backend.hpp"
 #include "castscope/executor.hpp"
 #include "castscope/rotate.hpp"
-#include "parallel.hpp"
+#include "core/parallel.hpp"
 #include "rotation/hadamard.hpp"
 #include "rotation/rotation_backend.hpp"
 

@@ -5,9 +5,9 @@
 #include <vector>
 
 #include "castscope/datatype.hpp"
-#include "cuda/fast_quantizer_check.hpp"
+#include "backends/cuda/fast_quantizer_check.hpp"
 #include "gpu_test_util.hpp"
-#include "plan.hpp"
+#include "core/plan.hpp"
 #include "verify/verify_kernels.hpp"
 
 namespace castscope::gputest {

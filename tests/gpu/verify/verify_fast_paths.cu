@@ -3,12 +3,12 @@
 // the GPU tests only (tests/gpu/extra.cmake), never into the engine.
 #include <cstdint>
 
-#include "cuda/cast_kernels.cuh"
-#include "cuda/cuda_common.hpp"
-#include "cuda/cuda_internal.hpp"
-#include "cuda/mx_kernel.cuh"
-#include "cuda/tcfp_kernel.cuh"
-#include "cuda/tcfp_lean.cuh"
+#include "backends/cuda/cast_kernels.cuh"
+#include "backends/cuda/cuda_common.hpp"
+#include "backends/cuda/cuda_internal.hpp"
+#include "backends/cuda/mx_kernel.cuh"
+#include "backends/cuda/tcfp_kernel.cuh"
+#include "backends/cuda/tcfp_lean.cuh"
 #include "verify/verify_kernels.hpp"
 
 namespace castscope::gpu::detail {

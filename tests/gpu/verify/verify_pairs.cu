@@ -2,9 +2,9 @@
 // bfloat16 input: MX lines (e2m1, e2m3, int8) against the shared quantizer for every exponent
 // scale they take, NVFP4's packed thresholds against the float threshold codes for every e4m3
 // tile scale.
-#include "cuda/bf16_pairs.cuh"
-#include "cuda/cuda_common.hpp"
-#include "cuda/cuda_internal.hpp"
+#include "backends/cuda/bf16_pairs.cuh"
+#include "backends/cuda/cuda_common.hpp"
+#include "backends/cuda/cuda_internal.hpp"
 #include "verify/verify_kernels.hpp"
 
 namespace castscope::gpu::detail {

@@ -9,7 +9,9 @@
 // pixels differing from that strip's dominant colour.
 #include <stb/stb_image.h>
 
+#include <cmath>
 #include <cstdio>
+#include <limits>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -17,6 +19,8 @@
 #include <sstream>
 #include <string>
 #include <vector>
+
+#include "castscope/metrics_json.hpp"
 
 namespace {
 
@@ -78,6 +82,27 @@ void check_png(const std::string& file, const std::vector<std::pair<double, doub
   stbi_image_free(px);
 }
 
+// The number at `path`, read as metrics_json writes it: null is an exact (infinite) SNR where its
+// flag beside it (or, in an array, the flag array beside it) says so, and NaN otherwise.
+double number_at(const nlohmann::json& state, const std::string& path) {
+  namespace mj = castscope::metrics_json;
+  const nlohmann::json* v = at(state, path);
+  if (!v) return std::numeric_limits<double>::quiet_NaN();
+  if (!v->is_null()) return mj::number_from(*v);
+  const size_t dot = path.rfind('.');
+  if (dot == std::string::npos) return std::numeric_limits<double>::quiet_NaN();
+  const std::string parent = path.substr(0, dot), last = path.substr(dot + 1);
+  const nlohmann::json* p = at(state, parent);
+  if (p && p->is_object()) return mj::snr_from(*p, last);
+  const size_t dot2 = parent.rfind('.');
+  if (p && p->is_array() && dot2 != std::string::npos) {
+    const nlohmann::json* flags =
+        at(state, parent.substr(0, dot2 + 1) + mj::exact_key(parent.substr(dot2 + 1)) + "." + last);
+    if (flags && flags->is_boolean() && flags->get<bool>())
+      return std::numeric_limits<double>::infinity();
+  }
+  return std::numeric_limits<double>::quiet_NaN();
+}
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -140,7 +165,8 @@ int main(int argc, char** argv) {
                              std::stod(r.substr(r.find('-') + 1)));
     } else if (key.size() > 4 && key.compare(key.size() - 4, 4, ".min") == 0) {
       const nlohmann::json* v = at(state, key.substr(0, key.size() - 4));
-      if (!v || !v->is_number() || v->get<double>() < std::stod(want))
+      const double got = number_at(state, key.substr(0, key.size() - 4));
+      if (!v || std::isnan(got) || got < std::stod(want))
         fail(key + ": " + (v ? v->dump() : "missing") + " < " + want);
     } else {
       const nlohmann::json* v = at(state, key);

@@ -1,0 +1,280 @@
+// ggml's reference quantizers for the block formats that gguf-py can also quantize (Q4_0, Q4_1,
+// Q5_0, Q5_1, Q8_0, TQ1_0, TQ2_0, MXFP4); the K-quants and IQ4 are in ggml_kquant.cpp. Every step
+// is float32 as in ggml-quants.c and gguf-py: the scale is computed unrounded, its reciprocal
+// multiplies the values, and only the stored scale is rounded to float16. Where ggml's C loop and
+// gguf-py could differ (the signed maximum of a block of zeros), this follows gguf-py: the first
+// element of largest magnitude.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "families/ggml/ggml_types.hpp"
+
+namespace castscope::ggml {
+namespace {
+
+void put_f16(uint8_t* p, float v) {
+  const uint16_t h = float_to_half(v);
+  std::memcpy(p, &h, 2);
+}
+
+// The value of largest magnitude (first on ties), keeping its sign.
+float signed_max(const float* x, int n) {
+  int k = 0;
+  for (int j = 1; j < n; ++j)
+    if (std::fabs(x[j]) > std::fabs(x[k])) k = j;
+  return x[k];
+}
+float abs_max(const float* x, int n) {
+  float a = std::fabs(x[0]);
+  for (int j = 1; j < n; ++j) a = std::max(a, std::fabs(x[j]));
+  return a;
+}
+float recip(float d) {
+  return d == 0.0f ? 0.0f : 1.0f / d;
+}
+// ggml's roundf (halves away from zero) as an integer. A block scale so small that its
+// reciprocal overflows makes x / d infinite or NaN, where ggml's float-to-int conversion is
+// undefined; such a code is taken as 0 (what x86's conversion leaves in the low byte).
+int round_away(float v) {
+  const float r = std::round(v);
+  return std::fabs(r) <= 127.0f ? static_cast<int>(r) : 0;
+}
+int trunc_clip(float v, int hi) {
+  const float t = std::trunc(v);
+  if (!std::isfinite(t) || t <= 0.0f) return 0;  // the same undefined conversion as above
+  return t >= static_cast<float>(hi) ? hi : static_cast<int>(t);
+}
+
+// Q4_0 / Q5_0: d = signed max / -2^(bits-1), so the largest magnitude maps to code 0 exactly.
+void q_sym(const float* x, uint8_t* b, int bits) {
+  const float half = static_cast<float>(1 << (bits - 1));
+  const float d = signed_max(x, 32) / -half, id = recip(d);
+  put_f16(b, d);
+  int q[32];
+  for (int j = 0; j < 32; ++j) q[j] = trunc_clip(x[j] * id + (half + 0.5f), (1 << bits) - 1);
+  uint8_t* qs = b + (bits == 4 ? 2 : 6);
+  for (int j = 0; j < 16; ++j) qs[j] = static_cast<uint8_t>((q[j] & 0xF) | (q[j + 16] & 0xF) << 4);
+  if (bits == 5) {
+    uint32_t qh = 0;
+    for (int j = 0; j < 32; ++j) qh |= static_cast<uint32_t>(q[j] >> 4 & 1) << j;
+    std::memcpy(b + 2, &qh, 4);
+  }
+}
+// Q4_1 / Q5_1: d = (max - min) / (2^bits - 1), zero point m = min.
+void q_affine(const float* x, uint8_t* b, int bits) {
+  float mn = x[0], mx = x[0];
+  for (int j = 1; j < 32; ++j) {
+    mn = std::min(mn, x[j]);
+    mx = std::max(mx, x[j]);
+  }
+  const int top = (1 << bits) - 1;
+  const float d = (mx - mn) / static_cast<float>(top), id = recip(d);
+  put_f16(b, d);
+  put_f16(b + 2, mn);
+  int q[32];
+  for (int j = 0; j < 32; ++j) q[j] = trunc_clip((x[j] - mn) * id + 0.5f, top);
+  uint8_t* qs = b + (bits == 4 ? 4 : 8);
+  for (int j = 0; j < 16; ++j) qs[j] = static_cast<uint8_t>((q[j] & 0xF) | (q[j + 16] & 0xF) << 4);
+  if (bits == 5) {
+    uint32_t qh = 0;
+    for (int j = 0; j < 32; ++j) qh |= static_cast<uint32_t>(q[j] >> 4 & 1) << j;
+    std::memcpy(b + 4, &qh, 4);
+  }
+}
+void q8_0(const float* x, uint8_t* b) {
+  const float d = abs_max(x, 32) / 127.0f, id = recip(d);
+  put_f16(b, d);
+  for (int j = 0; j < 32; ++j)
+    b[2 + j] = static_cast<uint8_t>(static_cast<int8_t>(round_away(x[j] * id)));
+}
+// Ternary: d = max |x|, trit t = round(x / d) + 1 in {0, 1, 2}.
+void trits(const float* x, int t[256], float* d) {
+  *d = abs_max(x, 256);
+  const float id = recip(*d);
+  for (int e = 0; e < 256; ++e) t[e] = round_away(x[e] * id) + 1;
+}
+void tq1_0(const float* x, uint8_t* b) {
+  int t[256];
+  float d;
+  trits(x, t, &d);
+  static const int pow3[5] = {81, 27, 9, 3, 1};
+  uint8_t v[52];
+  // Five trits per byte as a base-3 number, the first trit most significant, stored as a
+  // fixed-point fraction of 243 (rounded up) so the decoder extracts trits by multiplying.
+  for (int l = 0; l < 32; ++l) {
+    int s = 0;
+    for (int p = 0; p < 5; ++p) s += t[p * 32 + l] * pow3[p];
+    v[l] = static_cast<uint8_t>(s);
+  }
+  for (int l = 0; l < 16; ++l) {
+    int s = 0;
+    for (int p = 0; p < 5; ++p) s += t[160 + p * 16 + l] * pow3[p];
+    v[32 + l] = static_cast<uint8_t>(s);
+  }
+  for (int l = 0; l < 4; ++l) {
+    int s = 0;
+    for (int p = 0; p < 4; ++p) s += t[240 + p * 4 + l] * pow3[p];
+    v[48 + l] = static_cast<uint8_t>(s);
+  }
+  for (int i = 0; i < 52; ++i) b[i] = static_cast<uint8_t>((v[i] * 256 + 242) / 243);
+  put_f16(b + 52, d);
+}
+void tq2_0(const float* x, uint8_t* b) {
+  int t[256];
+  float d;
+  trits(x, t, &d);
+  for (int h = 0; h < 2; ++h)
+    for (int l = 0; l < 32; ++l) {
+      int v = 0;
+      for (int s = 0; s < 4; ++s) v |= t[h * 128 + s * 32 + l] << (2 * s);
+      b[h * 32 + l] = static_cast<uint8_t>(v);
+    }
+  put_f16(b + 64, d);
+}
+
+// MXFP4 (quantize_row_mxfp4_ref): e = floorf(log2f(amax)) - 2 + 127 in float32, which rounds up
+// to the next power of two for an amax just below one (OCP MX takes the exact floor), and per
+// element the first entry of ggml's doubled E2M1 table {0, 1, 2, 3, 4, 6, 8, 12, -0, -1, ...}
+// whose |t * d - x| is least, d = 2^(e - 128): ties go to the entry of smaller magnitude and a
+// negative value that rounds to zero gets +0 (0x0).
+void mxfp4(const float* x, uint8_t* b) {
+  static constexpr int8_t kT[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+  float amax = 0.0f;
+  for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[j]));
+  // ggml converts the float to uint8_t; below 2^-125 the value is negative and x86 keeps the
+  // low byte of the int32 conversion, as this does.
+  const uint8_t e =
+      amax > 0.0f
+          ? static_cast<uint8_t>(static_cast<int>(std::floor(std::log2(amax)) - 2.0f + 127.0f))
+          : 0;
+  // ggml_e8m0_to_fp32_half: 2^(e - 128) (subnormal for e = 0 and 1).
+  const float d = std::ldexp(1.0f, e - 128);
+  b[0] = e;
+  auto code = [&](float v) {
+    int best = 0;
+    float err = std::fabs(static_cast<float>(kT[0]) * d - v);
+    for (int i = 1; i < 16; ++i) {
+      const float e2 = std::fabs(static_cast<float>(kT[i]) * d - v);
+      if (e2 < err) best = i, err = e2;
+    }
+    return best;
+  };
+  for (int j = 0; j < 16; ++j) b[1 + j] = static_cast<uint8_t>(code(x[j]) | code(x[j + 16]) << 4);
+}
+
+// Byte offsets of the scale / zero-point halves of each type, set to NaN for a non-finite block.
+void poison(uint32_t id, uint8_t* b, uint32_t bytes) {
+  std::memset(b, 0, bytes);
+  const float nan = std::nanf("");
+  switch (id) {
+    case 3:
+    case 7:
+      put_f16(b + 2, nan);
+      [[fallthrough]];
+    case 2:
+    case 6:
+    case 8:
+      put_f16(b, nan);
+      return;
+    case 34:
+      put_f16(b + 52, nan);
+      return;
+    case 39:  // E8M0's NaN; ggml has none and reads the block as zeros
+      b[0] = 0xFF;
+      return;
+    case 35:
+      put_f16(b + 64, nan);
+      return;
+    case 12:
+    case 13:
+      put_f16(b, nan);
+      put_f16(b + 2, nan);
+      return;
+    case 14:
+      put_f16(b + 208, nan);
+      return;
+    case 10:
+      put_f16(b + 80, nan);
+      put_f16(b + 82, nan);
+      return;
+    case 11:
+      put_f16(b + 108, nan);
+      return;
+    case 20:
+    case 23:
+      put_f16(b, nan);
+      return;
+  }
+}
+
+}  // namespace
+
+// Q2_K ... Q6_K, IQ4_NL, IQ4_XS (ggml_kquant.cpp).
+void quantize_k(uint32_t id, const float* x, uint8_t* block);
+
+bool can_quantize(uint32_t id) {
+  switch (id) {
+    case 10:
+    case 11:
+    case 12:
+    case 13:
+    case 14:
+    case 20:
+    case 23:
+    case 2:
+    case 3:
+    case 6:
+    case 7:
+    case 8:
+    case 34:
+    case 35:
+    case 39:
+      return true;
+    default:
+      return false;
+  }
+}
+
+void quantize(uint32_t id, const float* x, uint64_t n, uint8_t* out) {
+  const TypeInfo& t = *type_info(id);
+  for (uint64_t i = 0; i < n / t.block; ++i) {
+    const float* xb = x + i * t.block;
+    uint8_t* b = out + i * t.block_bytes;
+    if (!std::all_of(xb, xb + t.block, [](float v) { return std::isfinite(v); })) {
+      poison(id, b, t.block_bytes);
+      continue;
+    }
+    switch (id) {
+      case 2:
+        q_sym(xb, b, 4);
+        break;
+      case 6:
+        q_sym(xb, b, 5);
+        break;
+      case 3:
+        q_affine(xb, b, 4);
+        break;
+      case 7:
+        q_affine(xb, b, 5);
+        break;
+      case 8:
+        q8_0(xb, b);
+        break;
+      case 34:
+        tq1_0(xb, b);
+        break;
+      case 35:
+        tq2_0(xb, b);
+        break;
+      case 39:
+        mxfp4(xb, b);
+        break;
+      default:
+        quantize_k(id, xb, b);
+        break;
+    }
+  }
+}
+
+}  // namespace castscope::ggml
