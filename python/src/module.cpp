@@ -295,6 +295,11 @@ void bind_cast(nb::module_& m) {
     d["cuda_available"] = b.cuda_available;
     d["device_name"] = b.device_name;
     d["reason"] = b.reason;
+#ifdef CASTSCOPE_HAVE_ONNX
+    d["onnx_reader"] = true;
+#else
+    d["onnx_reader"] = false;  // built without libonnx-dev / libprotobuf-dev
+#endif
     return d;
   });
   m.def("transfer_counters", [] {

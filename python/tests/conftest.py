@@ -23,6 +23,22 @@ def rng(request):
     return np.random.default_rng([SEED, zlib.crc32(request.node.name.encode())])
 
 
+# Tests that open ONNX files through the engine need a build with its ONNX reader (a build
+# without libonnx-dev, such as a GPU machine's, skips them and says why).
+def _onnx_reader():
+    try:
+        import castscope
+
+        return bool(castscope.backend_info().get("onnx_reader", True))
+    except ImportError:
+        return True
+
+
+needs_onnx_reader = pytest.mark.skipif(
+    not _onnx_reader(), reason="this build of CastScope has no ONNX reader (libonnx-dev)"
+)
+
+
 def find_cli():
     cli = os.environ.get("CASTSCOPE_CLI")
     if cli:

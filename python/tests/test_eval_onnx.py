@@ -14,6 +14,10 @@ onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
+from conftest import needs_onnx_reader  # noqa: E402
+
+pytestmark = needs_onnx_reader
+
 PLAN = {"default": "keep", "rules": [
     {"pattern": "w1", "dtype": "nvfp4"},
     {"pattern": "w2", "dtype": "mxfp4e2"},

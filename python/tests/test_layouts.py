@@ -21,6 +21,7 @@ pytest.importorskip("onnx")
 pytest.importorskip("safetensors.numpy")
 sys.path.insert(0, os.path.join(ROOT, "tests", "interop"))
 import layout_models as lm  # noqa: E402
+from conftest import needs_onnx_reader  # noqa: E402
 
 DTYPES = ["mxfp6e2", "nvfp4", "q4_k"]
 
@@ -65,6 +66,7 @@ def check_model(cli, path, weights, expect):
                 assert vm["snr_db"] == want["snr_db"], (r["name"], d, "documented view")
 
 
+@needs_onnx_reader
 def test_onnx_graph_layouts(cli, tmp_path):
     p = str(tmp_path / "layouts.onnx")
     exp = lm.build_onnx(p, np.random.default_rng(SEED))

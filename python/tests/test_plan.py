@@ -12,6 +12,7 @@ import castscope
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 from test_eval_onnx import conv_graph, mlp_graph  # noqa: E402
+from conftest import needs_onnx_reader  # noqa: E402
 
 CANDIDATES = ["mxfp4e2", "mxfp6e2", "mxfp8e4"]
 
@@ -47,6 +48,7 @@ def brute_force(table, cap):
     return best
 
 
+@needs_onnx_reader
 def test_onnx_plan_from_runtime_activations(tmp_path, rng):
     path = tmp_path / "mlp.onnx"
     w = mlp_graph(rng, path)
@@ -83,6 +85,7 @@ def test_onnx_plan_from_runtime_activations(tmp_path, rng):
     assert ev["size"]["tensors_cast"] == 2
 
 
+@needs_onnx_reader
 def test_conv_and_gemm_activations(tmp_path, rng):
     path = tmp_path / "conv.onnx"
     w = conv_graph(rng, path)
@@ -106,6 +109,7 @@ def test_conv_and_gemm_activations(tmp_path, rng):
             assert o["error"] == pytest.approx(want, rel=1e-3), (name, o["dtype"])
 
 
+@needs_onnx_reader
 def test_without_activations_and_refusal(tmp_path, rng):
     path = tmp_path / "mlp.onnx"
     w = mlp_graph(rng, path)
@@ -163,6 +167,7 @@ def test_hf_gpt2_conv1d_activations_from_hooks(tmp_path, rng):
         assert o["error"] == pytest.approx(want, rel=1e-3), o["dtype"]
 
 
+@needs_onnx_reader
 def test_sensitivity_is_the_measured_output_divergence(tmp_path, rng):
     """With sensitivity, each tensor's largest-error candidate is predicted at exactly the KL
     that castscope.evaluate measures with only that tensor cast to it."""

@@ -16,6 +16,10 @@ onnx = pytest.importorskip("onnx", reason="onnx builds the test model (pip insta
 pytest.importorskip("onnxruntime", reason="the runtime activations come from onnxruntime")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
+from conftest import needs_onnx_reader  # noqa: E402
+
+pytestmark = needs_onnx_reader
+
 CANDIDATES = ["mxfp4e2", "nvfp4", "mxfp6e2", "mxfp8e4"]
 
 
