@@ -41,6 +41,9 @@ LAYERS = [
         "engine/src/families/tcfp/*", "engine/src/families/codebook/*",
         "engine/src/families/ggml/*",
     ]),
+    ("executor", [  # where work runs (CPU or GPU), fallback, device cache, progress
+        "engine/include/castscope/executor.hpp", "engine/src/executor/*",
+    ]),
     ("dispatch", [  # the family table and cast dispatch (the rest of core/): reach every kernel
         "engine/include/castscope/layout.hpp", "engine/include/castscope/storage_bits.hpp",
         "engine/src/families/*", "engine/src/core/*",

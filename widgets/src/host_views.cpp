@@ -5,10 +5,6 @@
 #include <cstring>
 #include <limits>
 
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
-
 #include "core/group.hpp"
 #include "core/parallel.hpp"
 #include "core/plan.hpp"
@@ -62,65 +58,9 @@ void stats_scalar(const float* x, const float* q, int64_t i0, int64_t n, StatLan
   }
 }
 
-#if defined(__x86_64__) && defined(__GNUC__)
-// The same four lanes as stats_scalar, one AVX register of doubles: each lane's additions in
-// the same order, so the sums are the scalar loop's bit for bit (no FMA: mul and add rounded
-// apart, as there).
-__attribute__((target("avx2"))) void stats_avx2(const float* x, const float* q, int64_t n,
-                                                StatLanes& s) {
-  const __m128i abs = _mm_set1_epi32(0x7FFFFFFF), inf = _mm_set1_epi32(0x7F800000);
-  const __m128i zero = _mm_setzero_si128();
-  const __m256d sign = _mm256_set1_pd(-0.0);
-  __m256d sx2 = _mm256_loadu_pd(s.sx2), se2 = _mm256_loadu_pd(s.se2);
-  __m256d se = _mm256_loadu_pd(s.se), maxe = _mm256_loadu_pd(s.maxe);
-  __m128i cnt = zero, nin = zero, nout = zero, zout = zero;  // minus the counts, per lane
-  __m128 amax = _mm_set1_ps(s.amax);
-  const int64_t full = n & ~int64_t{3};
-  for (int64_t i = 0; i < full; i += 4) {
-    const __m128i xb = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x + i));
-    const __m128i qb = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q + i));
-    const __m128i xa = _mm_and_si128(xb, abs), qa = _mm_and_si128(qb, abs);
-    const __m128i fx = _mm_cmpgt_epi32(inf, xa), fq = _mm_cmpgt_epi32(inf, qa);
-    const __m128i ok = _mm_and_si128(fx, fq);
-    const __m256d xv = _mm256_cvtps_pd(_mm_castsi128_ps(_mm_and_si128(xb, ok)));
-    const __m256d qv = _mm256_cvtps_pd(_mm_castsi128_ps(_mm_and_si128(qb, ok)));
-    const __m256d d = _mm256_sub_pd(qv, xv);
-    sx2 = _mm256_add_pd(sx2, _mm256_mul_pd(xv, xv));
-    se2 = _mm256_add_pd(se2, _mm256_mul_pd(d, d));
-    se = _mm256_add_pd(se, d);
-    maxe = _mm256_max_pd(_mm256_andnot_pd(sign, d), maxe);
-    cnt = _mm_add_epi32(cnt, ok);
-    nin = _mm_sub_epi32(nin, _mm_cmpeq_epi32(fx, zero));
-    nout = _mm_add_epi32(nout, _mm_andnot_si128(fq, fx));
-    const __m128i z = _mm_andnot_si128(_mm_cmpeq_epi32(xa, zero), _mm_cmpeq_epi32(qa, zero));
-    zout = _mm_add_epi32(zout, _mm_and_si128(ok, z));
-    amax = _mm_max_ps(amax, _mm_castsi128_ps(_mm_and_si128(xa, fx)));
-  }
-  _mm256_storeu_pd(s.sx2, sx2);
-  _mm256_storeu_pd(s.se2, se2);
-  _mm256_storeu_pd(s.se, se);
-  _mm256_storeu_pd(s.maxe, maxe);
-  int32_t c[4][4];
-  _mm_storeu_si128(reinterpret_cast<__m128i*>(c[0]), cnt);
-  _mm_storeu_si128(reinterpret_cast<__m128i*>(c[1]), nin);
-  _mm_storeu_si128(reinterpret_cast<__m128i*>(c[2]), nout);
-  _mm_storeu_si128(reinterpret_cast<__m128i*>(c[3]), zout);
-  float a[4];
-  _mm_storeu_ps(a, amax);
-  for (int l = 0; l < 4; ++l) {
-    s.count -= c[0][l], s.nin += c[1][l], s.nout -= c[2][l], s.zout -= c[3][l];
-    s.amax = std::max(s.amax, a[l]);
-  }
-  stats_scalar(x, q, full, n, s);
-}
-#endif
-
-// One chunk (at most 2^31 values, so the per-lane counts fit 32 bits).
+// The sums stay one chain in element order, as compute_stats adds them: four vector lanes would
+// be faster but give other last bits than the model map, the CLI and Python.
 void stats_block(const float* x, const float* q, int64_t n, StatLanes& s) {
-#if defined(__x86_64__) && defined(__GNUC__)
-  static const bool avx2 = __builtin_cpu_supports("avx2");
-  if (avx2) return stats_avx2(x, q, n, s);
-#endif
   stats_scalar(x, q, 0, n, s);
 }
 
