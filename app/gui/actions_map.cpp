@@ -180,11 +180,31 @@ MapTotals plan_totals_over_map(const AppState& app) {
 }
 
 void start_activations(AppState& app) {
-  if (!app.loaded || !app.loaded->data || app.loaded->data.rank() != 2) {
-    app.act_error = "select a 2-D weight tensor [out, in] first";
+  if (!app.loaded || !app.loaded->data || app.loaded->data.rank() < 2) {
+    app.act_error = "select a weight tensor (rank 2 or more) first";
     return;
   }
   LinearErrorOptions o;
+  // The weight meets the activations along its resolved reduction axis (a plan's override
+  // included), as the model map and the planner read it: a MatMul B [K, N] or GPT-2's Conv1D
+  // [in, out] is read transposed, a conv [O, I, k...] as [O, I*k...].
+  CastOptions layout;
+  layout.axis_auto = true;  // the tensor's layout decides
+  int64_t in = app.loaded->data.shape().back();
+  {
+    const auto& input = app.loaded;
+    const io::Model* lm = input->model == app.file_model ? app.model.get() : input->model.get();
+    try {
+      if (lm)
+        if (const io::TensorInfo* t = lm->find(input->tensor))
+          layout = io::cast_options_for(layout, *t);
+      in = axis_length(layout, input->data.shape());
+    } catch (const Error& e) {
+      app.act_error = e.what();
+      return;
+    }
+  }
+  o.weight_axis = AxisSpec::from(layout);
   try {
     if (std::string(app.act_dtype) != "keep") o.act_dtype = DataType::parse(app.act_dtype);
     if (std::string(app.act_weight_dtype) != "keep")
@@ -207,9 +227,9 @@ void start_activations(AppState& app) {
   app.act_weight = input->tensor;
   app.act_job.start("activations", [=](JobControl& job) {
     const Tensor& w = input->data;
-    Tensor x = path.empty() ? synthetic_activations(tokens, w.shape()[1], outliers, scale,
-                                                    static_cast<uint64_t>(seed))
-                            : load_activations(path);
+    Tensor x = path.empty()
+                   ? synthetic_activations(tokens, in, outliers, scale, static_cast<uint64_t>(seed))
+                   : load_activations(path);
     return std::shared_ptr<const LinearError>(
         std::make_shared<LinearError>(linear_error(x, w, o, &job)));
   });

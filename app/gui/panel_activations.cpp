@@ -18,11 +18,11 @@ void draw_activations_panel(AppState& app) {
   save_view_button(app, PanelId::Activations);
   const bool running = app.act_job.running();
   const Tensor* w = app.loaded && app.loaded->data ? &app.loaded->data : nullptr;
-  if (w && w->rank() == 2)
-    ImGui::Text("weight: %s %s (as W [out, in])", app.loaded->tensor.c_str(),
-                shape_str(w->shape()).c_str());
+  if (w && w->rank() >= 2)
+    ImGui::TextWrapped("weight: %s %s (as W [out, in] along its layout's reduction axis)",
+                       app.loaded->tensor.c_str(), shape_str(w->shape()).c_str());
   else
-    ImGui::TextColored(ImVec4(1.0f, 0.7f, 0.3f, 1.0f), "select a 2-D weight tensor");
+    ImGui::TextColored(ImVec4(1.0f, 0.7f, 0.3f, 1.0f), "select a weight tensor (rank 2 or more)");
   ImGui::BeginDisabled(running);
   ImGui::SetNextItemWidth(ImGui::GetFontSize() * 24);
   ImGui::InputTextWithHint("activations", "file .npy / .safetensors (empty: synthetic)",
