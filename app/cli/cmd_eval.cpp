@@ -68,14 +68,7 @@ void eval_cmd(CLI::App& app) {
     if (a.json) args.push_back("--json");
     if (a.csv) args.push_back("--csv");
     if (a.progress) args.push_back("--progress");
-    std::fflush(nullptr);
-    const int rc = run_child(args, false);
-    if (rc < 0) throw Error("'" + py + "' cannot be run");
-    if (rc != 0) {
-      // The child printed its own message; keep its status (1 error, 130 cancelled).
-      std::fflush(nullptr);
-      std::exit(rc);
-    }
+    run_child_or_exit(args, py);
   });
 }
 

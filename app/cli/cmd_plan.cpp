@@ -126,14 +126,7 @@ PlanTable python_table(const PlanArgs& a) {
   if (a.absolute) args.push_back("--absolute");
   args.insert(args.end(), {"--round", a.round, "--scale-mode", a.scale_mode, "--axis", a.axis,
                            "--device", a.device});
-  std::fflush(nullptr);
-  const int rc = run_child(args, false);
-  if (rc < 0) throw Error("'" + py + "' cannot be run");
-  if (rc != 0) {
-    // The child printed its own message; keep its status (1 error, 130 cancelled).
-    std::fflush(nullptr);
-    std::exit(rc);
-  }
+  run_child_or_exit(args, py);
   std::ifstream in(tmpl);
   std::stringstream text;
   text << in.rdbuf();
@@ -155,8 +148,9 @@ void run_budget(const PlanArgs& a, const CastOptions& cast) {
     set_activations(o, a.activations);
   // The runtime planner (Python) takes each tensor's layout from the file as the runtime uses it.
   if (runtime && !a.axis_for.empty())
-    throw Error("plan: --axis-for goes with the engine's planner only, not with --activations "
-                "runtime, --inputs or --sensitivity");
+    throw Error(
+        "plan: --axis-for goes with the engine's planner only, not with --activations "
+        "runtime, --inputs or --sensitivity");
   const ExportPlan overrides = axis_override_plan(a.axis_for);
   const std::unique_ptr<io::Model> model =
       runtime ? nullptr : with_layout_overrides(io::open_model(a.model), overrides);

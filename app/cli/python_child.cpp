@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 
 #include "castscope/error.hpp"
@@ -75,6 +76,16 @@ void require_python_module(const std::string& py, const std::string& module,
       "pip install . (plus onnxruntime and onnx for ONNX models, torch and transformers for "
       "Hugging Face directories, llama-cpp-python for GGUF), or set CASTSCOPE_PYTHON to an "
       "interpreter that has it");
+}
+
+void run_child_or_exit(const std::vector<std::string>& args, const std::string& py) {
+  std::fflush(nullptr);
+  const int rc = run_child(args, false);
+  if (rc < 0) throw Error("'" + py + "' cannot be run");
+  if (rc != 0) {
+    std::fflush(nullptr);
+    std::exit(rc);
+  }
 }
 
 }  // namespace castscope::cli

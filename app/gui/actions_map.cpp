@@ -17,25 +17,6 @@ Rotation map_rotation(const AppState& app) {
 }
 
 namespace {
-// Some tensors of a model: the map's rows swept again after their layout changed.
-class SomeTensors : public io::Model {
- public:
-  SomeTensors(std::shared_ptr<const io::Model> m, const std::vector<std::string>& names)
-      : m_(std::move(m)) {
-    path_ = m_->path();
-    for (const io::TensorInfo& t : m_->tensors())
-      if (std::find(names.begin(), names.end(), t.name) != names.end()) infos_.push_back(t);
-  }
-  const std::vector<io::TensorInfo>& tensors() const override { return infos_; }
-  Tensor load(const std::string& name) const override { return m_->load(name); }
-  Tensor load_raw(const std::string& name) const override { return m_->load_raw(name); }
-  std::string format() const override { return m_->format(); }
-
- private:
-  std::shared_ptr<const io::Model> m_;
-  std::vector<io::TensorInfo> infos_;
-};
-
 // Sweeps app.model with app.map_request: every row, or (base given) the rows named in `only`,
 // put in place of base's.
 void launch_map(AppState& app, std::shared_ptr<const ModelMap> base,
@@ -67,7 +48,11 @@ void launch_map(AppState& app, std::shared_ptr<const ModelMap> base,
     if (!base)
       return std::shared_ptr<const ModelMap>(
           std::make_shared<ModelMap>(sweep_model(*model, o, &job)));
-    ModelMap part = sweep_model(SomeTensors(model, only), o, &job);
+    // Only the rows whose layout changed are swept again.
+    std::vector<io::TensorInfo> some;
+    for (const io::TensorInfo& t : model->tensors())
+      if (std::find(only.begin(), only.end(), t.name) != only.end()) some.push_back(t);
+    ModelMap part = sweep_model(*io::relist(model, std::move(some)), o, &job);
     auto out = std::make_shared<ModelMap>(*base);
     for (MapRow& r : part.rows)
       for (MapRow& row : out->rows)

@@ -81,6 +81,10 @@ void release_pages(const Model& model, const std::string& name);
 // Picks the reader from the file's contents / extension. Throws Error naming the file.
 std::unique_ptr<Model> open_model(const std::string& path);
 
+// `model`'s data under another list of tensors: some of them (a sweep of a few rows again), or
+// the same ones with other layouts (a plan's overrides). Loads go to `model`.
+std::unique_ptr<Model> relist(std::shared_ptr<const Model> model, std::vector<TensorInfo> infos);
+
 // Whether a TensorInfo::dtype string names floating-point storage (safetensors "BF16", numpy
 // "float16", GGUF "Q4_0" / "MXFP4", ONNX "FLOAT", ...): the tensors worth casting.
 bool is_float_storage(const std::string& stored_dtype);

@@ -334,23 +334,6 @@ ExportPlan with_axis_overrides(const ExportPlan& plan, const ExportPlan& overrid
 }
 
 namespace {
-// The tensors of another model with some layouts replaced; data comes from the model itself.
-class OverriddenModel : public io::Model {
- public:
-  OverriddenModel(std::shared_ptr<const io::Model> m, std::vector<io::TensorInfo> infos)
-      : m_(std::move(m)), infos_(std::move(infos)) {
-    path_ = m_->path();
-  }
-  const std::vector<io::TensorInfo>& tensors() const override { return infos_; }
-  Tensor load(const std::string& name) const override { return m_->load(name); }
-  Tensor load_raw(const std::string& name) const override { return m_->load_raw(name); }
-  std::string format() const override { return m_->format(); }
-
- private:
-  std::shared_ptr<const io::Model> m_;
-  std::vector<io::TensorInfo> infos_;
-};
-
 // The model's tensors with the plan's overrides; *any tells whether one applied.
 std::vector<io::TensorInfo> overridden_infos(const io::Model& model, const ExportPlan& plan,
                                              bool* any) {
@@ -386,7 +369,7 @@ std::unique_ptr<io::Model> with_layout_overrides(std::unique_ptr<io::Model> mode
   bool any = false;
   std::vector<io::TensorInfo> infos = overridden_infos(*model, plan, &any);
   if (!any) return model;
-  return std::make_unique<OverriddenModel>(std::move(model), std::move(infos));
+  return io::relist(std::move(model), std::move(infos));
 }
 
 std::shared_ptr<const io::Model> with_layout_overrides(std::shared_ptr<const io::Model> model,
@@ -394,7 +377,7 @@ std::shared_ptr<const io::Model> with_layout_overrides(std::shared_ptr<const io:
   bool any = false;
   std::vector<io::TensorInfo> infos = overridden_infos(*model, plan, &any);
   if (!any) return model;
-  return std::make_shared<OverriddenModel>(std::move(model), std::move(infos));
+  return io::relist(std::move(model), std::move(infos));
 }
 
 }  // namespace castscope

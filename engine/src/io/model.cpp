@@ -263,6 +263,28 @@ std::unique_ptr<Model> open_index(const std::string& path) {
 }  // namespace
 }  // namespace detail
 
+namespace {
+class Relisted : public Model {
+ public:
+  Relisted(std::shared_ptr<const Model> m, std::vector<TensorInfo> infos)
+      : m_(std::move(m)), infos_(std::move(infos)) {
+    path_ = m_->path();
+  }
+  const std::vector<TensorInfo>& tensors() const override { return infos_; }
+  Tensor load(const std::string& name) const override { return m_->load(name); }
+  Tensor load_raw(const std::string& name) const override { return m_->load_raw(name); }
+  std::string format() const override { return m_->format(); }
+
+ private:
+  std::shared_ptr<const Model> m_;
+  std::vector<TensorInfo> infos_;
+};
+}  // namespace
+
+std::unique_ptr<Model> relist(std::shared_ptr<const Model> model, std::vector<TensorInfo> infos) {
+  return std::make_unique<Relisted>(std::move(model), std::move(infos));
+}
+
 std::unique_ptr<Model> open_model(const std::string& path) {
   using namespace detail;
   std::error_code ec;
