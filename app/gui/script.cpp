@@ -530,7 +530,11 @@ std::string state_json(const AppState& app, const std::vector<std::string>& scri
   if (const PlanResult* p = app.plan_eval.get()) {
     nlohmann::json rows = nlohmann::json::array();
     for (const PlanRow& r : p->rows) {
-      nlohmann::json row = {{"name", r.name}, {"dtype", r.dtype}, {"axis", r.axis}, {"layout_guessed", r.layout_guessed}, {"bits", r.bits}};
+      nlohmann::json row = {{"name", r.name},
+                            {"dtype", r.dtype},
+                            {"axis", r.axis},
+                            {"layout_guessed", r.layout_guessed},
+                            {"bits", r.bits}};
       metrics_json::put_snr(row, "snr_db", r.snr_db);
       row["bytes_out"] = r.bytes_out;
       row["error"] = r.error;

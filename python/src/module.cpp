@@ -44,11 +44,11 @@ struct PyCastResult {
   CastResult on_host() const { return r.to_host(); }
 };
 
-PyCastResult do_cast(nb::ndarray<nb::ro, nb::c_contig> x, const DataType& dtype, const std::string& round,
-                     const std::string& scale_mode, const std::string& overflow, uint64_t seed,
-                     const std::string& axis, const std::string& mode, const std::string& device,
-                     bool tcfp_absmax, int threads, const std::string& as_dtype,
-                     const std::string& framework) {
+PyCastResult do_cast(nb::ndarray<nb::ro, nb::c_contig> x, const DataType& dtype,
+                     const std::string& round, const std::string& scale_mode,
+                     const std::string& overflow, uint64_t seed, const std::string& axis,
+                     const std::string& mode, const std::string& device, bool tcfp_absmax,
+                     int threads, const std::string& as_dtype, const std::string& framework) {
   CastOptions o =
       parse_cast_options({mode, round, scale_mode, overflow, axis, /*rotate=*/"", device}, {}, "");
   o.seed = seed;

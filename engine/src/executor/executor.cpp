@@ -192,8 +192,7 @@ Stats Sweep::cast_stats(const std::function<const Tensor&()>& host_x, const Data
       throw;
     } catch (const Error& e) {
       // Out of device memory, say: the rest of the sweep runs on the host.
-      placement_ = {Work::Sweep, Device::CPU, std::string("the upload failed: ") + e.what(),
-                    false};
+      placement_ = {Work::Sweep, Device::CPU, std::string("the upload failed: ") + e.what(), false};
       ex_.record_fallback(Work::Sweep, placement_.reason, &fallback_);
       return host();
     }
