@@ -145,7 +145,7 @@ ModelMap sweep_model(const io::Model& model, const MapOptions& o, JobControl* jo
   // On the CUDA backend the tensors stream onto the device ahead of their cells, read and
   // uploaded while the cells of earlier tensors run (cuda/sweep_pipeline.hpp).
   std::unique_ptr<gpu::TensorStream> stream;
-  if (sweep.on_device() && std::string(exec::current().backend().name()) == "cuda") {
+  if (sweep.on_device() && exec::current().backend_ptr() == exec::cuda_backend()) {
     std::vector<std::string> names;
     for (const io::TensorInfo* t : todo) names.push_back(t->name);
     try {
