@@ -21,7 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "castscope/cuda_stats.hpp"
+#include "castscope/device.hpp"
 #include "castscope/io.hpp"
 #include "castscope/metrics.hpp"
 #include "castscope/modelmap.hpp"

@@ -36,13 +36,14 @@ LAYERS = [
     ("kernels", [  # the backends' kernels and the statistics they fold
         "engine/include/castscope/metrics.hpp", "engine/include/castscope/metrics_json.hpp",
         "engine/include/castscope/tcfp.hpp", "engine/include/castscope/rotate.hpp",
-        "engine/include/castscope/matmul.hpp", "engine/include/castscope/cuda_stats.hpp",
+        "engine/include/castscope/matmul.hpp", "engine/include/castscope/device.hpp",
         "engine/src/rotation/*", "engine/src/metrics/*", "engine/src/backends/**",
         "engine/src/families/tcfp/*", "engine/src/families/codebook/*",
         "engine/src/families/ggml/*",
     ]),
     ("executor", [  # where work runs (CPU or GPU), fallback, device cache, progress
-        "engine/include/castscope/executor.hpp", "engine/src/executor/*",
+        "engine/include/castscope/executor.hpp", "engine/include/castscope/placed.hpp",
+        "engine/src/executor/*",
     ]),
     ("dispatch", [  # the family table and cast dispatch (the rest of core/): reach every kernel
         "engine/include/castscope/layout.hpp", "engine/include/castscope/storage_bits.hpp",

@@ -2,7 +2,7 @@
 // update). Without a GPU it says why and succeeds.
 #include <cstdio>
 
-#include "castscope/cuda_stats.hpp"
+#include "castscope/device.hpp"
 #include "cli/command.hpp"
 
 namespace castscope::cli {

@@ -13,7 +13,7 @@
 #include <string>
 
 #include "castscope/cast.hpp"
-#include "castscope/cuda_stats.hpp"
+#include "castscope/placed.hpp"
 #include "castscope/tensor.hpp"
 
 namespace castscope::py {
@@ -35,11 +35,12 @@ struct Input {
 };
 Input read_input(nb::ndarray<nb::ro, nb::c_contig> a, const std::string& as_dtype,
                  const char* what);
-Tensor host_tensor(const Input& in);               // borrows the array's memory
-gpu::DeviceTensor device_tensor(const Input& in);  // borrows the array's device memory
+Tensor host_tensor(const Input& in);                // borrows the array's memory
+exec::PlacedTensor device_tensor(const Input& in);  // borrows the array's device memory
 
 nb::object to_python(const Tensor& t, Framework fw);
-nb::object to_python(const gpu::DeviceTensor& t, Framework fw, int device_id);
+// A tensor where it is: host memory as above, device memory as a CUDA array on device_id.
+nb::object to_python(const exec::PlacedTensor& t, Framework fw, int device_id);
 
 // The engine thread: one long-lived thread that runs every long call, so that the GIL stays free
 // and the CUDA backend's per-thread stream (and the memory it frees in stream order) outlives

@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "castscope/datatype.hpp"
+#include "castscope/device.hpp"
 #include "castscope/executor.hpp"
 #include "castscope/io.hpp"
 #include "castscope/metrics.hpp"
@@ -37,10 +38,7 @@ struct PyCastResult {
   CastMode mode() const { return r.mode(); }
   const Shape& shape() const { return r.shape(); }
   const CastCounts& counts() const { return r.counts(); }
-  nb::object part(Tensor CastResult::*hm, gpu::DeviceTensor gpu::DeviceCastResult::*dm) const {
-    if (!r.on_device()) return to_python(r.host().*hm, fw);
-    return to_python(r.dev().*dm, fw, device_id);
-  }
+  nb::object part(exec::Part p) const { return to_python(r.part(p), fw, device_id); }
   CastResult on_host() const { return r.to_host(); }
 };
 
@@ -65,7 +63,7 @@ PyCastResult do_cast(nb::ndarray<nb::ro, nb::c_contig> x, const DataType& dtype,
   if (in.cuda) {
     if (o.device == Device::CPU)  // before the borrow, which a build without CUDA refuses
       throw Error("device='cpu' was asked for a CUDA tensor; move it to the host first");
-    const gpu::DeviceTensor dx = device_tensor(in);
+    const exec::PlacedTensor dx = device_tensor(in);
     r.r = run_job(job, nb::none(), [&] { return exec::current().cast_resident(dx, dtype, o); });
   } else {
     const Tensor hx = host_tensor(in);
@@ -102,13 +100,9 @@ nb::dict do_metrics(nb::ndarray<nb::ro, nb::c_contig> x, nb::ndarray<nb::ro, nb:
   if (a.cuda != b.cuda) throw Error("metrics: x and y must be on the same device");
   Stats s;
   JobControl job;
-  if (a.cuda) {
-    const gpu::DeviceTensor da = device_tensor(a), db = device_tensor(b);
-    s = run_job(job, nb::none(), [&] { return gpu::compute_stats(da, db, clipped); });
-  } else {
-    const Tensor ha = host_tensor(a), hb = host_tensor(b);
-    s = run_job(job, nb::none(), [&] { return compute_stats(ha, hb, clipped); });
-  }
+  const exec::PlacedTensor pa = a.cuda ? device_tensor(a) : exec::PlacedTensor(host_tensor(a));
+  const exec::PlacedTensor pb = b.cuda ? device_tensor(b) : exec::PlacedTensor(host_tensor(b));
+  s = run_job(job, nb::none(), [&] { return exec::compute_stats(pa, pb, clipped); });
   return stats_dict(s);
 }
 
@@ -220,43 +214,16 @@ void bind_cast(nb::module_& m) {
       .def_prop_ro("shape", [](const PyCastResult& r) { return r.shape(); })
       .def_prop_ro("backend", [](const PyCastResult& r) { return r.r.backend(); })
       .def_prop_ro("device", [](const PyCastResult& r) { return r.r.on_device() ? "cuda" : "cpu"; })
-      .def_prop_ro("values",
-                   [](const PyCastResult& r) {
-                     return r.part(&CastResult::values, &gpu::DeviceCastResult::values);
-                   })
-      .def_prop_ro("data",
-                   [](const PyCastResult& r) {
-                     return r.part(&CastResult::codes, &gpu::DeviceCastResult::codes);
-                   })
-      .def_prop_ro("scale",
-                   [](const PyCastResult& r) {
-                     return r.part(&CastResult::scale, &gpu::DeviceCastResult::scale);
-                   })
-      .def_prop_ro("zero",
-                   [](const PyCastResult& r) {
-                     return r.part(&CastResult::zero, &gpu::DeviceCastResult::zero);
-                   })
-      .def_prop_ro("tenscale",
-                   [](const PyCastResult& r) {
-                     return r.part(&CastResult::tenscale, &gpu::DeviceCastResult::tenscale);
-                   })
-      .def_prop_ro("meta",
-                   [](const PyCastResult& r) {
-                     return r.part(&CastResult::meta, &gpu::DeviceCastResult::meta);
-                   })
-      .def_prop_ro("mask",
-                   [](const PyCastResult& r) {
-                     return r.part(&CastResult::mask, &gpu::DeviceCastResult::mask);
-                   })
-      .def_prop_ro("residual",
-                   [](const PyCastResult& r) {
-                     return r.part(&CastResult::residual, &gpu::DeviceCastResult::residual);
-                   })
+      .def_prop_ro("values", [](const PyCastResult& r) { return r.part(exec::Part::Values); })
+      .def_prop_ro("data", [](const PyCastResult& r) { return r.part(exec::Part::Codes); })
+      .def_prop_ro("scale", [](const PyCastResult& r) { return r.part(exec::Part::Scale); })
+      .def_prop_ro("zero", [](const PyCastResult& r) { return r.part(exec::Part::Zero); })
+      .def_prop_ro("tenscale", [](const PyCastResult& r) { return r.part(exec::Part::Tenscale); })
+      .def_prop_ro("meta", [](const PyCastResult& r) { return r.part(exec::Part::Meta); })
+      .def_prop_ro("mask", [](const PyCastResult& r) { return r.part(exec::Part::Mask); })
+      .def_prop_ro("residual", [](const PyCastResult& r) { return r.part(exec::Part::Residual); })
       .def_prop_ro("residual_scale",
-                   [](const PyCastResult& r) {
-                     return r.part(&CastResult::residual_scale,
-                                   &gpu::DeviceCastResult::residual_scale);
-                   })
+                   [](const PyCastResult& r) { return r.part(exec::Part::ResidualScale); })
       .def_prop_ro("counts",
                    [](const PyCastResult& r) {
                      nb::dict d;
@@ -267,9 +234,8 @@ void bind_cast(nb::module_& m) {
                    })
       .def("upcast",
            [](const PyCastResult& r) -> nb::object {
-             if (r.mode() == CastMode::Virtual)
-               return r.part(&CastResult::values, &gpu::DeviceCastResult::values);
-             if (r.r.on_device()) return to_python(r.r.dev().values, r.fw, r.device_id);
+             if (r.mode() == CastMode::Virtual) return r.part(exec::Part::Values);
+             if (r.r.on_device()) return r.part(exec::Part::Values);
              JobControl job;
              const CastResult& h = r.r.host();
              return to_python(run_job(job, nb::none(), [&] { return upcast(h); }), r.fw);
@@ -278,7 +244,7 @@ void bind_cast(nb::module_& m) {
           "save",
           [](const PyCastResult& r, const std::string& path, const std::string& name) {
             if (r.mode() == CastMode::Virtual) {
-              io::save_npy(path, r.r.on_device() ? r.r.dev().values.download() : r.r.host().values);
+              io::save_npy(path, r.r.values().to_host());
             } else {
               io::save_packed(path, {{name, r.on_host()}});
             }

@@ -136,9 +136,9 @@ Tensor host_tensor(const Input& in) {
   return Tensor::borrow(in.dtype, in.shape, std::make_shared<int>(0), in.array.data());
 }
 
-gpu::DeviceTensor device_tensor(const Input& in) {
-  return gpu::DeviceTensor::borrow(in.dtype, in.shape, std::make_shared<int>(0),
-                                   const_cast<void*>(in.array.data()));
+exec::PlacedTensor device_tensor(const Input& in) {
+  return exec::PlacedTensor::borrow_device(in.dtype, in.shape, std::make_shared<int>(0),
+                                           const_cast<void*>(in.array.data()));
 }
 
 namespace {
@@ -196,12 +196,13 @@ nb::object to_python(const Tensor& t, Framework fw) {
               nb::device::cpu::value, 0, fw);
 }
 
-nb::object to_python(const gpu::DeviceTensor& t, Framework fw, int device_id) {
+nb::object to_python(const exec::PlacedTensor& t, Framework fw, int device_id) {
   if (!t) return nb::none();
-  auto* keep = new gpu::DeviceTensor(t);
-  nb::capsule owner(keep, [](void* p) noexcept { delete static_cast<gpu::DeviceTensor*>(p); });
-  return make(keep->mutable_data(), keep->shape(), owner, keep->dtype(), nb::device::cuda::value,
-              device_id, fw);
+  if (!t.on_device()) return to_python(t.host(), fw);
+  auto* keep = new exec::PlacedTensor(t);
+  nb::capsule owner(keep, [](void* p) noexcept { delete static_cast<exec::PlacedTensor*>(p); });
+  return make(const_cast<void*>(keep->device_data()), keep->shape(), owner, keep->dtype(),
+              nb::device::cuda::value, device_id, fw);
 }
 
 }  // namespace castscope::py

@@ -379,7 +379,7 @@ TEST(Executor, PlacedResultHoldsAHostCastAsItIs) {
   EXPECT_FALSE(empty);
   EXPECT_THROW(empty.shape(), Error);
   // A tensor in device memory is cast where it lives: asking for the CPU is refused.
-  EXPECT_THROW(exec::current().cast_resident(gpu::DeviceTensor(), DataType::parse("nvfp4"), o),
+  EXPECT_THROW(exec::current().cast_resident(exec::PlacedTensor(), DataType::parse("nvfp4"), o),
                Error);
 }
 

@@ -1,7 +1,7 @@
 // Flattened quantization axes on the GPU: a conv weight cast over I*kh*kw gives the CPU's bytes,
 // through castscope::cast and through the device-resident gpu::cast, and its device tile map is
 // that of the [O, I*kh*kw] view.
-#include "castscope/cuda_stats.hpp"
+#include "backends/device_api.hpp"
 #include "castscope/metrics.hpp"
 #include "gpu_test_util.hpp"
 

@@ -2,7 +2,7 @@
 // host round trip and gives the CPU engine's bits.
 #include <memory>
 
-#include "castscope/cuda_stats.hpp"
+#include "backends/device_api.hpp"
 #include "gpu_test_util.hpp"
 
 namespace castscope {

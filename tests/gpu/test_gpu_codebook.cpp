@@ -6,7 +6,7 @@
 #include <fstream>
 #include <random>
 
-#include "castscope/cuda_stats.hpp"
+#include "backends/device_api.hpp"
 #include "castscope/datatype.hpp"
 #include "families/codebook/cb_cast.hpp"
 #include "families/codebook/cb_lut.hpp"

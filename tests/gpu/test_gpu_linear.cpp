@@ -310,5 +310,36 @@ TEST(GpuLinear, ModelMapCellsNameTheirProduct) {
   }
 }
 
+// With activations the map uploads the activations once and each weight once, however many
+// datatype columns there are, and every cell gives what linear_error gives without the reuse.
+TEST(GpuLinear, ModelMapUploadsEachOperandOnce) {
+  CS_REQUIRE_GPU();
+  const uint64_t seed = run_seed();
+  MemoryModel m;
+  m.add("model.layers.0.mlp.up_proj.weight", normal({kOut, kIn}, seed + 10, 0.05));
+  m.add("model.layers.0.mlp.gate_proj.weight", normal({kOut, kIn}, seed + 11, 0.05));
+  MapOptions o;
+  o.dtypes = {"fp8e4_tensor", "mxfp4e2", "nvfp4", "mxfp6e2"};
+  o.activations = synthetic_activations(kTokens, kIn, 6, 12.0, seed + 12);
+  o.cast.device = Device::CUDA;
+  const ModelMap g = sweep_model(m, o);
+  ASSERT_EQ(g.rows.size(), 2u);
+  EXPECT_EQ(g.linear_uploads, 1u + 2u) << "activations once, then one upload per weight";
+  for (const MapRow& row : g.rows) {
+    const Tensor w = m.load(row.name);
+    for (size_t d = 0; d < o.dtypes.size(); ++d) {
+      ASSERT_TRUE(row.cells[d].has_output) << row.name << " " << o.dtypes[d];
+      LinearErrorOptions lo;
+      lo.cast = o.cast;
+      lo.gemm_iters = 1;
+      lo.weight_dtype = DataType::parse(o.dtypes[d]);
+      lo.act_dtype = lo.weight_dtype;
+      const LinearError alone = linear_error(o.activations, w, lo);
+      EXPECT_EQ(row.cells[d].out_snr_db, alone.snr_db) << row.name << " " << o.dtypes[d];
+      EXPECT_EQ(row.cells[d].out_product, alone.product) << row.name << " " << o.dtypes[d];
+    }
+  }
+}
+
 }  // namespace
 }  // namespace castscope::gputest

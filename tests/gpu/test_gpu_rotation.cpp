@@ -2,7 +2,7 @@
 // size, with and without signs, forward and inverse, strided axes) and rotated casts.
 #include "gpu_test_util.hpp"
 
-#include "castscope/cuda_stats.hpp"
+#include "backends/device_api.hpp"
 #include "castscope/export.hpp"
 #include "castscope/modelmap.hpp"
 #include "castscope/rotate.hpp"

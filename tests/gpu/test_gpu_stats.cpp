@@ -1,7 +1,7 @@
 // Device statistics against metrics.hpp: counts and tile scales exact, sums to rounding.
 #include <cmath>
 
-#include "castscope/cuda_stats.hpp"
+#include "backends/device_api.hpp"
 #include "castscope/metrics.hpp"
 #include "gpu_test_util.hpp"
 

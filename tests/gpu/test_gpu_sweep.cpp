@@ -8,7 +8,7 @@
 
 #include "gpu_test_util.hpp"
 
-#include "castscope/cuda_stats.hpp"
+#include "backends/device_api.hpp"
 #include "castscope/io.hpp"
 #include "castscope/modelmap.hpp"
 #include "backends/cuda/sweep_pipeline.hpp"

@@ -289,5 +289,42 @@ TEST(ModelMap, ActivationsAddOutputSnrToFittingRows) {
   }
 }
 
+// Calls that share their operands through a LinearReuse give what calls without it give, also
+// when the weight or the activations change between them.
+TEST(ModelMap, LinearReuseGivesTheResultsOfSeparateCalls) {
+  const uint64_t seed = kSeed + 60;
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  const Tensor x = synthetic_activations(12, 64, 3, 15.0, seed);
+  const Tensor x2 = synthetic_activations(12, 64, 3, 15.0, seed + 1);
+  const Tensor w = normal({24, 64}, seed + 2);
+  const Tensor w2 = normal({64, 24}, seed + 3);  // [in, out]: reduced over axis 0
+  LinearReuse reuse;
+  struct Call {
+    const Tensor *x, *w;
+    const char* dtype;
+    const char* axis;
+  } calls[] = {{&x, &w, "nvfp4", ""},
+               {&x, &w, "mxfp8e4", ""},
+               {&x, &w2, "mxfp4e2", "0"},
+               {&x2, &w2, "mxfp4e2", "0"},
+               {&x2, &w, "nvfp4", ""}};
+  for (const Call& c : calls) {
+    LinearErrorOptions lo;
+    lo.cast.device = Device::CPU;
+    lo.weight_dtype = DataType::parse(c.dtype);
+    lo.act_dtype = lo.weight_dtype;
+    if (*c.axis) lo.weight_axis = AxisSpec::parse(c.axis);
+    lo.keep_outputs = true;
+    const LinearError shared = linear_error(*c.x, *c.w, lo, nullptr, &reuse);
+    const LinearError alone = linear_error(*c.x, *c.w, lo);
+    EXPECT_EQ(shared.snr_db, alone.snr_db) << c.dtype << " axis '" << c.axis << "'";
+    EXPECT_EQ(shared.out, alone.out);
+    ASSERT_EQ(shared.yq.numel(), alone.yq.numel());
+    EXPECT_EQ(std::memcmp(shared.yq.data(), alone.yq.data(), alone.yq.nbytes()), 0) << c.dtype;
+    EXPECT_EQ(std::memcmp(shared.y.data(), alone.y.data(), alone.y.nbytes()), 0) << c.dtype;
+  }
+  EXPECT_EQ(reuse.uploads(), 0u);  // the CPU copies nothing to a device
+}
+
 }  // namespace
 }  // namespace castscope

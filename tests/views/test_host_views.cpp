@@ -90,7 +90,7 @@ void expect_reference_views(const Analysis& a, const AnalysisOptions& ao, const 
   ASSERT_FALSE(a.on_device) << tag;
   ASSERT_TRUE(a.input && a.values) << tag;
   const Tensor& x = a.input;
-  const Tensor& q = a.values;
+  const Tensor& q = a.values.host();
   const float* xp = x.ptr<float>();
   const float* qp = q.ptr<float>();
   const int64_t n = x.numel();
@@ -295,7 +295,7 @@ TEST(HostViews, TileMapEqualsTileMap) {
     const auto a = widgets::analyze(x, d, o, "t", ao);
     ASSERT_TRUE(a->tiles.has_value()) << tag << ": " << a->tiles_note;
     o.mode = CastMode::Actual;
-    const TileMap m = tile_map(x, a->values, cast(x, d, o));
+    const TileMap m = tile_map(x, a->values.host(), cast(x, d, o));
     const TileMap& t = *a->tiles;
     EXPECT_EQ(t.rows, m.rows) << tag;
     EXPECT_EQ(t.cols, m.cols) << tag;
@@ -377,7 +377,8 @@ TEST(HostViews, LogHistogramBinEdges) {
     ASSERT_EQ(a->exp_hi, 9) << tag;
     expect_hist(a->log_orig, histogram(x.ptr<float>(), x.numel(), -20, 10, bins, true),
                 tag + " log_orig");
-    expect_hist(a->log_cast, histogram(a->values.ptr<float>(), x.numel(), -20, 10, bins, true),
+    expect_hist(a->log_cast,
+                histogram(a->values.host().ptr<float>(), x.numel(), -20, 10, bins, true),
                 tag + " log_cast");
   }
 }

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "backends/cpu/cast_cpu.hpp"
+#include "castscope/device.hpp"
 #include "host_views.hpp"
 
 #if defined(__GLIBC__)
@@ -111,8 +112,8 @@ void retain_freed_memory() {
   set_storage_reuse(size_t{256} << 20);
 }
 
-gpu::DeviceTensor DeviceInput::get(const Tensor& x) {
-  return exec::cuda_tensor(device_.get(x));
+exec::PlacedTensor DeviceInput::get(const Tensor& x) {
+  return exec::cuda_placed(device_.get(x));
 }
 
 namespace {
@@ -134,37 +135,30 @@ void DeviceInput::keep_input_views(const Tensor& x, std::shared_ptr<const InputV
 
 Tensor values_block(const Analysis& a, int64_t r0, int64_t c0, int64_t h, int64_t w) {
   const View2D& v = a.view;
-  if (!a.values && !a.device_values) throw Error("the analysis holds no cast values");
+  if (!a.values) throw Error("the analysis holds no cast values");
   if (r0 < 0 || c0 < 0 || h < 0 || w < 0 || r0 >= v.rows || c0 >= v.cols)
     throw Error("block at (" + std::to_string(r0) + ", " + std::to_string(c0) +
                 ") is outside the " + std::to_string(v.rows) + " x " + std::to_string(v.cols) +
                 " view [outputs, reduction] of the values");
   const int64_t bh = std::min(h, v.rows - r0), bw = std::min(w, v.cols - c0);
-  // download_block reads the 2-D fold of its tensor's shape: the device values are reshaped to
-  // the view (a conv weight's [O, I*kh*kw]) or, for a transposed view, to the storage's
-  // [outer * cols, inner].
-  if (a.device_values && v.contiguous())
-    return a.device_values.reshaped({v.rows, v.cols}).download_block(r0, c0, bh, bw);
+  // A block reads the 2-D fold of its tensor's shape: the values are reshaped to the view (a
+  // conv weight's [O, I*kh*kw]) or, for a transposed view, to the storage's [outer * cols,
+  // inner], so that only the block leaves device memory.
+  if (v.contiguous()) return a.values.reshaped({v.rows, v.cols}).block(r0, c0, bh, bw);
+  // A transposed view: the rows of one outer index are columns of the storage's
+  // [outer * cols, inner] fold, read back as one block each and transposed here.
+  const exec::PlacedTensor storage = a.values.reshaped({v.rows / v.inner * v.cols, v.inner});
   Tensor t = Tensor::empty(DType::F32, {bh, bw});
   float* dst = t.mutable_ptr<float>();
-  if (a.device_values) {
-    // A transposed view: the rows of one outer index are columns of the storage's
-    // [outer * cols, inner] fold, read back as one block each and transposed here.
-    for (int64_t r = r0; r < r0 + bh;) {
-      const int64_t outer = r / v.inner, i0 = r % v.inner;
-      const int64_t n = std::min(v.inner - i0, r0 + bh - r);
-      const Tensor b = a.device_values.reshaped({v.rows / v.inner * v.cols, v.inner})
-                           .download_block(outer * v.cols + c0, i0, bw, n);
-      const float* src = b.ptr<float>();
-      for (int64_t c = 0; c < bw; ++c)
-        for (int64_t k = 0; k < n; ++k) dst[(r - r0 + k) * bw + c] = src[c * n + k];
-      r += n;
-    }
-    return t;
+  for (int64_t r = r0; r < r0 + bh;) {
+    const int64_t outer = r / v.inner, i0 = r % v.inner;
+    const int64_t n = std::min(v.inner - i0, r0 + bh - r);
+    const Tensor b = storage.block(outer * v.cols + c0, i0, bw, n);
+    const float* src = b.ptr<float>();
+    for (int64_t c = 0; c < bw; ++c)
+      for (int64_t k = 0; k < n; ++k) dst[(r - r0 + k) * bw + c] = src[c * n + k];
+    r += n;
   }
-  const float* src = a.values.ptr<float>();
-  for (int64_t r = 0; r < bh; ++r)
-    for (int64_t c = 0; c < bw; ++c) dst[r * bw + c] = src[v.at(r0 + r, c0 + c)];
   return t;
 }
 
@@ -190,63 +184,80 @@ bool tiled_dtype(const DataType& d) {
   return family_traits(d.family()).tensorcast_layout && d.scaled() && !d.tensor_scaled();
 }
 
-// The same views from tensors left in device memory: only the views come back to the host.
-struct DeviceViews {
-  gpu::DeviceTensor x, q;
-  gpu::DeviceCastResult r;
+// The views' inputs where the cast left them, in host or device memory: the float32 input, its
+// cast values and the cast result. The host computes the views in two fused passes
+// (host_views.cpp), the device with a kernel a view; both give the same counts and scales.
+struct Views {
+  exec::PlacedTensor x, q;
+  exec::PlacedResult r;
   bool tiled = false;
-  Stats stats() const { return gpu::compute_stats(x, q, r.counts.clipped); }
-  double absmax() const { return gpu::absmax(x); }
-  Histogram values(bool cast, double lo, double hi, int bins, bool log_x) const {
-    return gpu::histogram(cast ? q : x, lo, hi, bins, log_x);
-  }
-  ExponentHistogram exponents(bool cast) const { return gpu::exponent_histogram(cast ? q : x); }
-  Histogram errors(double lo, double hi, int bins) const {
-    return gpu::error_histogram(x, q, lo, hi, bins);
-  }
-  TileMap tiles() const { return gpu::tile_map(x, q, r); }
-  bool has_mask() const { return sparsity_mask(tiled, r.mask, x.numel()); }
   View2D view;
+  // The host's views of the input from an earlier analysis of the same tensor.
+  const InputViews* known = nullptr;
+
+  bool has_mask() const { return sparsity_mask(tiled, r.part(exec::Part::Mask), x.numel()); }
+  FirstPass first(const MaskImage& m, JobControl* job) const {
+    if (!x.on_device()) return host().first(m, job);
+    FirstPass f;
+    f.stats = exec::compute_stats(x, q, r.counts().clipped);
+    f.absmax = exec::absmax(x);
+    f.eo = exec::exponent_histogram(x);
+    f.ec = exec::exponent_histogram(q);
+    if (m.total) f.cells = cells(m);
+    return f;
+  }
+  SecondPass second(const Ranges& g, JobControl* job) const {
+    if (!x.on_device()) return host().second(g, job);
+    SecondPass s;
+    s.vo = exec::histogram(x, -g.lim, g.lim, g.bins, false);
+    s.vc = exec::histogram(q, -g.lim, g.lim, g.bins, false);
+    s.lo = exec::histogram(x, g.lo, g.hi, g.bins, true);
+    s.lc = exec::histogram(q, g.lo, g.hi, g.bins, true);
+    s.err = exec::error_histogram(x, q, -g.elim, g.elim, g.bins);
+    return s;
+  }
+  TileMap tiles() const { return x.on_device() ? exec::tile_map(x, q, r) : host().tiles(); }
+
+ private:
+  // The host passes over the same data, made on first use (the second pass leaves the tile map
+  // it fused in them for tiles()).
+  const HostViews& host() const {
+    if (!host_) {
+      host_.emplace();
+      host_->x = x.host();
+      host_->q = q.host();
+      host_->r = r.host();
+      host_->tiled = tiled;
+      host_->view = view;
+      host_->known = known;
+    }
+    return *host_;
+  }
+  mutable std::optional<HostViews> host_;
+
+  // The mask image's per-cell counts on the device.
   std::vector<int64_t> cells(const MaskImage& m) const {
-    const gpu::DeviceTensor* mk = has_mask() ? &r.mask : nullptr;
+    const exec::PlacedTensor mask = r.part(exec::Part::Mask);
+    const exec::PlacedTensor* mk = has_mask() ? &mask : nullptr;
     if (view.contiguous())
-      return gpu::cell_counts(x, q, mk, m.cols, m.cell_rows, m.cell_cols, m.out_rows, m.out_cols);
+      return exec::cell_counts(x, q, mk, m.cols, m.cell_rows, m.cell_cols, m.out_rows, m.out_cols);
     // A transposed view ([K, N] reduced over K): the cells of the storage's [K, N] grid, turned.
     if (view.rows != view.inner)
       throw Error(
           "the mask of a view that is neither the storage order nor its transpose is "
           "counted on the host");
     const std::vector<int64_t> t =
-        gpu::cell_counts(x, q, mk, view.inner, m.cell_cols, m.cell_rows, m.out_cols, m.out_rows);
+        exec::cell_counts(x, q, mk, view.inner, m.cell_cols, m.cell_rows, m.out_cols, m.out_rows);
     std::vector<int64_t> out(t.size());
     for (int64_t i = 0; i < m.out_rows; ++i)
       for (int64_t j = 0; j < m.out_cols; ++j)
         out[static_cast<size_t>(i * m.out_cols + j)] = t[static_cast<size_t>(j * m.out_rows + i)];
     return out;
   }
-  FirstPass first(const MaskImage& m, JobControl*) const {
-    FirstPass f;
-    f.stats = stats();
-    f.absmax = absmax();
-    f.eo = exponents(false);
-    f.ec = exponents(true);
-    if (m.total) f.cells = cells(m);
-    return f;
-  }
-  SecondPass second(const Ranges& g, JobControl*) const {
-    SecondPass s;
-    s.vo = values(false, -g.lim, g.lim, g.bins, false);
-    s.vc = values(true, -g.lim, g.lim, g.bins, false);
-    s.lo = values(false, g.lo, g.hi, g.bins, true);
-    s.lc = values(true, g.lo, g.hi, g.bins, true);
-    s.err = errors(-g.elim, g.elim, g.bins);
-    return s;
-  }
 };
 
 // Every view after the cast, from host or device data alike: the metrics first (and handed to
 // on_metrics), then the histograms, the tile map and the mask.
-template <class Views>
 void compute_views(Analysis& a, const Views& v, const AnalysisOptions& ao, JobControl* job,
                    ExponentHistogram* eo_out = nullptr) {
   const DataType& d = a.dtype;
@@ -332,10 +343,83 @@ void representable_range(Analysis& a) {
 }
 
 // The one value of a two-level datatype's tensor scale (stored as float32), NaN without one.
-double tensor_scale_of(const Tensor& t) {
-  if (!t || t.numel() != 1 || t.dtype() != DType::F32)
+double tensor_scale_of(const exec::PlacedResult& r) {
+  const exec::PlacedTensor p = r.part(exec::Part::Tenscale);
+  if (!p || p.numel() != 1 || p.dtype() != DType::F32)
     return std::numeric_limits<double>::quiet_NaN();
-  return t.ptr<float>()[0];
+  return p.to_host().ptr<float>()[0];
+}
+
+// The views with the cast on the device: only the views come back to the host.
+void device_views(Analysis& a, const Tensor& x, const CastOptions& options,
+                  const AnalysisOptions& ao, JobControl* job, DeviceInput* input) {
+  Views v;
+  v.tiled = tiled_dtype(a.dtype);
+  v.view = a.view;
+  v.x = input ? input->get(x) : exec::PlacedTensor::upload(x);
+  v.r = exec::current().cast_resident(v.x, a.dtype, options);
+  v.q = v.r.values();
+  if (job) job->check();
+  a.backend = "cuda";
+  compute_views(a, v, ao, job);
+  if (ao.keep_values) a.values = v.q;
+  a.tensor_scale = tensor_scale_of(v.r);
+  a.on_device = true;
+  a.tile_clipped_note = "not counted when the views are computed on the GPU";
+}
+
+// The views with the cast on the host. A tiled cast of the standard family on the CPU takes
+// values and scales from one run of the kernels (the values are upcast()'s bits, as a virtual
+// cast gives them; no view reads the codes).
+void host_views(Analysis& a, const Tensor& x_in, const Tensor& x, const CastOptions& options,
+                const AnalysisOptions& ao, JobControl* job, DeviceInput* input) {
+  const DataType& dtype = a.dtype;
+  Views v;
+  v.tiled = tiled_dtype(dtype);
+  v.view = a.view;
+  v.x = exec::PlacedTensor(x);
+  const CastOptions ro = resolve_axis(options, x.shape());
+  const bool one_run = v.tiled && dtype.family() == Family::Standard && !ro.flatten &&
+                       !ro.rotate.enabled() &&
+                       (options.device == Device::CPU || (!gpu_starting() && !gpu::available()));
+  CastResult r;
+  Tensor q;
+  if (one_run) {
+    r = cpu::cast_standard_with_values(x, dtype, ro, false);
+    r.backend = "cpu";
+    r.options.device = options.device;
+    q = r.values;
+    r.values = Tensor();
+  } else {
+    r = cast(x, dtype, options);
+    if (job) job->check();
+    // The values of a tiled cast: a virtual cast of the standard family takes the CPU's fast
+    // paths and gives upcast()'s bits (cast.hpp), at a fraction of the generic decode's cost.
+    if (v.tiled && dtype.family() == Family::Standard) {
+      CastOptions vo = options;
+      vo.mode = CastMode::Virtual;
+      q = cast(x, dtype, vo).values;
+    } else {
+      q = v.tiled ? upcast(r) : r.values;
+    }
+  }
+  if (job) job->check();
+  a.backend = r.backend;
+  v.r = exec::PlacedResult(std::move(r));
+  v.q = exec::PlacedTensor(q);
+  a.tensor_scale = tensor_scale_of(v.r);
+  const std::shared_ptr<const InputViews> known = input ? input->input_views(x_in) : nullptr;
+  v.known = known.get();
+  auto mine = std::make_shared<InputViews>();
+  compute_views(a, v, ao, job, &mine->eo);
+  if (input) {
+    mine->absmax = a.absmax;
+    mine->value = a.value_orig;
+    mine->log = a.log_orig;
+    input->keep_input_views(x_in, std::move(mine));
+  }
+  if (a.tiles) a.tile_clipped = tile_clipped(x, a.view, *a.tiles, v.r.host(), &a.tile_clipped_note);
+  if (ao.keep_values) a.values = v.q;
 }
 
 }  // namespace
@@ -367,85 +451,25 @@ std::shared_ptr<const Analysis> analyze(const Tensor& x_in, const DataType& dtyp
   // The executor places the views: on the host while the app's GPU context is still starting
   // (the next update finds it running) and for families whose views need the host (a codebook's
   // tile map, ggml's reference quantizer). Rotations wrap the host cast. Only the CUDA backend
-  // computes views on a device.
+  // computes views on a device. A device failure other than a bad request (which the host
+  // rejects as well, with the same message) leaves the host to do them all again.
   exec::Executor& ex = exec::current();
   const Device asked = ao.device && !options.rotate.enabled() ? options.device : Device::CPU;
-  const exec::Placement where = ex.place(exec::Work::Views, asked, x.numel(), &dtype);
-  if (where.device == Device::CUDA && ex.backend_ptr() == exec::cuda_backend()) {
-    const Analysis before = *a;  // what the host path starts from if the device gives up midway
-    try {
-      DeviceViews v;
-      v.tiled = tiled;
-      v.view = a->view;
-      v.x = input ? input->get(x) : gpu::DeviceTensor::upload(x);
-      v.r = gpu::cast(v.x, dtype, options, true);
-      v.q = v.r.values;
-      if (job) job->check();
-      a->backend = "cuda";
-      compute_views(*a, v, ao, job);
-      if (ao.keep_values) a->device_values = v.q;
-      if (v.r.tenscale && v.r.tenscale.numel() == 1)
-        a->tensor_scale = tensor_scale_of(v.r.tenscale.download());
-      a->on_device = true;
-      a->tile_clipped_note = "not counted when the views are computed on the GPU";
-    } catch (const Cancelled&) {
-      throw;
-    } catch (const Error& e) {
-      // Bad requests fail on the host too, with the same message; anything else (no memory on
-      // the device) leaves the host to finish the views.
-      *a = before;
-      a->device_note = e.what();
-    }
-  }
-  if (!a->on_device) {
-    HostViews v;
-    v.tiled = tiled;
-    v.view = a->view;
-    v.x = x;
-    // A tiled cast of the standard family on the CPU: values and scales from one run of the
-    // kernels (the values are upcast()'s bits, as a virtual cast gives them); no view reads the
-    // codes.
-    const CastOptions ro = resolve_axis(options, x.shape());
-    const bool one_run = tiled && dtype.family() == Family::Standard && !ro.flatten &&
-                         !ro.rotate.enabled() &&
-                         (options.device == Device::CPU || (!gpu_starting() && !gpu::available()));
-    if (one_run) {
-      v.r = cpu::cast_standard_with_values(x, dtype, ro, false);
-      v.r.backend = "cpu";
-      v.r.options.device = options.device;
-      v.q = v.r.values;
-      v.r.values = Tensor();
-    } else {
-      v.r = cast(x, dtype, options);
-      if (job) job->check();
-      // The values of a tiled cast: a virtual cast of the standard family takes the CPU's fast
-      // paths and gives upcast()'s bits (cast.hpp), at a fraction of the generic decode's cost.
-      if (tiled && dtype.family() == Family::Standard) {
-        CastOptions vo = options;
-        vo.mode = CastMode::Virtual;
-        v.q = cast(x, dtype, vo).values;
-      } else {
-        v.q = tiled ? upcast(v.r) : v.r.values;
-      }
-    }
-    if (job) job->check();
-    a->backend = v.r.backend;
-    a->tensor_scale = tensor_scale_of(v.r.tenscale);
-    const std::shared_ptr<const InputViews> known = input ? input->input_views(x_in) : nullptr;
-    v.known = known.get();
-    auto mine = std::make_shared<InputViews>();
-    compute_views(*a, v, ao, job, &mine->eo);
-    if (input) {
-      mine->absmax = a->absmax;
-      mine->value = a->value_orig;
-      mine->log = a->log_orig;
-      input->keep_input_views(x_in, std::move(mine));
-    }
-    if (a->tiles) a->tile_clipped = tile_clipped(x, a->view, *a->tiles, v.r, &a->tile_clipped_note);
-    if (ao.keep_values) a->values = v.q;
-  }
-  // The host finished what the device gave up on: a fallback, recorded and announced.
-  if (!a->device_note.empty()) ex.record_fallback(exec::Work::Views, a->device_note);
+  exec::Placement where = ex.place(exec::Work::Views, asked, x.numel(), &dtype);
+  if (ex.backend_ptr() != exec::cuda_backend()) where.device = Device::CPU;
+  const Analysis before = *a;
+  ex.run<int>(
+      where, exec::OnFailure::FallBack,
+      [&] {
+        device_views(*a, x, options, ao, job, input);
+        return 0;
+      },
+      [&] {
+        *a = before;
+        host_views(*a, x_in, x, options, ao, job, input);
+        return 0;
+      },
+      &a->device_note);
   representable_range(*a);
   if (job) job->report(1.0);
   return a;

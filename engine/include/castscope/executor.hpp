@@ -18,8 +18,8 @@
 #include <vector>
 
 #include "castscope/cast.hpp"
-#include "castscope/cuda_stats.hpp"
 #include "castscope/metrics.hpp"
+#include "castscope/placed.hpp"
 
 namespace castscope::exec {
 
@@ -86,6 +86,8 @@ std::shared_ptr<DeviceBackend> cuda_backend();
 const gpu::DeviceTensor& cuda_tensor(const DeviceHandle& h);
 // A handle for a device tensor made elsewhere (the streamed model-map sweep), for cuda_backend().
 DeviceHandle cuda_handle(gpu::DeviceTensor t);
+// The device tensor behind a cuda_backend() handle, as a placed tensor (sharing its memory).
+PlacedTensor cuda_placed(const DeviceHandle& h);
 
 // Device copies of host tensors, made once and reused while the same tensor (same storage,
 // shape and dtype) is asked for again: a tensor viewed or swept in many datatypes crosses PCIe
@@ -104,34 +106,6 @@ class DeviceCache {
   Tensor host_;  // held so that its storage, the cache key, cannot be reused by another tensor
   DeviceHandle device_;
   uint64_t uploads_ = 0;
-};
-
-// A cast's outputs where they were computed: host memory (a CastResult) or device memory (a
-// gpu::DeviceCastResult, for an input that lives on the device). Callers that may hold either
-// keep this one type instead of a mirror of the two.
-class PlacedResult {
- public:
-  PlacedResult() = default;
-  explicit PlacedResult(CastResult host) : host_(std::move(host)) {}
-  explicit PlacedResult(gpu::DeviceCastResult device) : dev_(std::move(device)) {}
-  explicit operator bool() const { return host_ || dev_; }
-  bool on_device() const { return dev_.has_value(); }
-  Device device() const { return on_device() ? Device::CUDA : Device::CPU; }
-  std::string backend() const;  // where the cast ran: the host result's backend, or "cuda"
-  const DataType& dtype() const;
-  CastMode mode() const;
-  const Shape& shape() const;
-  const CastCounts& counts() const;
-  // The result itself; Error when it is held on the other side.
-  const CastResult& host() const;
-  const gpu::DeviceCastResult& dev() const;
-  // The host result, downloaded when held on the device (bit for bit what cast() gives).
-  CastResult to_host() const;
-
- private:
-  const CastResult* h() const;
-  std::optional<CastResult> host_;
-  std::optional<gpu::DeviceCastResult> dev_;
 };
 
 class Executor {
@@ -177,7 +151,7 @@ class Executor {
   // packer and moved back, so every backend hands out the same bits), with its values for an
   // actual or compressed cast. Device::CPU is refused (the caller moves the tensor first).
   // Complete when it returns (gpu::synchronize), so another library can read it.
-  PlacedResult cast_resident(const gpu::DeviceTensor& x, const DataType& dtype,
+  PlacedResult cast_resident(const PlacedTensor& x, const DataType& dtype,
                              const CastOptions& options);
 
   // Device failures that fell back to the host since the executor was made (newest last).

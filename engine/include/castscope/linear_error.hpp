@@ -63,8 +63,31 @@ struct LinearError {
 // in % 128 == 0, sm_90), and TCFP-12 / TCFP-16 on both operands; any other pair as a bf16 GEMM
 // when every cast value is a bfloat16, else fp32. Auto falls back to the CPU if the GPU fails.
 // Throws Error naming the shapes when in differs.
+// Operands shared by linear_error calls that multiply the same activations by the same weight
+// in many datatypes (the model map's columns): the float32 operands are prepared once, on the
+// GPU the activations cross PCIe once while they stay the same, each weight once, and the
+// float32 reference product is computed once per pair. Holds device memory until destroyed or
+// until other operands come; one thread at a time. Results are those of calls without it.
+class LinearReuse {
+ public:
+  LinearReuse();
+  ~LinearReuse();
+  LinearReuse(const LinearReuse&) = delete;
+  LinearReuse& operator=(const LinearReuse&) = delete;
+  // Host-to-device copies of operands made through it (activations and weights).
+  uint64_t uploads() const;
+  // The operands' device copies go back now.
+  void clear();
+
+  struct State;  // linear_products.hpp
+  State& state() { return *s_; }
+
+ private:
+  std::unique_ptr<State> s_;
+};
+
 LinearError linear_error(const Tensor& x, const Tensor& w, const LinearErrorOptions& o,
-                         JobControl* job = nullptr);
+                         JobControl* job = nullptr, LinearReuse* reuse = nullptr);
 
 // Activations with outlier channels, as LLM hidden states have: N(0, 1) everywhere, and
 // `outliers` fixed channels scaled by outlier_scale. Deterministic in seed.

@@ -77,6 +77,9 @@ struct ModelMap {
   std::vector<std::pair<std::string, std::string>> skipped;  // name, reason
   int64_t values = 0;                                        // elements swept (all rows)
   double seconds = 0;
+  // Operand copies to the GPU for the output errors with activations: the activations once,
+  // then each weight once for all its columns (0 on the CPU).
+  uint64_t linear_uploads = 0;
 };
 
 // Whether the map has a row for this tensor: float storage, at least 2-D, not an embedding.

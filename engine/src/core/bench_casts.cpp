@@ -1,7 +1,7 @@
 // castscope-bench's cast table, shared by the CUDA and CPU-only builds: both check --only alike.
 #include <algorithm>
 
-#include "castscope/cuda_stats.hpp"
+#include "backends/device_api.hpp"
 #include "castscope/error.hpp"
 
 namespace castscope::gpu {

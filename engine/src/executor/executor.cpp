@@ -6,7 +6,7 @@
 #include <mutex>
 
 #include "backends/backend.hpp"
-#include "castscope/cuda_stats.hpp"
+#include "backends/device_api.hpp"
 
 namespace castscope {
 
@@ -22,7 +22,7 @@ void count_cpu_cast(int64_t n);  // placement.cpp
 namespace {
 
 // The CUDA backend: its device copies are gpu::DeviceTensor, its casts the device-resident ones
-// of cuda_stats.hpp. Without CUDA every call throws and the facts say why.
+// of backends/device_api.hpp. Without CUDA every call throws and the facts say why.
 class CudaBackend final : public DeviceBackend {
  public:
   const char* name() const override { return "cuda"; }
@@ -70,6 +70,10 @@ const gpu::DeviceTensor& cuda_tensor(const DeviceHandle& h) {
 
 DeviceHandle cuda_handle(gpu::DeviceTensor t) {
   return std::make_shared<gpu::DeviceTensor>(std::move(t));
+}
+
+PlacedTensor cuda_placed(const DeviceHandle& h) {
+  return PlacedTensor(cuda_tensor(h));
 }
 
 void notice_once(const std::string& message) {

@@ -80,31 +80,79 @@ Tensor weight_out_in(const Tensor& w, const AxisSpec& axis) {
 
 }  // namespace
 
-LinearError linear_error(const Tensor& x_in, const Tensor& w_given, const LinearErrorOptions& o,
-                         JobControl* job) {
-  if (x_in.rank() < 1 || w_given.rank() < 2)
-    throw Error("linear layer: activations " + shape_str(x_in.shape()) + " and weight " +
-                shape_str(w_given.shape()) + " must be [..., in] and a matrix");
-  const Tensor w_in = weight_out_in(w_given, o.weight_axis);
-  const int64_t in = w_in.shape()[1];
+LinearReuse::LinearReuse() : s_(std::make_unique<State>()) {}
+LinearReuse::~LinearReuse() = default;
+uint64_t LinearReuse::uploads() const {
+  return s_->uploads;
+}
+void LinearReuse::clear() {
+  const uint64_t n = s_->uploads;
+  *s_ = State();
+  s_->uploads = n;
+}
+
+namespace {
+
+bool same_storage(const Tensor& a, const Tensor& b) {
+  return a && b && a.data() == b.data() && a.shape() == b.shape() && a.dtype() == b.dtype();
+}
+
+// The operands in float32, [tokens, in] and [out, in], from the reuse when it holds them for
+// these tensors; what it held for others goes.
+void prepare_operands(const Tensor& x_in, const Tensor& w_given, const LinearErrorOptions& o,
+                      LinearReuse::State& s) {
+  const bool same_w = same_storage(s.w_key, w_given) && s.w_axis.str() == o.weight_axis.str() &&
+                      s.w_axis.automatic == o.weight_axis.automatic;
+  if (!same_w) {
+    s.w_key = Tensor();
+    s.w = weight_out_in(w_given, o.weight_axis);  // float32 already
+    s.w_key = w_given;
+    s.w_axis = o.weight_axis;
+    s.dw.reset();
+    s.dy.reset();
+    s.y = Tensor();
+  }
+  const int64_t in = s.w.shape()[1];
   if (x_in.shape().back() != in)
     throw Error("linear layer: activations " + shape_str(x_in.shape()) + " have " +
                 std::to_string(x_in.shape().back()) + " features, the weight " +
                 shape_str(w_given.shape()) +
                 (o.weight_axis.automatic ? "" : " reduced over axis " + o.weight_axis.str()) +
                 " expects " + std::to_string(in));
+  int64_t tokens = x_in.numel() / std::max<int64_t>(in, 1);
+  if (o.max_tokens > 0 && tokens > o.max_tokens) tokens = o.max_tokens;
+  const bool same_x = same_storage(s.x_key, x_in) && s.x && s.x.shape()[0] == tokens;
+  if (!same_x) {
+    s.x_key = Tensor();
+    const Tensor xf = x_in.to_f32();
+    s.x = Tensor::borrow(DType::F32, {tokens, in},
+                         std::shared_ptr<const void>(xf.data(), [xf](const void*) {}), xf.data());
+    s.x_key = x_in;
+    s.dx.reset();
+    s.dy.reset();
+    s.y = Tensor();
+  }
+}
+
+}  // namespace
+
+LinearError linear_error(const Tensor& x_in, const Tensor& w_given, const LinearErrorOptions& o,
+                         JobControl* job, LinearReuse* reuse) {
+  if (x_in.rank() < 1 || w_given.rank() < 2)
+    throw Error("linear layer: activations " + shape_str(x_in.shape()) + " and weight " +
+                shape_str(w_given.shape()) + " must be [..., in] and a matrix");
+  LinearReuse own;
+  LinearReuse::State& ops = (reuse ? *reuse : own).state();
+  prepare_operands(x_in, w_given, o, ops);
+  const Tensor& x = ops.x;
+  const Tensor& w = ops.w;
   LinearError r;
-  r.in = in;
-  r.out = w_in.shape()[0];
-  r.tokens = x_in.numel() / std::max<int64_t>(in, 1);
-  if (o.max_tokens > 0 && r.tokens > o.max_tokens) r.tokens = o.max_tokens;
+  r.in = w.shape()[1];
+  r.out = w.shape()[0];
+  r.tokens = x.shape()[0];
+  const int64_t in = r.in;
   if (r.tokens == 0 || r.out == 0 || in == 0)
     throw Error("linear layer: empty activations or weight");
-  const Tensor xf = x_in.to_f32();
-  const Tensor x =
-      Tensor::borrow(DType::F32, {r.tokens, in},
-                     std::shared_ptr<const void>(xf.data(), [xf](const void*) {}), xf.data());
-  const Tensor w = w_in.to_f32();
 
   // The executor places the products: Device::Auto takes the GPU when there is one and falls
   // back to the host if it fails there (e.g. out of GPU memory), the reason in product_note;
@@ -114,50 +162,45 @@ LinearError linear_error(const Tensor& x_in, const Tensor& w_given, const Linear
   exec::Executor& ex = exec::current();
   const exec::Placement where =
       ex.place(exec::Work::Linear, o.cast.device, x.numel() + w.numel(), nullptr, policy);
-  Tensor y, yq;
   std::string gpu_failure;
-  if (where.device == Device::CUDA) {
-    try {
-      detail::LinearProducts p = detail::linear_products_cuda(x, w, o, job);
-      y = std::move(p.y);
-      yq = std::move(p.yq);
-      r.act_snr_db = p.act_snr_db;
-      r.weight_snr_db = p.weight_snr_db;
-      r.cast_ms = p.cast_ms;
-      r.matmul_ms = p.matmul_ms;
-      r.gemm_ms = p.gemm_ms;
-      r.product = std::move(p.product);
-      r.product_note = std::move(p.product_note);
-      r.tensor_cores = p.tensor_cores;
-      r.backend = (o.act_dtype || o.weight_dtype) ? "cuda" : "none";
-    } catch (const Cancelled&) {
-      throw;
-    } catch (const Error& e) {
-      if (policy == exec::OnFailure::Throw) throw;
-      gpu_failure = e.what();
-    }
-    if (y) ex.note_device_ran();
-  }
-  if (!y) {
-    const auto t0 = std::chrono::steady_clock::now();
-    r.backend = "none";
-    const Tensor xq = cast_operand(x, o.act_dtype, o.cast, r.backend, r.act_snr_db);
-    const Tensor wq = cast_operand(w, o.weight_dtype, o.cast, r.backend, r.weight_snr_db);
-    r.cast_ms = ms_since(t0);
-    if (job) job->check();
-
-    const auto t1 = std::chrono::steady_clock::now();
-    y = matmul_xwt(x.ptr<float>(), w.ptr<float>(), r.tokens, in, r.out, o.cast.threads, job);
-    const auto t2 = std::chrono::steady_clock::now();
-    yq = matmul_xwt(xq.ptr<float>(), wq.ptr<float>(), r.tokens, in, r.out, o.cast.threads, job);
-    r.gemm_ms = ms_since(t2);
-    r.matmul_ms = ms_since(t1);
-    r.product = "fp32 (CPU)";
-    if (!gpu_failure.empty()) {
-      r.product_note = "the GPU product failed: " + gpu_failure;
-      ex.record_fallback(exec::Work::Linear, gpu_failure);
-    }
-  }
+  detail::LinearProducts p = ex.run<detail::LinearProducts>(
+      where, policy,
+      [&] {
+        detail::LinearProducts d =
+            detail::linear_products_cuda(x, w, o, job, reuse ? &ops : nullptr);
+        d.backend = (o.act_dtype || o.weight_dtype) ? "cuda" : "none";
+        return d;
+      },
+      [&] {
+        detail::LinearProducts h;
+        const auto t0 = std::chrono::steady_clock::now();
+        h.backend = "none";
+        const Tensor xq = cast_operand(x, o.act_dtype, o.cast, h.backend, h.act_snr_db);
+        const Tensor wq = cast_operand(w, o.weight_dtype, o.cast, h.backend, h.weight_snr_db);
+        h.cast_ms = ms_since(t0);
+        if (job) job->check();
+        const auto t1 = std::chrono::steady_clock::now();
+        h.y = matmul_xwt(x.ptr<float>(), w.ptr<float>(), r.tokens, in, r.out, o.cast.threads, job);
+        const auto t2 = std::chrono::steady_clock::now();
+        h.yq =
+            matmul_xwt(xq.ptr<float>(), wq.ptr<float>(), r.tokens, in, r.out, o.cast.threads, job);
+        h.gemm_ms = ms_since(t2);
+        h.matmul_ms = ms_since(t1);
+        h.product = "fp32 (CPU)";
+        return h;
+      },
+      &gpu_failure);
+  Tensor y = std::move(p.y), yq = std::move(p.yq);
+  r.act_snr_db = p.act_snr_db;
+  r.weight_snr_db = p.weight_snr_db;
+  r.cast_ms = p.cast_ms;
+  r.matmul_ms = p.matmul_ms;
+  r.gemm_ms = p.gemm_ms;
+  r.product = std::move(p.product);
+  r.product_note = std::move(p.product_note);
+  r.tensor_cores = p.tensor_cores;
+  r.backend = std::move(p.backend);
+  if (!gpu_failure.empty()) r.product_note = "the GPU product failed: " + gpu_failure;
 
   const float* py = y.ptr<float>();
   const float* pq = yq.ptr<float>();

@@ -141,6 +141,8 @@ ModelMap sweep_model(const io::Model& model, const MapOptions& o, JobControl* jo
   // and cast to every datatype there, skipping a host round trip per cell; rotations go through
   // cast(), which places them itself.
   exec::Sweep sweep(exec::current(), o.cast.device, !o.cast.rotate.enabled(), job);
+  // The activations and each weight cross PCIe once for all their datatype columns.
+  LinearReuse linear;
   map.backend = sweep.backend();
   // On the CUDA backend the tensors stream onto the device ahead of their cells, read and
   // uploaded while the cells of earlier tensors run (cuda/sweep_pipeline.hpp).
@@ -222,7 +224,7 @@ ModelMap sweep_model(const io::Model& model, const MapOptions& o, JobControl* jo
             lo.gemm_iters = 1;  // the map reports errors; one timed GEMM per cell is enough
             lo.weight_dtype = map.dtypes[d];
             if (!o.act_keep) lo.act_dtype = o.act_dtype ? *o.act_dtype : map.dtypes[d];
-            const LinearError le = linear_error(o.activations, host_x(), lo, co.job);
+            const LinearError le = linear_error(o.activations, host_x(), lo, co.job, &linear);
             cell.has_output = true;
             cell.out_snr_db = le.snr_db;
             cell.out_rel_err = le.rel_err;
@@ -245,6 +247,7 @@ ModelMap sweep_model(const io::Model& model, const MapOptions& o, JobControl* jo
     if (on_row) on_row(map.rows.back());
   }
   map.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  map.linear_uploads = linear.uploads();
   return map;
 }
 

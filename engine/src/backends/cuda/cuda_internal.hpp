@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "castscope/cuda_stats.hpp"
+#include "backends/device_api.hpp"
 #include "backends/cuda/fast_quantizer_check.hpp"
 #include "core/group.hpp"
 #include "core/plan.hpp"

@@ -5,7 +5,7 @@
 #include <cstring>
 #include <mutex>
 
-#include "castscope/cuda_stats.hpp"
+#include "backends/device_api.hpp"
 #include "backends/cuda/cuda_common.hpp"
 #include "backends/cuda/cuda_internal.hpp"
 

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <string>
 
-#include "castscope/cuda_stats.hpp"
+#include "backends/device_api.hpp"
 
 namespace castscope::gpu::detail {
 

@@ -256,7 +256,7 @@ Tensor to_tokens_by_out(const Tensor& d, int64_t tokens, int64_t out, int64_t m_
 }  // namespace
 
 LinearProducts linear_products_cuda(const Tensor& x, const Tensor& w, const LinearErrorOptions& o,
-                                    JobControl* job) {
+                                    JobControl* job, LinearReuse::State* reuse) {
   std::string why;
   if (!gpu::available(&why)) throw Error("linear layer on the GPU: " + why);
   LinearProducts p;
@@ -265,7 +265,18 @@ LinearProducts linear_products_cuda(const Tensor& x, const Tensor& w, const Line
   const Path path = choose_path(o, in, p.product_note, label);
 
   const auto t0 = std::chrono::steady_clock::now();
-  const DeviceTensor dx = DeviceTensor::upload(x), dw = DeviceTensor::upload(w);
+  // An operand the reuse holds is not uploaded again (the model map's columns share them).
+  auto operand = [&](const Tensor& host, std::shared_ptr<void> LinearReuse::State::*slot) {
+    if (reuse && reuse->*slot) return *static_cast<const DeviceTensor*>((reuse->*slot).get());
+    DeviceTensor d = DeviceTensor::upload(host);
+    if (reuse) {
+      reuse->*slot = std::make_shared<DeviceTensor>(d);
+      ++reuse->uploads;
+    }
+    return d;
+  };
+  const DeviceTensor dx = operand(x, &LinearReuse::State::dx);
+  const DeviceTensor dw = operand(w, &LinearReuse::State::dw);
   CastOptions co = o.cast;
   co.axis = -1;
   co.device = Device::CUDA;
@@ -286,7 +297,17 @@ LinearProducts linear_products_cuda(const Tensor& x, const Tensor& w, const Line
   ax.data = dx;
   bw.data = dw;
   double ref_ms = 0;
-  const DeviceTensor dy = gpu::detail::lt_matmul(ax, bw, ref, job, &ref_ms);
+  DeviceTensor dy;
+  if (reuse && reuse->dy) {
+    dy = *static_cast<const DeviceTensor*>(reuse->dy.get());
+    ref_ms = reuse->ref_ms;
+  } else {
+    dy = gpu::detail::lt_matmul(ax, bw, ref, job, &ref_ms);
+    if (reuse) {
+      reuse->dy = std::make_shared<DeviceTensor>(dy);
+      reuse->ref_ms = ref_ms;
+    }
+  }
 
   // Neither operand cast: the product is the reference itself, not a second GEMM that might sum
   // in another order.
@@ -322,7 +343,8 @@ LinearProducts linear_products_cuda(const Tensor& x, const Tensor& w, const Line
     dq = gpu::detail::lt_matmul(qa, qb, g, job, &p.gemm_ms);
   }
   if (uncast) label = "fp32 (GPU)";
-  p.y = to_tokens_by_out(dy.download(), tokens, out, tokens);
+  if (reuse && !reuse->y) reuse->y = to_tokens_by_out(dy.download(), tokens, out, tokens);
+  p.y = reuse ? reuse->y : to_tokens_by_out(dy.download(), tokens, out, tokens);
   p.yq = to_tokens_by_out(dq.download(), tokens, out, m_ld);
   p.matmul_ms = ms_since(t1);
   p.product = label;

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "castscope/cuda_stats.hpp"
+#include "backends/device_api.hpp"
 #include "castscope/io.hpp"
 
 namespace castscope::gpu {

@@ -1,7 +1,7 @@
 // The CUDA entry points of a build without CUDA: every one reports why instead of running, so the
 // engine, the CLI and the tests link and behave the same on machines without nvcc.
 #include "backends/backend.hpp"
-#include "castscope/cuda_stats.hpp"
+#include "backends/device_api.hpp"
 #include "castscope/matmul.hpp"
 #include "backends/cuda/fast_quantizer_check.hpp"
 #include "modelmap/linear_products.hpp"
@@ -47,7 +47,7 @@ GemmResult run_gemm(GemmKind, const GemmOptions&, JobControl*) {
 
 namespace detail {
 LinearProducts linear_products_cuda(const Tensor&, const Tensor&, const LinearErrorOptions&,
-                                    JobControl*) {
+                                    JobControl*, LinearReuse::State*) {
   no_cuda("linear layer on the GPU");
 }
 }  // namespace detail

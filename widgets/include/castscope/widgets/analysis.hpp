@@ -11,7 +11,6 @@
 #include <vector>
 
 #include "castscope/cast.hpp"
-#include "castscope/cuda_stats.hpp"
 #include "castscope/executor.hpp"
 #include "castscope/metrics.hpp"
 
@@ -69,7 +68,7 @@ struct InputViews;
 class DeviceInput {
  public:
   // The device copy of x_f32 (uploaded when x_f32 is not the tensor held now).
-  gpu::DeviceTensor get(const Tensor& x_f32);
+  exec::PlacedTensor get(const Tensor& x_f32);
   // The host path's views of x's own values from the last analysis of the same tensor (null
   // for another tensor), and keeping them for the next one.
   std::shared_ptr<const InputViews> input_views(const Tensor& x);
@@ -121,10 +120,10 @@ struct Analysis {
   bool on_device = false;
   std::string device_note;
   // The float32 input and the values it was cast to (input shape), for views that place
-  // individual elements (the teaching view). On the device path the values stay in device memory
-  // (device_values) and `values` is empty: values_block() reads either.
-  Tensor input, values;
-  gpu::DeviceTensor device_values;
+  // individual elements (the teaching view). The values stay where the views were computed
+  // (device memory on the GPU path): values_block() copies out only the block asked for.
+  Tensor input;
+  exec::PlacedTensor values;
 };
 
 // Rows [r0, r0 + h) x columns [c0, c0 + w) of the cast values' 2-D view (Analysis::view: the

@@ -1,6 +1,8 @@
-// Device-resident tensors, casts and statistics (CUDA builds). The host API in cast.hpp /
-// metrics.hpp copies tensors to the GPU and back for every call; this API keeps a tensor on the
-// device across a cast and its statistics, so an interactive view can recompute everything for a
+// The device backend's own tensors, casts and statistics (CUDA builds; backends/nocuda reports
+// why not). Engine-internal: callers outside reach them through the executor's PlacedTensor /
+// PlacedResult (castscope/placed.hpp). The host API in cast.hpp / metrics.hpp copies tensors to
+// the GPU and back for every call; this API keeps a tensor on the device across a cast and its
+// statistics, so an interactive view can recompute everything for a
 // new datatype without moving the tensor over PCIe. Results are those of the host functions of
 // the same name: casts bit for bit, histogram counts and tile-map scales exactly, sums (MSE, SNR,
 // bias) up to floating-point summation order.
@@ -16,12 +18,10 @@
 #include <vector>
 
 #include "castscope/cast.hpp"
+#include "castscope/device.hpp"
 #include "castscope/metrics.hpp"
 
 namespace castscope::gpu {
-
-// True when a usable GPU is present; otherwise `reason` says why not.
-bool available(std::string* reason = nullptr);
 
 // An owning n-dimensional array in GPU memory (stream-ordered pool allocation). Copies share the
 // allocation, like Tensor.
@@ -68,17 +68,6 @@ struct DeviceCastResult {
   CastResult download() const;
 };
 
-// Tensor-sized copies between host and device made through upload() / download() since the
-// process started: what callers check to see that a device cast made no host round trip.
-struct TransferCounters {
-  uint64_t uploads = 0, downloads = 0;
-  uint64_t upload_bytes = 0, download_bytes = 0;
-};
-TransferCounters transfer_counters();
-// Waits until the engine's device work queued by the calling thread is done: results handed to
-// another library are complete (a cast may still be permuting its outputs when it returns).
-void synchronize();
-
 // Casts a device tensor (F32 / F16 / BF16 / F64). with_values: in Actual / Compress mode also
 // write the float32 values (what upcast would give), for statistics next to the codes.
 DeviceCastResult cast(const DeviceTensor& x, const DataType& dtype, const CastOptions& opt,
@@ -117,26 +106,5 @@ struct DeviceTileMap {
 };
 DeviceTileMap tile_map_device(const DeviceTensor& x_f32, const DeviceTensor& values,
                               const DeviceCastResult& actual);
-
-// The GPU benchmark behind `castscope-bench` and `castscope-cli bench`: copy bandwidth, cast
-// throughput, GEMM rates and the interactive update, printed as tables to `out`. Returns 0, or
-// prints why nothing ran (no GPU) and returns 0 as well; throws Error for failures on the GPU.
-struct BenchOptions {
-  int64_t cast_rows = 16384, cast_cols = 16384;
-  std::vector<int> gemm_sizes = {4096, 8192};
-  int64_t update_n = 4096;
-  int iters = 20;  // timed repetitions per figure (median reported)
-  bool casts = true, gemms = true, update = true;
-  // GEMMs: also time each kind with the fastest of this many cuBLASLt candidates (0: only the
-  // heuristic's first choice).
-  int gemm_autotune = 0;
-  // Cast datatypes to time (names as in the cast table); empty: all of them.
-  std::vector<std::string> only;
-};
-int run_benchmark(const BenchOptions& opt, std::FILE* out);
-// The casts run_benchmark times, by datatype name; check_bench_options throws Error naming a
-// BenchOptions::only entry outside them (run_benchmark calls it first, with or without a GPU).
-const std::vector<std::string>& bench_cast_names();
-void check_bench_options(const BenchOptions& opt);
 
 }  // namespace castscope::gpu
