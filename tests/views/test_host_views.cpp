@@ -183,39 +183,65 @@ bool same_bytes(const Tensor& a, const Tensor& b) {
              0;
 }
 
+// The scales, zero points, masks, metadata and counts of two casts: the same bytes and numbers.
+void expect_same_scales_masks_counts(const CastResult& a, const CastResult& b,
+                                     const std::string& tag) {
+  EXPECT_TRUE(same_bytes(a.scale, b.scale)) << tag;
+  EXPECT_TRUE(same_bytes(a.zero, b.zero)) << tag;
+  EXPECT_TRUE(same_bytes(a.tenscale, b.tenscale)) << tag;
+  EXPECT_TRUE(same_bytes(a.mask, b.mask)) << tag;
+  EXPECT_TRUE(same_bytes(a.meta, b.meta)) << tag;
+  EXPECT_EQ(a.counts.clipped, b.counts.clipped) << tag;
+  EXPECT_EQ(a.counts.nonfinite, b.counts.nonfinite) << tag;
+  EXPECT_EQ(a.counts.pruned, b.counts.pruned) << tag;
+}
+
+// A tiled datatype cast on the CPU along an axis of a hard input.
+struct AxisCase {
+  const char* dtype;
+  Shape shape;
+  int axis;
+  bool finite;  // NaN / Inf make every NVFP4 value and most channels NaN: also without them
+
+  // hard_input() of the case's shape, its NaN and Inf replaced by 1.5 where the case is finite.
+  Tensor input(uint64_t seed) const {
+    Tensor x = hard_input(shape, seed);
+    if (finite) {
+      float* p = x.mutable_ptr<float>();
+      for (int64_t i = 0; i < x.numel(); ++i)
+        if (!std::isfinite(p[i])) p[i] = 1.5f;
+    }
+    return x;
+  }
+
+  CastOptions options() const {
+    CastOptions o;
+    o.device = Device::CPU;
+    o.axis = axis;
+    return o;
+  }
+};
+
 // The views' one-run cast of a tiled datatype: its codes, scales, masks and counts are the actual
 // cast's, its values the virtual cast's, bit for bit (NaN payloads included), also along an axis
 // that is not the last (a permuted run).
 TEST(HostViews, OneRunCastEqualsActualAndVirtualCasts) {
   const uint64_t seed = test::test_seed();
-  struct Case {
-    const char* dtype;
-    Shape shape;
-    int axis;
-    bool finite;  // NaN / Inf make every NVFP4 value and most channels NaN: also without them
-  };
-  const Case cases[] = {{"mxfp8e4", {3, 97, 160}, -1, false},
-                        {"nvfp4", {517, 300}, -1, false},
-                        {"nvfp4", {517, 300}, -1, true},
-                        {"mxfp4e2", {300, 260}, 0, false},
-                        {"e4m3fn_e8m0_t32n2m4", {130, 64}, -1, false},
-                        {"fp8e4_block128", {200, 136}, -1, false},
-                        {"int8_sc", {300, 700}, -1, true},
-                        {"mxint8", {70, 96}, -1, false},
-                        {"mxfp6e3", {2, 70000}, -1, false}};
+  const AxisCase cases[] = {{"mxfp8e4", {3, 97, 160}, -1, false},
+                            {"nvfp4", {517, 300}, -1, false},
+                            {"nvfp4", {517, 300}, -1, true},
+                            {"mxfp4e2", {300, 260}, 0, false},
+                            {"e4m3fn_e8m0_t32n2m4", {130, 64}, -1, false},
+                            {"fp8e4_block128", {200, 136}, -1, false},
+                            {"int8_sc", {300, 700}, -1, true},
+                            {"mxint8", {70, 96}, -1, false},
+                            {"mxfp6e3", {2, 70000}, -1, false}};
   uint64_t k = 0;
-  for (const Case& c : cases) {
+  for (const AxisCase& c : cases) {
     const std::string tag = std::string(c.dtype) + " seed " + std::to_string(seed);
-    Tensor x = hard_input(c.shape, seed + ++k);
-    if (c.finite) {
-      float* p = x.mutable_ptr<float>();
-      for (int64_t i = 0; i < x.numel(); ++i)
-        if (!std::isfinite(p[i])) p[i] = 1.5f;
-    }
+    const Tensor x = c.input(seed + ++k);
     const DataType d = DataType::parse(c.dtype);
-    CastOptions o;
-    o.device = Device::CPU;
-    o.axis = c.axis;
+    CastOptions o = c.options();
     o.mode = CastMode::Actual;
     const CastResult both = cpu::cast_standard_with_values(x, d, o);
     const CastResult actual = cast(x, d, o);
@@ -223,28 +249,14 @@ TEST(HostViews, OneRunCastEqualsActualAndVirtualCasts) {
     const CastResult virt = cast(x, d, o);
     EXPECT_TRUE(same_bytes(both.values, virt.values)) << tag;
     EXPECT_TRUE(same_bytes(both.codes, actual.codes)) << tag;
-    EXPECT_TRUE(same_bytes(both.scale, actual.scale)) << tag;
-    EXPECT_TRUE(same_bytes(both.zero, actual.zero)) << tag;
-    EXPECT_TRUE(same_bytes(both.tenscale, actual.tenscale)) << tag;
-    EXPECT_TRUE(same_bytes(both.mask, actual.mask)) << tag;
-    EXPECT_TRUE(same_bytes(both.meta, actual.meta)) << tag;
-    EXPECT_EQ(both.counts.clipped, actual.counts.clipped) << tag;
-    EXPECT_EQ(both.counts.nonfinite, actual.counts.nonfinite) << tag;
-    EXPECT_EQ(both.counts.pruned, actual.counts.pruned) << tag;
+    expect_same_scales_masks_counts(both, actual, tag);
     EXPECT_EQ(both.mode, CastMode::Actual) << tag;
     // Without the codes (the views' cast): the same values, scales, masks and counts.
     o.mode = CastMode::Actual;
     const CastResult views = cpu::cast_standard_with_values(x, d, o, false);
     EXPECT_FALSE(views.codes) << tag;
     EXPECT_TRUE(same_bytes(views.values, virt.values)) << tag;
-    EXPECT_TRUE(same_bytes(views.scale, actual.scale)) << tag;
-    EXPECT_TRUE(same_bytes(views.zero, actual.zero)) << tag;
-    EXPECT_TRUE(same_bytes(views.tenscale, actual.tenscale)) << tag;
-    EXPECT_TRUE(same_bytes(views.mask, actual.mask)) << tag;
-    EXPECT_TRUE(same_bytes(views.meta, actual.meta)) << tag;
-    EXPECT_EQ(views.counts.clipped, actual.counts.clipped) << tag;
-    EXPECT_EQ(views.counts.nonfinite, actual.counts.nonfinite) << tag;
-    EXPECT_EQ(views.counts.pruned, actual.counts.pruned) << tag;
+    expect_same_scales_masks_counts(views, actual, tag);
   }
   CastOptions v;
   v.mode = CastMode::Virtual;
@@ -264,34 +276,21 @@ bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
 // pass's chunks, another axis) give the same too.
 TEST(HostViews, TileMapEqualsTileMap) {
   const uint64_t seed = test::test_seed();
-  struct Case {
-    const char* dtype;
-    Shape shape;
-    int axis;
-    bool finite;  // NaN / Inf make every NVFP4 tile and most channels NaN: also without them
-  };
-  const Case cases[] = {
+  const AxisCase cases[] = {
       {"mxfp8e4", {3, 97, 160}, -1, false}, {"nvfp4", {517, 320}, -1, false},
       {"nvfp4", {517, 320}, -1, true},      {"nvfp4", {517, 300}, -1, true},
       {"mxfp4e2", {2, 100000}, -1, false},  {"int8_sc", {64, 1024}, -1, true},
       {"int8_sc", {300, 700}, -1, true},    {"fp8e4_block128", {200, 136}, -1, false},
       {"mxfp6e3", {300, 256}, 0, false}};
+  uint64_t k = 0;
   AnalysisOptions ao;
   ao.device = false;
   ao.keep_values = true;
-  uint64_t k = 0;
-  for (const Case& c : cases) {
+  for (const AxisCase& c : cases) {
     const std::string tag = std::string(c.dtype) + " seed " + std::to_string(seed);
-    Tensor x = hard_input(c.shape, seed + ++k);
-    if (c.finite) {
-      float* p = x.mutable_ptr<float>();
-      for (int64_t i = 0; i < x.numel(); ++i)
-        if (!std::isfinite(p[i])) p[i] = 1.5f;
-    }
+    const Tensor x = c.input(seed + ++k);
     const DataType d = DataType::parse(c.dtype);
-    CastOptions o;
-    o.device = Device::CPU;
-    o.axis = c.axis;
+    CastOptions o = c.options();
     const auto a = widgets::analyze(x, d, o, "t", ao);
     ASSERT_TRUE(a->tiles.has_value()) << tag << ": " << a->tiles_note;
     o.mode = CastMode::Actual;
