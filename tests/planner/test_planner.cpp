@@ -268,6 +268,29 @@ BudgetPlanOptions small_options() {
 }
 
 // The least error within the budget over every combination of the table's options.
+// A weight's output error against its own product with activations X [tokens, k], in double:
+// the sums over tokens and outputs of (X (Q - W))^2 and of (X W)^2, where element (out, i) of the
+// weight W and of its cast Q stands at out * out_stride + i * k_stride.
+struct OutputSums {
+  double err = 0, energy = 0;
+};
+OutputSums output_sums(const float* px, const float* pq, const float* pw, int64_t tokens,
+                       int64_t outs, int64_t k, int64_t out_stride, int64_t k_stride) {
+  OutputSums s;
+  for (int64_t tk = 0; tk < tokens; ++tk)
+    for (int64_t r = 0; r < outs; ++r) {
+      double y = 0, yw = 0;
+      for (int64_t i = 0; i < k; ++i) {
+        const int64_t at = r * out_stride + i * k_stride;
+        y += double(px[tk * k + i]) * (double(pq[at]) - pw[at]);
+        yw += double(px[tk * k + i]) * pw[at];
+      }
+      s.err += y * y;
+      s.energy += yw * yw;
+    }
+  return s;
+}
+
 Best table_brute_force(const PlanTable& t, uint64_t cap) {
   std::vector<std::vector<KnapsackItem>> g;
   for (const PlanTensor& pt : t.tensors) {
@@ -356,20 +379,11 @@ TEST(Planner, PredictedErrorsAreTheDocumentedSums) {
       double expect = 2.0 * sse / (relative ? ww : 1.0);
       if (with_act) {
         const float* px = x.ptr<float>();
-        double ms = 0, out = 0, energy = 0;
+        double ms = 0;
         for (int64_t i = 0; i < x.numel(); ++i) ms += double(px[i]) * px[i];
         ms /= static_cast<double>(x.numel());
-        for (int64_t tk = 0; tk < 10; ++tk)
-          for (int64_t r = 0; r < 24; ++r) {
-            double y = 0, yw = 0;
-            for (int64_t k = 0; k < 96; ++k) {
-              y += double(px[tk * 96 + k]) * (double(pq[r * 96 + k]) - pw[r * 96 + k]);
-              yw += double(px[tk * 96 + k]) * pw[r * 96 + k];
-            }
-            out += y * y;
-            energy += yw * yw;
-          }
-        expect = relative ? 2.0 * out / energy : 2.0 * out / (10.0 * ms);
+        const OutputSums out = output_sums(px, pq, pw, 10, 24, 96, 96, 1);  // W [24, 96]
+        expect = relative ? 2.0 * out.err / out.energy : 2.0 * out.err / (10.0 * ms);
       }
       EXPECT_NEAR(po.error, expect, 1e-4 * expect);
     }
@@ -402,18 +416,9 @@ TEST(Planner, OwnActivationsAlongALeadingAxis) {
   for (const PlanOption& po : t.tensors[0].options) {
     const Tensor q = cast(w, DataType::parse(o.candidates[po.candidate]), o.cast).values;
     const float *pw = w.ptr<float>(), *pq = q.ptr<float>(), *px = x.ptr<float>();
-    double err = 0, energy = 0;
-    for (int64_t tk = 0; tk < 12; ++tk)
-      for (int64_t c = 0; c < 40; ++c) {
-        double y = 0, yw = 0;
-        for (int64_t k = 0; k < 96; ++k) {
-          y += double(px[tk * 96 + k]) * (double(pq[k * 40 + c]) - pw[k * 40 + c]);
-          yw += double(px[tk * 96 + k]) * pw[k * 40 + c];
-        }
-        err += y * y;
-        energy += yw * yw;
-      }
-    EXPECT_NEAR(po.error, err / energy, 1e-4 * err / energy) << o.candidates[po.candidate];
+    const OutputSums out = output_sums(px, pq, pw, 12, 40, 96, 1, 40);  // W [96, 40]
+    EXPECT_NEAR(po.error, out.err / out.energy, 1e-4 * out.err / out.energy)
+        << o.candidates[po.candidate];
   }
   // Activations of the wrong width name the mismatch.
   o.tensor_activations[name] = random_tensor({12, 40}, rng, 1.0, false);
