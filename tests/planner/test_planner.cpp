@@ -301,6 +301,20 @@ Best table_brute_force(const PlanTable& t, uint64_t cap) {
   return brute_force(g, cap);
 }
 
+// choose_within() at each budget (bits per weight): feasible exactly where the brute force is,
+// within the budget, and its error the brute force's optimum.
+void expect_optimal_within(const PlanTable& t, std::initializer_list<double> bpws) {
+  for (double bpw : bpws) {
+    const uint64_t cap = budget_bits_for(t, bpw);
+    const BudgetChoice c = choose_within(t, cap);
+    const Best ref = table_brute_force(t, cap);
+    ASSERT_EQ(c.feasible, ref.feasible) << bpw;
+    if (!ref.feasible) continue;
+    EXPECT_LE(c.bits, cap) << bpw;
+    EXPECT_NEAR(c.error, ref.error, 1e-11 * std::max(ref.error, 1e-300)) << bpw;
+  }
+}
+
 }  // namespace
 
 TEST(Planner, OptimalOnASmallModelAgainstBruteForce) {
@@ -322,15 +336,7 @@ TEST(Planner, OptimalOnASmallModelAgainstBruteForce) {
         EXPECT_EQ(po.bits,
                   storage_bits(DataType::parse(o.candidates[po.candidate]), pt.shape, o.cast));
     }
-    for (double bpw : {4.25, 4.4, 4.5, 5.0, 6.0, 6.3, 8.25, 9.0, 12.0, 16.0}) {
-      const uint64_t cap = budget_bits_for(t, bpw);
-      const BudgetChoice c = choose_within(t, cap);
-      const Best ref = table_brute_force(t, cap);
-      ASSERT_EQ(c.feasible, ref.feasible) << bpw;
-      if (!ref.feasible) continue;
-      EXPECT_LE(c.bits, cap) << bpw;
-      EXPECT_NEAR(c.error, ref.error, 1e-11 * ref.error) << bpw;
-    }
+    expect_optimal_within(t, {4.25, 4.4, 4.5, 5.0, 6.0, 6.3, 8.25, 9.0, 12.0, 16.0});
     // The curve: increasing bits, decreasing error, every point the optimum at its size.
     const std::vector<ParetoPoint> curve = pareto_curve(t, 24);
     ASSERT_GE(curve.size(), 2u);
@@ -578,14 +584,6 @@ TEST(Planner, OptimalOnTheDemoTensorsAgainstBruteForce) {
     const PlanTable t = build_plan_table(m, o);
     ASSERT_EQ(t.tensors.size(), 4u);
     for (const PlanTensor& pt : t.tensors) EXPECT_EQ(pt.options.size(), 8u) << pt.name;
-    for (double bpw : {4.25, 4.3, 4.5, 5.0, 6.0, 6.4, 7.0, 8.25, 8.4, 10.0, 16.0}) {
-      const uint64_t cap = budget_bits_for(t, bpw);
-      const BudgetChoice c = choose_within(t, cap);
-      const Best ref = table_brute_force(t, cap);
-      ASSERT_EQ(c.feasible, ref.feasible) << bpw;
-      if (!ref.feasible) continue;
-      EXPECT_LE(c.bits, cap) << bpw;
-      EXPECT_NEAR(c.error, ref.error, 1e-11 * std::max(ref.error, 1e-300)) << bpw;
-    }
+    expect_optimal_within(t, {4.25, 4.3, 4.5, 5.0, 6.0, 6.4, 7.0, 8.25, 8.4, 10.0, 16.0});
   }
 }
