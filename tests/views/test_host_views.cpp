@@ -147,56 +147,7 @@ void expect_reference_views(const Analysis& a, const AnalysisOptions& ao, const 
   }
 }
 
-TEST(HostViews, EveryViewEqualsTheReferenceFunctions) {
-  const uint64_t seed = test::test_seed();
-  struct Case {
-    const char* dtype;
-    Shape shape;
-  };
-  // More than one pass chunk (65536 elements), chunks that start inside a row, leading dims
-  // folded into rows, cells that do not divide rows or columns, a 2:4 sparse mask, tensor-scaled,
-  // unscaled and TCFP datatypes.
-  const Case cases[] = {{"mxfp8e4", {3, 97, 160}},      {"nvfp4", {517, 300}},
-                        {"mxfp4e2", {2, 100000}},       {"e4m3fn_e8m0_t32n2m4", {130, 64}},
-                        {"fp8e4_block128", {200, 136}}, {"fp8e4_tensor", {64, 70}},
-                        {"float8_e5m2", {33, 257}},     {"tcfp8", {96, 64}},
-                        {"int8_sc", {300, 700}}};
-  AnalysisOptions ao;
-  ao.device = false;
-  ao.bins = 200;
-  ao.mask_max_side = 64;
-  uint64_t k = 0;
-  for (const Case& c : cases) {
-    const std::string tag = std::string(c.dtype) + " seed " + std::to_string(seed);
-    const Tensor x = hard_input(c.shape, seed + ++k);
-    CastOptions o;
-    o.device = Device::CPU;
-    const auto a = widgets::analyze(x, DataType::parse(c.dtype), o, "t", ao);
-    expect_reference_views(*a, ao, tag);
-  }
-}
-
-bool same_bytes(const Tensor& a, const Tensor& b) {
-  if (!a || !b) return !a && !b;
-  return a.dtype() == b.dtype() && a.shape() == b.shape() &&
-         std::memcmp(a.data(), b.data(), static_cast<size_t>(a.numel()) * dtype_size(a.dtype())) ==
-             0;
-}
-
-// The scales, zero points, masks, metadata and counts of two casts: the same bytes and numbers.
-void expect_same_scales_masks_counts(const CastResult& a, const CastResult& b,
-                                     const std::string& tag) {
-  EXPECT_TRUE(same_bytes(a.scale, b.scale)) << tag;
-  EXPECT_TRUE(same_bytes(a.zero, b.zero)) << tag;
-  EXPECT_TRUE(same_bytes(a.tenscale, b.tenscale)) << tag;
-  EXPECT_TRUE(same_bytes(a.mask, b.mask)) << tag;
-  EXPECT_TRUE(same_bytes(a.meta, b.meta)) << tag;
-  EXPECT_EQ(a.counts.clipped, b.counts.clipped) << tag;
-  EXPECT_EQ(a.counts.nonfinite, b.counts.nonfinite) << tag;
-  EXPECT_EQ(a.counts.pruned, b.counts.pruned) << tag;
-}
-
-// A tiled datatype cast on the CPU along an axis of a hard input.
+// A datatype cast on the CPU along an axis of a hard input.
 struct AxisCase {
   const char* dtype;
   Shape shape;
@@ -221,6 +172,50 @@ struct AxisCase {
     return o;
   }
 };
+
+TEST(HostViews, EveryViewEqualsTheReferenceFunctions) {
+  const uint64_t seed = test::test_seed();
+  // More than one pass chunk (65536 elements), chunks that start inside a row, leading dims
+  // folded into rows, cells that do not divide rows or columns, a 2:4 sparse mask, tensor-scaled,
+  // unscaled and TCFP datatypes.
+  const AxisCase cases[] = {
+      {"mxfp8e4", {3, 97, 160}, -1, false},      {"nvfp4", {517, 300}, -1, false},
+      {"mxfp4e2", {2, 100000}, -1, false},       {"e4m3fn_e8m0_t32n2m4", {130, 64}, -1, false},
+      {"fp8e4_block128", {200, 136}, -1, false}, {"fp8e4_tensor", {64, 70}, -1, false},
+      {"float8_e5m2", {33, 257}, -1, false},     {"tcfp8", {96, 64}, -1, false},
+      {"int8_sc", {300, 700}, -1, false}};
+  AnalysisOptions ao;
+  ao.device = false;
+  ao.bins = 200;
+  ao.mask_max_side = 64;
+  uint64_t k = 0;
+  for (const AxisCase& c : cases) {
+    const std::string tag = std::string(c.dtype) + " seed " + std::to_string(seed);
+    const Tensor x = c.input(seed + ++k);
+    const auto a = widgets::analyze(x, DataType::parse(c.dtype), c.options(), "t", ao);
+    expect_reference_views(*a, ao, tag);
+  }
+}
+
+bool same_bytes(const Tensor& a, const Tensor& b) {
+  if (!a || !b) return !a && !b;
+  return a.dtype() == b.dtype() && a.shape() == b.shape() &&
+         std::memcmp(a.data(), b.data(), static_cast<size_t>(a.numel()) * dtype_size(a.dtype())) ==
+             0;
+}
+
+// The scales, zero points, masks, metadata and counts of two casts: the same bytes and numbers.
+void expect_same_scales_masks_counts(const CastResult& a, const CastResult& b,
+                                     const std::string& tag) {
+  EXPECT_TRUE(same_bytes(a.scale, b.scale)) << tag;
+  EXPECT_TRUE(same_bytes(a.zero, b.zero)) << tag;
+  EXPECT_TRUE(same_bytes(a.tenscale, b.tenscale)) << tag;
+  EXPECT_TRUE(same_bytes(a.mask, b.mask)) << tag;
+  EXPECT_TRUE(same_bytes(a.meta, b.meta)) << tag;
+  EXPECT_EQ(a.counts.clipped, b.counts.clipped) << tag;
+  EXPECT_EQ(a.counts.nonfinite, b.counts.nonfinite) << tag;
+  EXPECT_EQ(a.counts.pruned, b.counts.pruned) << tag;
+}
 
 // The views' one-run cast of a tiled datatype: its codes, scales, masks and counts are the actual
 // cast's, its values the virtual cast's, bit for bit (NaN payloads included), also along an axis
