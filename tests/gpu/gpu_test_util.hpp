@@ -142,11 +142,9 @@ inline void expect_close(double cpu, double gpu, const std::string& what) {
 
 // Statistics: counts and the largest error exactly, sums up to summation order.
 inline void expect_same_stats(const Stats& c, const Stats& g, const std::string& tag) {
-  EXPECT_EQ(c.count, g.count) << tag;
-  EXPECT_EQ(c.nonfinite_in, g.nonfinite_in) << tag;
-  EXPECT_EQ(c.nonfinite_out, g.nonfinite_out) << tag;
-  EXPECT_EQ(c.zeros_out, g.zeros_out) << tag;
-  EXPECT_EQ(c.clipped, g.clipped) << tag;
+  EXPECT_EQ(std::tie(c.count, c.nonfinite_in, c.nonfinite_out, c.zeros_out, c.clipped),
+            std::tie(g.count, g.nonfinite_in, g.nonfinite_out, g.zeros_out, g.clipped))
+      << tag << ": (count, nonfinite_in, nonfinite_out, zeros_out, clipped)";
   EXPECT_EQ(c.max_abs_err, g.max_abs_err) << tag;
   expect_close(c.mse, g.mse, "mse " + tag);
   expect_close(c.snr_db, g.snr_db, "snr " + tag);
