@@ -8,6 +8,7 @@
 #include <functional>
 #include <limits>
 #include <random>
+#include <tuple>
 
 #include "castscope/autoplan.hpp"
 #include "castscope/export.hpp"
@@ -482,20 +483,15 @@ TEST(Planner, TableJsonRoundTripsExactly) {
   t.tensors[1].failed.emplace_back("q4_k", "a row of 64 \"is\" short");
   const PlanTable r = plan_table_from_json(plan_table_to_json(t));
   auto same = [](double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; };
-  EXPECT_EQ(r.candidates, t.candidates);
-  EXPECT_EQ(r.values, t.values);
-  EXPECT_EQ(r.kept, t.kept);
-  EXPECT_EQ(r.kept_bits, t.kept_bits);
-  EXPECT_EQ(r.activations, t.activations);
-  EXPECT_EQ(r.relative, t.relative);
+  EXPECT_EQ(std::tie(r.candidates, r.values, r.kept, r.kept_bits, r.activations, r.relative),
+            std::tie(t.candidates, t.values, t.kept, t.kept_bits, t.activations, t.relative))
+      << "(candidates, values, kept, kept_bits, activations, relative)";
   ASSERT_EQ(r.tensors.size(), t.tensors.size());
   for (size_t i = 0; i < t.tensors.size(); ++i) {
     const PlanTensor &a = t.tensors[i], &b = r.tensors[i];
-    EXPECT_EQ(b.name, a.name);
-    EXPECT_EQ(b.shape, a.shape);
-    EXPECT_EQ(b.numel, a.numel);
-    EXPECT_EQ(b.axis, a.axis);
-    EXPECT_EQ(b.predictor, a.predictor);
+    EXPECT_EQ(std::tie(b.name, b.shape, b.numel, b.axis, b.predictor),
+              std::tie(a.name, a.shape, a.numel, a.axis, a.predictor))
+        << "(name, shape, numel, axis, predictor)";
     EXPECT_TRUE(same(b.role, a.role) && same(b.sensitivity, a.sensitivity) &&
                 same(b.energy, a.energy))
         << a.name;

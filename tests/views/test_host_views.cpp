@@ -8,6 +8,7 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <tuple>
 
 #include "castscope/metrics.hpp"
 #include "castscope/widgets/analysis.hpp"
@@ -60,14 +61,12 @@ Tensor hard_input(const Shape& shape, uint64_t seed) {
 }
 
 void expect_hist(const Histogram& a, const Histogram& b, const std::string& tag) {
-  EXPECT_EQ(a.lo, b.lo) << tag;
-  EXPECT_EQ(a.hi, b.hi) << tag;
-  EXPECT_EQ(a.log_x, b.log_x) << tag;
   EXPECT_EQ(a.counts, b.counts) << tag;
-  EXPECT_EQ(a.below, b.below) << tag;
-  EXPECT_EQ(a.above, b.above) << tag;
-  EXPECT_EQ(a.nonfinite, b.nonfinite) << tag;
-  EXPECT_EQ(a.zeros, b.zeros) << tag;
+  EXPECT_EQ(std::tie(a.lo, a.hi, a.log_x), std::tie(b.lo, b.hi, b.log_x))
+      << tag << ": (lo, hi, log_x)";
+  EXPECT_EQ(std::tie(a.below, a.above, a.nonfinite, a.zeros),
+            std::tie(b.below, b.above, b.nonfinite, b.zeros))
+      << tag << ": (below, above, nonfinite, zeros)";
 }
 
 std::vector<uint64_t> aligned(const ExponentHistogram& h, int lo, int hi) {
