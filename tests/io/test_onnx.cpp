@@ -32,6 +32,20 @@ onnx::TensorProto* add_initializer(onnx::GraphProto* g, const std::string& name,
   return t;
 }
 
+// A Constant node of g with this output and its one attribute (name and type), the value left to
+// the caller.
+onnx::AttributeProto* add_constant(onnx::GraphProto* g, const std::string& output,
+                                   const std::string& attribute,
+                                   onnx::AttributeProto_AttributeType type) {
+  onnx::NodeProto* n = g->add_node();
+  n->set_op_type("Constant");
+  n->add_output(output);
+  onnx::AttributeProto* a = n->add_attribute();
+  a->set_name(attribute);
+  a->set_type(type);
+  return a;
+}
+
 // A float32 initializer holding v as raw_data.
 onnx::TensorProto* add_raw_floats(onnx::GraphProto* g, const std::string& name, const Shape& shape,
                                   const std::vector<float>& v) {
@@ -81,32 +95,17 @@ TEST(Onnx, InitializersConstantsAndExternalData) {
     kv("length", std::to_string(ext.size() * 4));
   }
   {  // Constant node with float_data
-    onnx::NodeProto* n = g->add_node();
-    n->set_op_type("Constant");
-    n->add_output("c.out");
-    onnx::AttributeProto* a = n->add_attribute();
-    a->set_name("value");
-    a->set_type(onnx::AttributeProto_AttributeType_TENSOR);
-    onnx::TensorProto* t = a->mutable_t();
+    onnx::TensorProto* t =
+        add_constant(g, "c.out", "value", onnx::AttributeProto_AttributeType_TENSOR)->mutable_t();
     t->set_data_type(onnx::TensorProto_DataType_FLOAT);
     t->add_dims(5);
     for (float x : cst) t->add_float_data(x);
   }
   {  // Constant nodes with value_floats and value_int
-    onnx::NodeProto* n = g->add_node();
-    n->set_op_type("Constant");
-    n->add_output("c.floats");
-    onnx::AttributeProto* a = n->add_attribute();
-    a->set_name("value_floats");
-    a->set_type(onnx::AttributeProto_AttributeType_FLOATS);
+    onnx::AttributeProto* a =
+        add_constant(g, "c.floats", "value_floats", onnx::AttributeProto_AttributeType_FLOATS);
     for (float x : cst) a->add_floats(-x);
-    onnx::NodeProto* n2 = g->add_node();
-    n2->set_op_type("Constant");
-    n2->add_output("c.int");
-    onnx::AttributeProto* a2 = n2->add_attribute();
-    a2->set_name("value_int");
-    a2->set_type(onnx::AttributeProto_AttributeType_INT);
-    a2->set_i(-42);
+    add_constant(g, "c.int", "value_int", onnx::AttributeProto_AttributeType_INT)->set_i(-42);
   }
   const std::string path = dir / "m.onnx";
   write_model(m, path);
