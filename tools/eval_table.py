@@ -24,6 +24,7 @@ import sys
 import tempfile
 
 import numpy as np
+from tiny_gguf import write_tiny_llama_gguf
 
 UNIFORM = [("uniform MXFP4", "mxfp4e2"), ("uniform NVFP4", "nvfp4"), ("uniform Q4_K", "q4_k"),
            ("uniform MXFP6", "mxfp6e2"), ("uniform MXFP8", "mxfp8e4")]
@@ -172,50 +173,12 @@ def make_tiny(root: str, seed: int = 7) -> None:
     print(os.path.join(root, "tiny-llama.gguf"))
 
 
-def tiny_gguf(path: str, rng, vocab=512, embd=256, ff=512, heads=4, kv=2, blocks=4) -> None:
-    """A Llama GGUF for llama.cpp (F32 weights, normal with std 0.02, a SentencePiece-style
-    vocabulary of placeholder tokens)."""
-    import gguf
+def tiny_gguf(path: str, rng) -> None:
+    """A Llama GGUF for llama.cpp (F32 weights, normal with std 0.02, norms of ones)."""
+    def weight(name, shape):
+        return np.ones(shape) if len(shape) == 1 else rng.standard_normal(shape) * 0.02
 
-    w = gguf.GGUFWriter(path, arch="llama")
-    w.add_context_length(256)
-    w.add_embedding_length(embd)
-    w.add_block_count(blocks)
-    w.add_feed_forward_length(ff)
-    w.add_head_count(heads)
-    w.add_head_count_kv(kv)
-    w.add_layer_norm_rms_eps(1e-5)
-    w.add_rope_dimension_count(embd // heads)
-    w.add_tokenizer_model("llama")
-    w.add_token_list(["<unk>", "<s>", "</s>", "<0x0A>"] + [f"\u2581t{i}" for i in range(vocab - 4)])
-    w.add_token_scores([0.0] * vocab)
-    w.add_token_types([2, 3, 3, 6] + [1] * (vocab - 4))
-    w.add_bos_token_id(1)
-    w.add_eos_token_id(2)
-    w.add_unk_token_id(0)
-    hd = embd // heads
-
-    def add(name, *shape, norm=False):
-        a = np.ones(shape) if norm else rng.standard_normal(shape) * 0.02
-        w.add_tensor(name, a.astype(np.float32))
-
-    add("token_embd.weight", vocab, embd)
-    for i in range(blocks):
-        add(f"blk.{i}.attn_norm.weight", embd, norm=True)
-        add(f"blk.{i}.attn_q.weight", embd, embd)
-        add(f"blk.{i}.attn_k.weight", kv * hd, embd)
-        add(f"blk.{i}.attn_v.weight", kv * hd, embd)
-        add(f"blk.{i}.attn_output.weight", embd, embd)
-        add(f"blk.{i}.ffn_norm.weight", embd, norm=True)
-        add(f"blk.{i}.ffn_gate.weight", ff, embd)
-        add(f"blk.{i}.ffn_up.weight", ff, embd)
-        add(f"blk.{i}.ffn_down.weight", embd, ff)
-    add("output_norm.weight", embd, norm=True)
-    add("output.weight", vocab, embd)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
+    write_tiny_llama_gguf(path, weight)
 
 
 def calibration_path(inputs: str) -> str:

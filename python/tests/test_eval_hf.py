@@ -1,10 +1,17 @@
 """End-to-end evaluation of tiny transformers models made here (Llama, GPT-2 with Conv1D, a
 Mixtral MoE with heavy-tailed weights and outlier channels): castscope.evaluate against PyTorch
 run here, and the state dict the quantized model ran compared bit for bit with castscope.cast."""
+import os
+import sys
+
 import numpy as np
 import pytest
 
 import castscope
+
+# The GGUF writer that tools/eval_table.py makes its tiny Llama with.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools"))
+from tiny_gguf import write_tiny_llama_gguf  # noqa: E402
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -243,50 +250,17 @@ def test_cuda_runs_the_cpu_bits(tmp_path, rng):
     assert r.top1 == pytest.approx(cpu.top1, abs=0.05) and r.kl == pytest.approx(cpu.kl, rel=0.05)
 
 
-def make_tiny_gguf(path, rng, vocab=96, embd=64, ff=128, heads=4, kv=2):
-    """A one-block Llama GGUF that llama.cpp loads: F32 weights, a small SentencePiece-style
-    vocabulary (with the newline byte token llama.cpp looks up)."""
-    gguf = pytest.importorskip("gguf")
-    w = gguf.GGUFWriter(str(path), arch="llama")
-    w.add_context_length(64)
-    w.add_embedding_length(embd)
-    w.add_block_count(1)
-    w.add_feed_forward_length(ff)
-    w.add_head_count(heads)
-    w.add_head_count_kv(kv)
-    w.add_layer_norm_rms_eps(1e-5)
-    w.add_rope_dimension_count(embd // heads)
-    w.add_tokenizer_model("llama")
-    w.add_token_list(["<unk>", "<s>", "</s>", "<0x0A>"] + [f"\u2581t{i}" for i in range(vocab - 4)])
-    w.add_token_scores([0.0] * vocab)
-    w.add_token_types([2, 3, 3, 6] + [1] * (vocab - 4))
-    w.add_bos_token_id(1)
-    w.add_eos_token_id(2)
-    w.add_unk_token_id(0)
-    hd = embd // heads
-    tensors = {}
+def make_tiny_gguf(path, rng):
+    """A one-block Llama GGUF that llama.cpp loads (tools/tiny_gguf.py): weights normal with std
+    0.1 (the embedding 1.0, the output 0.3), norms about 1."""
+    pytest.importorskip("gguf")
 
-    def add(name, *shape, scale=0.1, offset=0.0):
-        tensors[name] = (offset + rng.standard_normal(shape) * scale).astype(np.float32)
-        w.add_tensor(name, tensors[name])
+    def weight(name, shape):
+        scale = {"token_embd.weight": 1.0, "output.weight": 0.3}.get(name, 0.1)
+        return (1.0 if len(shape) == 1 else 0.0) + rng.standard_normal(shape) * scale
 
-    add("token_embd.weight", vocab, embd, scale=1.0)
-    add("blk.0.attn_norm.weight", embd, offset=1.0)
-    add("blk.0.attn_q.weight", embd, embd)
-    add("blk.0.attn_k.weight", kv * hd, embd)
-    add("blk.0.attn_v.weight", kv * hd, embd)
-    add("blk.0.attn_output.weight", embd, embd)
-    add("blk.0.ffn_norm.weight", embd, offset=1.0)
-    add("blk.0.ffn_gate.weight", ff, embd)
-    add("blk.0.ffn_up.weight", ff, embd)
-    add("blk.0.ffn_down.weight", embd, ff)
-    add("output_norm.weight", embd, offset=1.0)
-    add("output.weight", vocab, embd, scale=0.3)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
-    return tensors
+    return write_tiny_llama_gguf(path, weight, vocab=96, embd=64, ff=128, heads=4, kv=2, blocks=1,
+                                 context=64)
 
 
 def test_gguf_runs_in_llama_cpp(tmp_path, rng):

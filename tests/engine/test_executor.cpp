@@ -13,6 +13,7 @@
 #include "castscope/modelmap.hpp"
 #include "castscope/rotate.hpp"
 #include "test_seed.hpp"
+#include "test_tensors.hpp"
 
 namespace castscope {
 namespace {
@@ -22,18 +23,8 @@ uint64_t seed() {
   return s;
 }
 
-Tensor normal(Shape s, uint64_t sd, double scale = 1.0) {
-  Tensor t = Tensor::empty(DType::F32, s);
-  std::mt19937_64 rng(sd);
-  std::normal_distribution<double> nd(0, scale);
-  for (int64_t i = 0; i < t.numel(); ++i) t.mutable_ptr<float>()[i] = static_cast<float>(nd(rng));
-  return t;
-}
-
-bool same_bits(const Tensor& a, const Tensor& b) {
-  return a.dtype() == b.dtype() && a.shape() == b.shape() &&
-         std::memcmp(a.data(), b.data(), a.nbytes()) == 0;
-}
+using test::normal;
+using test::same_bits;
 
 bool same_stats(const Stats& a, const Stats& b) {
   return std::memcmp(&a.mse, &b.mse, sizeof a.mse) == 0 &&

@@ -7,31 +7,28 @@ else()
   set(_castscope_python python3)
 endif()
 add_dependencies(${_t} castscope-cli)
-add_test(NAME castscope_interop_python
-  COMMAND ${_castscope_python} ${PROJECT_SOURCE_DIR}/tests/interop/test_interop.py $<TARGET_FILE:castscope-cli>)
-set_tests_properties(castscope_interop_python PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300 LABELS "export;interop")
+# One interop script of tests/interop run on the CLI (and any further arguments); exit code 77
+# is a skip (its Python packages are not installed).
+function(castscope_interop_test name script timeout labels)
+  add_test(NAME ${name}
+    COMMAND ${_castscope_python} ${PROJECT_SOURCE_DIR}/tests/interop/${script} $<TARGET_FILE:castscope-cli> ${ARGN})
+  set_tests_properties(${name} PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT ${timeout} LABELS "${labels}")
+endfunction()
+castscope_interop_test(castscope_interop_python test_interop.py 300 "export;interop")
 # Model directories through the real client libraries (tests/interop/test_models.py): a tiny
 # transformers model in, compressed-tensors' and transformers' own decoders on what comes out.
-add_test(NAME castscope_models_python
-  COMMAND ${_castscope_python} ${PROJECT_SOURCE_DIR}/tests/interop/test_models.py $<TARGET_FILE:castscope-cli>)
-set_tests_properties(castscope_models_python PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600 LABELS "export;interop")
+castscope_interop_test(castscope_models_python test_models.py 600 "export;interop")
 # GGUF -> GGUF through ggml's own Python package (tests/interop/test_gguf_interop.py); exit code
 # 77 (skip) when gguf is not installed.
-add_test(NAME castscope_interop_gguf
-  COMMAND ${_castscope_python} ${PROJECT_SOURCE_DIR}/tests/interop/test_gguf_interop.py $<TARGET_FILE:castscope-cli>)
-set_tests_properties(castscope_interop_gguf PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300 LABELS "export;interop")
+castscope_interop_test(castscope_interop_gguf test_gguf_interop.py 300 "export;interop")
 # The gpt-oss layout loaded by transformers itself (tests/interop/test_gptoss.py): a tiny GptOss
 # in, transformers' MXFP4 loader on what comes out; exit code 77 (skip) without torch /
 # transformers.
-add_test(NAME castscope_gptoss_python
-  COMMAND ${_castscope_python} ${PROJECT_SOURCE_DIR}/tests/interop/test_gptoss.py $<TARGET_FILE:castscope-cli>)
-set_tests_properties(castscope_gptoss_python PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600 LABELS "export;interop")
+castscope_interop_test(castscope_gptoss_python test_gptoss.py 600 "export;interop")
 # CastScope's GGUF exports in llama.cpp itself (tests/interop/test_llama_cpp.py): a tiny
 # transformers Llama as F16 GGUF, quantized by CastScope and by llama_model_quantize, both run in
 # llama.cpp through llama-cpp-python (scripts/setup-llama-cpp.sh); exit code 77 (skip) without it.
-add_test(NAME castscope_llama_cpp_python
-  COMMAND ${_castscope_python} ${PROJECT_SOURCE_DIR}/tests/interop/test_llama_cpp.py $<TARGET_FILE:castscope-cli>)
-set_tests_properties(castscope_llama_cpp_python PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600 LABELS "export;interop")
+castscope_interop_test(castscope_llama_cpp_python test_llama_cpp.py 600 "export;interop")
 # Quantization layouts from the files (tests/interop/test_layouts.py): ONNX graphs built with the
 # onnx package, tiny GPT-2 / Llama from transformers, a Keras-layout file and PaddleOCR v4's
 # recognizer (from the models cache scripts/setup.sh fills); map figures equal
@@ -41,6 +38,4 @@ set(_castscope_layout_app "")
 if(CASTSCOPE_GUI)
   set(_castscope_layout_app $<TARGET_FILE:castscope>)
 endif()
-add_test(NAME castscope_layouts_python
-  COMMAND ${_castscope_python} ${PROJECT_SOURCE_DIR}/tests/interop/test_layouts.py $<TARGET_FILE:castscope-cli> ${_castscope_layout_app})
-set_tests_properties(castscope_layouts_python PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600 LABELS "export;interop;layout")
+castscope_interop_test(castscope_layouts_python test_layouts.py 600 "export;interop;layout" ${_castscope_layout_app})

@@ -13,6 +13,7 @@
 #include "castscope/export.hpp"
 #include "st_reader.hpp"
 #include "test_seed.hpp"
+#include "export_test_util.hpp"
 
 using namespace castscope;
 namespace fs = std::filesystem;
@@ -20,21 +21,17 @@ namespace fs = std::filesystem;
 namespace {
 
 Tensor normal_tensor(const Shape& shape, std::mt19937_64& rng) {
-  Tensor t = Tensor::empty(DType::F32, shape);
-  std::normal_distribution<float> n(0.0f, 1.0f);
-  std::uniform_int_distribution<int> e(-5, 5);
-  float* p = t.mutable_ptr<float>();
-  for (int64_t i = 0; i < t.numel(); ++i) p[i] = std::ldexp(n(rng), e(rng));
-  return t;
+  return exporttest::spread_tensor(shape, rng, 5);
 }
 
 bool same_bits(const Tensor& a, const Tensor& b) {
   return a.numel() == b.numel() && std::memcmp(a.data(), b.data(), a.nbytes()) == 0;
 }
 
-CastOptions cpu() {
+CastOptions cpu(CastMode mode = CastMode::Virtual) {
   CastOptions o;
   o.device = Device::CPU;
+  o.mode = mode;
   return o;
 }
 
@@ -44,15 +41,8 @@ Tensor view_cast(const Tensor& x, const std::string& dtype) {
   return cast(x.reshaped(v), DataType::parse(dtype), cpu()).values.reshaped(x.shape());
 }
 
-struct Tmp {
-  fs::path dir;
-  Tmp() {
-    dir = fs::temp_directory_path() / ("castscope_axis_" + std::to_string(::getpid()) + "_" +
-                                       std::to_string(castscope::test::test_seed() % 1000000));
-    fs::create_directories(dir);
-  }
-  ~Tmp() { fs::remove_all(dir); }
-  std::string operator/(const std::string& f) const { return (dir / f).string(); }
+struct Tmp : exporttest::ScratchDir {
+  Tmp() : ScratchDir("castscope_axis_") {}
 };
 
 }  // namespace
@@ -151,8 +141,7 @@ TEST(AxisFiles, PackedWithoutFlattenKeyReadsAsBefore) {
   std::mt19937_64 rng(seed);
   Tmp tmp;
   const Tensor x = normal_tensor({16, 8, 3, 3}, rng);
-  CastOptions o = cpu();
-  o.mode = CastMode::Compress;
+  CastOptions o = cpu(CastMode::Compress);
   const CastResult r = cast(x, DataType::parse("mxfp8e4"), o);  // axis -1: the kernel axis
   io::save_packed(tmp / "old.safetensors", {{"w", r}});
   const auto st = exporttest::read_st(tmp / "old.safetensors");
@@ -244,11 +233,10 @@ TEST(AxisLayouts, GptOssExpertsAlongTheirInputs) {
 TEST(AxisFiles, PackedLeadingFlattenRoundTrips) {
   const uint64_t seed = castscope::test::test_seed();
   std::mt19937_64 rng(seed);
-  Tmp tmp;
   const Tensor x = normal_tensor({3, 3, 16, 24}, rng);
-  CastOptions o = cpu();
-  o.mode = CastMode::Compress;
+  CastOptions o = cpu(CastMode::Compress);
   AxisSpec::parse(":2").apply(o);
+  Tmp tmp;
   const CastResult r = cast(x, DataType::parse("mxfp8e4"), o);
   io::save_packed(tmp / "lead.safetensors", {{"w", r}});
   const auto st = exporttest::read_st(tmp / "lead.safetensors");

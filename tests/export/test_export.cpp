@@ -11,6 +11,7 @@
 
 #include "castscope/codebook.hpp"
 #include "castscope/export.hpp"
+#include "export_test_util.hpp"
 #include "st_reader.hpp"
 #include "test_seed.hpp"
 
@@ -19,18 +20,11 @@ namespace fs = std::filesystem;
 
 namespace {
 
-uint64_t fresh_seed() {
-  return castscope::test::test_seed();
-}
+using exporttest::fresh_seed;
 
 // Values with a spread of magnitudes so that tiles get different scales; a few exact zeros.
 Tensor random_tensor(Shape shape, std::mt19937_64& rng) {
-  Tensor t = Tensor::empty(DType::F32, shape);
-  std::normal_distribution<float> n(0.0f, 1.0f);
-  std::uniform_int_distribution<int> e(-6, 6), z(0, 40);
-  float* p = t.mutable_ptr<float>();
-  for (int64_t i = 0; i < t.numel(); ++i) p[i] = z(rng) == 0 ? 0.0f : std::ldexp(n(rng), e(rng));
-  return t;
+  return exporttest::spread_tensor(shape, rng, 6, 41);
 }
 
 Tensor virtual_values(const Tensor& x, const std::string& dtype) {
@@ -55,15 +49,8 @@ uint32_t bits(float f) {
   return ::testing::AssertionSuccess();
 }
 
-struct TempDir {
-  fs::path dir;
-  TempDir() {
-    dir = fs::temp_directory_path() / ("castscope_export_" + std::to_string(::getpid()) + "_" +
-                                       std::to_string(fresh_seed() % 1000000));
-    fs::create_directories(dir);
-  }
-  ~TempDir() { fs::remove_all(dir); }
-  std::string operator/(const std::string& f) const { return (dir / f).string(); }
+struct TempDir : exporttest::ScratchDir {
+  TempDir() : ScratchDir("castscope_export_") {}
   size_t count() const {
     return static_cast<size_t>(
         std::distance(fs::directory_iterator(dir), fs::directory_iterator()));

@@ -13,6 +13,7 @@
 
 #include "castscope/autoplan.hpp"
 #include "castscope/export.hpp"
+#include "export_test_util.hpp"
 #include "castscope/metrics.hpp"
 #include "st_reader.hpp"
 #include "test_seed.hpp"
@@ -23,17 +24,10 @@ using nlohmann::json;
 
 namespace {
 
-uint64_t fresh_seed() {
-  return castscope::test::test_seed();
-}
+using exporttest::fresh_seed;
 
 Tensor random_tensor(Shape shape, std::mt19937_64& rng) {
-  Tensor t = Tensor::empty(DType::F32, shape);
-  std::normal_distribution<float> n(0.0f, 1.0f);
-  std::uniform_int_distribution<int> e(-4, 4);
-  float* p = t.mutable_ptr<float>();
-  for (int64_t i = 0; i < t.numel(); ++i) p[i] = std::ldexp(n(rng), e(rng));
-  return t;
+  return exporttest::spread_tensor(shape, rng, 4);
 }
 
 std::string slurp_file(const fs::path& p) {
@@ -45,14 +39,8 @@ void spit(const fs::path& p, const std::string& s) {
   std::ofstream(p, std::ios::binary) << s;
 }
 
-struct TempDir {
-  fs::path dir;
-  TempDir() {
-    dir = fs::temp_directory_path() / ("castscope_modeldir_" + std::to_string(::getpid()) + "_" +
-                                       std::to_string(fresh_seed() % 1000000));
-    fs::create_directories(dir);
-  }
-  ~TempDir() { fs::remove_all(dir); }
+struct TempDir : exporttest::ScratchDir {
+  TempDir() : ScratchDir("castscope_modeldir_") {}
   bool has_staged() const {
     for (const auto& e : fs::directory_iterator(dir))
       if (e.path().filename().string().find(".staged") != std::string::npos) return true;

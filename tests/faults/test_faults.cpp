@@ -67,6 +67,25 @@ int in_child(F fn) {
   return status;
 }
 
+// Exports a model of 8 tensors (of this seed) to `out` in a child process that dies with SIGKILL
+// (nothing runs after it: no destructors, no cleanup) once the export's progress passes `at`,
+// well under way; the child's wait status.
+int export_killed_at(double at, const fs::path& out, const char* dtype, Layout layout,
+                     uint64_t seed) {
+  return in_child([&] {
+    MemoryModel m = model(8, seed);
+    ExportOptions o;
+    o.layout = layout;
+    o.cast.device = Device::CPU;
+    JobControl job;
+    job.on_progress = [at](double f) {
+      if (f > at) ::kill(::getpid(), SIGKILL);
+    };
+    export_model(m, out.string(), plan_for_dtype(dtype), o, &job);
+    return 0;
+  });
+}
+
 std::vector<fs::path> files_in(const fs::path& d) {
   std::vector<fs::path> v;
   for (const auto& e : fs::directory_iterator(d)) v.push_back(e.path().filename());
@@ -82,20 +101,7 @@ TEST(Faults, ExportKilledMidwayLeavesThePreviousFile) {
       f << "previous export, must survive";
     }
     const std::string before = read_all(out);
-    const int status = in_child([&] {
-      MemoryModel m = model(8, 1);
-      ExportOptions o;
-      o.cast.device = Device::CPU;
-      JobControl job;
-      // The process dies with SIGKILL (nothing runs after it: no destructors, no cleanup) once
-      // the export is well under way.
-      job.on_progress = [](double f) {
-        if (f > 0.3) ::kill(::getpid(), SIGKILL);
-      };
-      export_model(m, out.string(), plan_for_dtype("mxfp4e2"), o, &job);
-      (void)parse_layout(layout);
-      return 0;
-    });
+    const int status = export_killed_at(0.3, out, "mxfp4e2", parse_layout(layout), 1);
     ASSERT_TRUE(WIFSIGNALED(status)) << layout << ": the export finished before it could be killed";
     EXPECT_EQ(WTERMSIG(status), SIGKILL);
     EXPECT_EQ(read_all(out), before) << layout << ": the previous file changed";
@@ -106,17 +112,7 @@ TEST(Faults, ExportKilledMidwayLeavesThePreviousFile) {
 TEST(Faults, ExportKilledWithoutPreviousFileLeavesNothingAtTheTarget) {
   const fs::path dir = scratch("kill-new");
   const fs::path out = dir / "out.safetensors";
-  const int status = in_child([&] {
-    MemoryModel m = model(8, 2);
-    ExportOptions o;
-    o.cast.device = Device::CPU;
-    JobControl job;
-    job.on_progress = [](double f) {
-      if (f > 0.5) ::kill(::getpid(), SIGKILL);
-    };
-    export_model(m, out.string(), plan_for_dtype("nvfp4"), o, &job);
-    return 0;
-  });
+  const int status = export_killed_at(0.5, out, "nvfp4", Layout::Native, 2);
   ASSERT_TRUE(WIFSIGNALED(status));
   EXPECT_FALSE(fs::exists(out));
   fs::remove_all(dir);

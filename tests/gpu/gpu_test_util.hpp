@@ -12,10 +12,12 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <vector>
 
 #include "backends/backend.hpp"
 #include "castscope/cast.hpp"
 #include "castscope/metrics.hpp"
+#include "castscope/modelmap.hpp"
 #include "test_seed.hpp"
 
 namespace castscope::gputest {
@@ -140,11 +142,9 @@ inline void expect_close(double cpu, double gpu, const std::string& what) {
 
 // Statistics: counts and the largest error exactly, sums up to summation order.
 inline void expect_same_stats(const Stats& c, const Stats& g, const std::string& tag) {
-  EXPECT_EQ(c.count, g.count) << tag;
-  EXPECT_EQ(c.nonfinite_in, g.nonfinite_in) << tag;
-  EXPECT_EQ(c.nonfinite_out, g.nonfinite_out) << tag;
-  EXPECT_EQ(c.zeros_out, g.zeros_out) << tag;
-  EXPECT_EQ(c.clipped, g.clipped) << tag;
+  EXPECT_EQ(std::tie(c.count, c.nonfinite_in, c.nonfinite_out, c.zeros_out, c.clipped),
+            std::tie(g.count, g.nonfinite_in, g.nonfinite_out, g.zeros_out, g.clipped))
+      << tag << ": (count, nonfinite_in, nonfinite_out, zeros_out, clipped)";
   EXPECT_EQ(c.max_abs_err, g.max_abs_err) << tag;
   expect_close(c.mse, g.mse, "mse " + tag);
   expect_close(c.snr_db, g.snr_db, "snr " + tag);
@@ -152,15 +152,48 @@ inline void expect_same_stats(const Stats& c, const Stats& g, const std::string&
   expect_close(c.signal_power, g.signal_power, "power " + tag);
 }
 
-// Histograms are counts: equal bin for bin, with the same range and tallies outside it.
+// Histograms are counts: equal bin for bin, with the same range (lo, hi) and the same tallies
+// outside it (below, above, nonfinite, zeros).
 inline void expect_hist(const Histogram& c, const Histogram& g, const std::string& what) {
-  EXPECT_EQ(c.lo, g.lo) << what;
-  EXPECT_EQ(c.hi, g.hi) << what;
   EXPECT_EQ(c.counts, g.counts) << what;
-  EXPECT_EQ(c.below, g.below) << what;
-  EXPECT_EQ(c.above, g.above) << what;
-  EXPECT_EQ(c.nonfinite, g.nonfinite) << what;
-  EXPECT_EQ(c.zeros, g.zeros) << what;
+  EXPECT_EQ(std::tie(c.lo, c.hi), std::tie(g.lo, g.hi)) << what << ": range (lo, hi)";
+  EXPECT_EQ(std::tie(c.below, c.above, c.nonfinite, c.zeros),
+            std::tie(g.below, g.above, g.nonfinite, g.zeros))
+      << what << ": (below, above, nonfinite, zeros)";
 }
+
+// A model map swept on the device against the CPU's sweep, cell by cell: errors, counts and the
+// largest error exactly; the SNR up to summation order (sums of squares in another order, see
+// docs/performance.md, "Model map sweep": 1e-9 relative covers it, a wrong cell does not). An
+// exact cast has an infinite SNR on both sides.
+inline void expect_same_map(const ModelMap& cpu, const ModelMap& gpu,
+                            const std::vector<std::string>& dtypes, uint64_t seed) {
+  ASSERT_EQ(gpu.rows.size(), cpu.rows.size());
+  for (size_t i = 0; i < gpu.rows.size(); ++i) {
+    ASSERT_EQ(gpu.rows[i].name, cpu.rows[i].name);
+    for (size_t d = 0; d < dtypes.size(); ++d) {
+      const MapCell &a = cpu.rows[i].cells[d], &b = gpu.rows[i].cells[d];
+      const std::string where =
+          "seed " + std::to_string(seed) + " " + cpu.rows[i].name + " " + dtypes[d];
+      EXPECT_EQ(a.error, b.error) << where;
+      EXPECT_EQ(a.stats.count, b.stats.count) << where;
+      EXPECT_EQ(a.stats.clipped, b.stats.clipped) << where;
+      EXPECT_EQ(a.stats.nonfinite_in, b.stats.nonfinite_in) << where;
+      EXPECT_EQ(a.stats.nonfinite_out, b.stats.nonfinite_out) << where;
+      EXPECT_EQ(a.stats.max_abs_err, b.stats.max_abs_err) << where;
+      if (a.stats.snr_db != b.stats.snr_db)
+        EXPECT_NEAR(a.stats.snr_db, b.stats.snr_db, 1e-8 * std::fabs(a.stats.snr_db) + 1e-9)
+            << where;
+    }
+  }
+}
+
+// A tiled datatype cast along an axis of a shape: the cases of the tests that run such casts on
+// both backends.
+struct AxisCase {
+  const char* dtype;
+  Shape shape;
+  int axis;
+};
 
 }  // namespace castscope::gputest

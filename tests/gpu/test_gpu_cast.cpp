@@ -200,12 +200,7 @@ TEST(GpuCast, InputDtypes) {
 TEST(GpuCast, AxesTwoDTilesSparsityAndSubtiles) {
   CS_REQUIRE_GPU();
   const uint64_t seed = run_seed();
-  struct Case {
-    const char* dtype;
-    Shape shape;
-    int axis;
-  };
-  const Case cases[] = {
+  const AxisCase cases[] = {
       {"mxfp8e4", {40, 3, 70}, 0},               // tiles along the first axis, partial tile
       {"nvfp4", {5, 48, 7}, 1},                  // middle axis, multiscale
       {"e4m3fn_float32_t8_t8", {24, 36, 5}, 1},  // 2-D tile over axes (0, 1)
@@ -224,7 +219,7 @@ TEST(GpuCast, AxesTwoDTilesSparsityAndSubtiles) {
       {"float8_e4m3fn", {}, -1},  // a scalar
   };
   uint64_t k = 100;
-  for (const Case& c : cases) {
+  for (const AxisCase& c : cases) {
     const DataType d = DataType::parse(c.dtype);
     const Tensor x = input_for(d, c.shape, seed + ++k);
     for (Round r : {Round::Even, Round::Stochastic})

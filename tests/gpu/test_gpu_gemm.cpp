@@ -9,15 +9,28 @@ int compute_capability() {
   return gemm_compute_capability();
 }
 
-TEST(GpuGemm, EveryKindWithinItsErrorBound) {
-  std::string why;
-  if (!gemm_available(&why)) GTEST_SKIP() << "GEMMs unavailable: " << why;
+// Every test here needs cuBLASLt's GEMMs, and says why where they cannot run.
+class GpuGemm : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string why;
+    if (!gemm_available(&why)) GTEST_SKIP() << "GEMMs unavailable: " << why;
+  }
+
+  // An m x k by k x n product of the run's seed: one warm-up, then `iters` timed runs.
+  static GemmOptions sized(int m, int n, int k, int iters) {
+    GemmOptions o;
+    o.m = m, o.n = n, o.k = k;
+    o.seed = run_seed();
+    o.warmup = 1;
+    o.iters = iters;
+    return o;
+  }
+};
+
+TEST_F(GpuGemm, EveryKindWithinItsErrorBound) {
   const uint64_t seed = run_seed();
-  GemmOptions o;
-  o.m = 256, o.n = 384, o.k = 512;
-  o.seed = seed;
-  o.warmup = 1;
-  o.iters = 3;
+  GemmOptions o = sized(256, 384, 512, 3);
   struct Bound {
     GemmKind kind;
     double lo, hi;  // a zero error would mean the check compared nothing
@@ -52,15 +65,9 @@ TEST(GpuGemm, EveryKindWithinItsErrorBound) {
 
 // Per-channel FP8 (cuBLASLt's outer-vector scales) against the exact product of its operands, and
 // the TCFP-12 weight GEMM over 2k at a shape whose k is not a power of two, with both outputs.
-TEST(GpuGemm, PerChannelFp8AndTcfp12WeightsMatchTheirProducts) {
-  std::string why;
-  if (!gemm_available(&why)) GTEST_SKIP() << "GEMMs unavailable: " << why;
+TEST_F(GpuGemm, PerChannelFp8AndTcfp12WeightsMatchTheirProducts) {
   const uint64_t seed = run_seed();
-  GemmOptions o;
-  o.m = 272, o.n = 400, o.k = 608;
-  o.seed = seed;
-  o.warmup = 1;
-  o.iters = 2;
+  GemmOptions o = sized(272, 400, 608, 2);
   const GemmResult c = run_gemm(GemmKind::FP8Channel, o);
   std::printf("fp8-channel: product rel.err %.3e, rel.err %.3e  %s\n", c.product_rel_error,
               c.rel_error, c.note.c_str());
@@ -82,15 +89,9 @@ TEST(GpuGemm, PerChannelFp8AndTcfp12WeightsMatchTheirProducts) {
 // times their scales, fp64 on the CPU). k = 640 gives 5 K blocks, so the 128x128 scale rows are
 // padded to 8; m != n and n = 3 x 128 catch a transposed or unpadded scale layout, which would
 // put the error near 1.
-TEST(GpuGemm, BlockScaledFp8MatchesCpuProductOfItsOperands) {
-  std::string why;
-  if (!gemm_available(&why)) GTEST_SKIP() << "GEMMs unavailable: " << why;
+TEST_F(GpuGemm, BlockScaledFp8MatchesCpuProductOfItsOperands) {
   const uint64_t seed = run_seed();
-  GemmOptions o;
-  o.m = 256, o.n = 384, o.k = 640;
-  o.seed = seed;
-  o.warmup = 1;
-  o.iters = 2;
+  GemmOptions o = sized(256, 384, 640, 2);
   for (bool bf16_out : {false, true}) {
     o.bf16_output = bf16_out;
     GemmResult r;
@@ -122,9 +123,7 @@ TEST(GpuGemm, BlockScaledFp8MatchesCpuProductOfItsOperands) {
   EXPECT_LT(run_gemm(GemmKind::FP8, o).product_rel_error, 1e-2);
 }
 
-TEST(GpuGemm, BlackwellBlockScaledModesSayTheyNeedSm100) {
-  std::string why;
-  if (!gemm_available(&why)) GTEST_SKIP() << "GEMMs unavailable: " << why;
+TEST_F(GpuGemm, BlackwellBlockScaledModesSayTheyNeedSm100) {
   if (compute_capability() >= 100) GTEST_SKIP() << "an sm_100 GPU";
   GemmOptions o;
   o.m = o.n = o.k = 256;
@@ -138,9 +137,7 @@ TEST(GpuGemm, BlackwellBlockScaledModesSayTheyNeedSm100) {
   }
 }
 
-TEST(GpuGemm, BadSizesAreErrors) {
-  std::string why;
-  if (!gemm_available(&why)) GTEST_SKIP() << "GEMMs unavailable: " << why;
+TEST_F(GpuGemm, BadSizesAreErrors) {
   GemmOptions o;
   o.m = 100, o.n = 64, o.k = 64;
   EXPECT_THROW(run_gemm(GemmKind::FP8, o), Error);

@@ -11,18 +11,13 @@ namespace {
 TEST(GpuStats, MatchHostStatisticsHistogramsAndTileMaps) {
   CS_REQUIRE_GPU();
   const uint64_t seed = run_seed();
-  struct Case {
-    const char* dtype;
-    Shape shape;
-    int axis;
-  };
-  const Case cases[] = {{"mxfp8e4", {96, 160}, -1},
-                        {"nvfp4", {33, 64}, -1},
-                        {"fp8e4_block128", {200, 136}, -1},
-                        {"int8_sc", {40, 3, 50}, 1},
-                        {"mxint4", {64, 40}, 0}};
+  const AxisCase cases[] = {{"mxfp8e4", {96, 160}, -1},
+                            {"nvfp4", {33, 64}, -1},
+                            {"fp8e4_block128", {200, 136}, -1},
+                            {"int8_sc", {40, 3, 50}, 1},
+                            {"mxint4", {64, 40}, 0}};
   uint64_t k = 0;
-  for (const Case& c : cases) {
+  for (const AxisCase& c : cases) {
     const std::string tag = std::string(c.dtype) + " seed " + std::to_string(seed);
     const Tensor x = random_input(c.shape, seed + ++k, 448.0, 464.0);
     const DataType d = DataType::parse(c.dtype);

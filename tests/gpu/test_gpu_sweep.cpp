@@ -114,26 +114,8 @@ TEST(GpuSweepStream, MapThroughTheStreamGivesTheCpuCells) {
   o.cast.device = Device::CPU;
   const ModelMap c = sweep_model(*model, o);
   EXPECT_EQ(g.backend, "cuda");
-  ASSERT_EQ(g.rows.size(), c.rows.size());
   ASSERT_EQ(g.rows.size(), 5u);
-  for (size_t i = 0; i < g.rows.size(); ++i) {
-    ASSERT_EQ(g.rows[i].name, c.rows[i].name);
-    for (size_t d = 0; d < o.dtypes.size(); ++d) {
-      const MapCell &a = c.rows[i].cells[d], &b = g.rows[i].cells[d];
-      const std::string where =
-          "seed " + std::to_string(seed) + " " + c.rows[i].name + " " + o.dtypes[d];
-      EXPECT_EQ(a.error, b.error) << where;
-      EXPECT_EQ(a.stats.count, b.stats.count) << where;
-      EXPECT_EQ(a.stats.clipped, b.stats.clipped) << where;
-      EXPECT_EQ(a.stats.nonfinite_in, b.stats.nonfinite_in) << where;
-      EXPECT_EQ(a.stats.nonfinite_out, b.stats.nonfinite_out) << where;
-      EXPECT_EQ(a.stats.max_abs_err, b.stats.max_abs_err) << where;
-      // Sums of squares in another order (docs/performance.md, "Model map sweep").
-      if (a.stats.snr_db != b.stats.snr_db)
-        EXPECT_NEAR(a.stats.snr_db, b.stats.snr_db, 1e-8 * std::fabs(a.stats.snr_db) + 1e-9)
-            << where;
-    }
-  }
+  expect_same_map(c, g, o.dtypes, seed);
   std::remove(path.c_str());
 }
 

@@ -11,11 +11,11 @@ usage: onnx_views.py PATH/TO/castscope PATH/TO/castscope_gui_check WORKDIR
 """
 import json
 import os
-import shutil
 import subprocess
 import sys
 
 import numpy as np
+from app_session import prepare, run_app
 
 
 def build(path, seed):
@@ -77,22 +77,13 @@ quit
 
 def main():
     app, checker, work = sys.argv[1:4]
-    if not shutil.which("xvfb-run"):
-        print("onnx_views: xvfb-run not found")
+    seed = prepare("onnx_views", work)
+    if seed is None:
         return 77
-    seed = int(os.environ.get("CASTSCOPE_TEST_SEED", "0")) or int.from_bytes(os.urandom(4), "little")
-    print(f"seed {seed}")
-    os.makedirs(work, exist_ok=True)
     build(os.path.join(work, "model.onnx"), seed)
-    env = dict(os.environ, XDG_CONFIG_HOME=os.path.join(work, "config"))
     failures = 0
     for name, view, axis, tile, block in CASES:
-        script = os.path.join(work, f"{name}.txt")
-        with open(script, "w") as f:
-            f.write(script_for(name, view, axis, tile))
-        state = os.path.join(work, f"{name}_state.json")
-        subprocess.run(["xvfb-run", "-a", "-s", "-screen 0 1600x1000x24", app, "--script", script,
-                        "--state", state], cwd=work, env=env)
+        _, state = run_app(app, work, name, script_for(name, view, axis, tile))
         cols = (view[1] + 31) // 32
         expect = [f"analysis.tensor={name}", f"analysis.tiles.0={view[0]}",
                   f"analysis.tiles.1={cols}", "analysis.mask_set.min=1",

@@ -11,11 +11,10 @@ usage: responsive.py PATH/TO/castscope WORKDIR [N]     (N x N tensor, default 40
 """
 import json
 import os
-import shutil
-import subprocess
 import sys
 
 import numpy as np
+from app_session import prepare, run_app
 
 DTYPES = ["nvfp4", "mxfp8e4", "int8_sc"]
 
@@ -23,25 +22,16 @@ DTYPES = ["nvfp4", "mxfp8e4", "int8_sc"]
 def main():
     app, work = sys.argv[1:3]
     n = int(sys.argv[3]) if len(sys.argv) > 3 else 4096
-    if not shutil.which("xvfb-run"):
-        print("responsive: xvfb-run not found")
+    seed = prepare("responsive", work)
+    if seed is None:
         return 77
-    seed = int(os.environ.get("CASTSCOPE_TEST_SEED", "0")) or int.from_bytes(os.urandom(4), "little")
-    print(f"seed {seed}")
-    os.makedirs(work, exist_ok=True)
     path = os.path.join(work, f"big_{n}.npy")
     rng = np.random.default_rng(seed)
     np.save(path, rng.standard_normal((n, n), dtype=np.float32))
     failures = 0
     for dtype in DTYPES:
         # One change of datatype per session, so that each state file describes one update.
-        script = os.path.join(work, f"{dtype}.txt")
-        with open(script, "w") as f:
-            f.write(f"open {path}\nwait\ndtype {dtype}\nwait\nquit\n")
-        state = os.path.join(work, f"{dtype}_state.json")
-        env = dict(os.environ, XDG_CONFIG_HOME=os.path.join(work, "config"))
-        r = subprocess.run(["xvfb-run", "-a", "-s", "-screen 0 1600x1000x24", app, "--script",
-                            script, "--state", state], cwd=work, env=env)
+        r, state = run_app(app, work, dtype, f"open {path}\nwait\ndtype {dtype}\nwait\nquit\n")
         if r.returncode:
             print(f"responsive: {dtype}: the session failed ({r.returncode})")
             failures += 1

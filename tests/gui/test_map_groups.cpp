@@ -13,29 +13,29 @@ std::string group_of(const std::string& name) {
   return map_group(r);
 }
 
-TEST(MapGroups, NumberedLayers) {
-  EXPECT_EQ(group_of("model.layers.3.self_attn.q_proj.weight"), "model.layers.3");
-  EXPECT_EQ(group_of("blocks.11.attn.qkv.weight"), "blocks.11");
-  EXPECT_EQ(group_of("encoder.layer.0.output.dense.weight"), "encoder.layer.0");
-}
-
-TEST(MapGroups, OnnxNodeScopes) {
-  EXPECT_EQ(group_of("/backbone/conv1/Conv_output_0"), "/backbone/conv1");
-  EXPECT_EQ(group_of("/head/fc/MatMul"), "/head/fc");
-}
-
-TEST(MapGroups, PaddleOpNames) {
-  // ppocrv4_rec.onnx (Paddle2ONNX) names its weights OP_N.w_K: grouped by the op.
-  EXPECT_EQ(group_of("linear_85.w_0"), "linear_*");
-  EXPECT_EQ(group_of("conv2d_12.w_0"), "conv2d_*");
-  EXPECT_EQ(group_of("batch_norm_3.w_1"), "batch_norm_*");
-}
-
-TEST(MapGroups, OutsideAnyScope) {
-  EXPECT_EQ(group_of("lm_head.weight"), "");
-  EXPECT_EQ(group_of("onnx::MatMul_1234"), "");
-  EXPECT_EQ(group_of("weight"), "");
-  EXPECT_EQ(group_of("conv_.w_0"), "");  // no op number
+TEST(MapGroups, FromTheTensorName) {
+  const struct {
+    const char* name;
+    const char* group;
+  } cases[] = {
+      // Numbered layers.
+      {"model.layers.3.self_attn.q_proj.weight", "model.layers.3"},
+      {"blocks.11.attn.qkv.weight", "blocks.11"},
+      {"encoder.layer.0.output.dense.weight", "encoder.layer.0"},
+      // ONNX node scopes.
+      {"/backbone/conv1/Conv_output_0", "/backbone/conv1"},
+      {"/head/fc/MatMul", "/head/fc"},
+      // ppocrv4_rec.onnx (Paddle2ONNX) names its weights OP_N.w_K: grouped by the op.
+      {"linear_85.w_0", "linear_*"},
+      {"conv2d_12.w_0", "conv2d_*"},
+      {"batch_norm_3.w_1", "batch_norm_*"},
+      // Outside any scope.
+      {"lm_head.weight", ""},
+      {"onnx::MatMul_1234", ""},
+      {"weight", ""},
+      {"conv_.w_0", ""},  // no op number
+  };
+  for (const auto& c : cases) EXPECT_EQ(group_of(c.name), c.group) << c.name;
 }
 
 }  // namespace

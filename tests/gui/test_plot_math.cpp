@@ -260,14 +260,20 @@ Tensor outlier_tensor(uint64_t seed, Shape shape) {
   return x;
 }
 
+// The analysis of these tests runs on the host: the same on any machine.
+AnalysisOptions on_the_host() {
+  AnalysisOptions ao;
+  ao.device = false;
+  return ao;
+}
+
 }  // namespace
 
 TEST(PlotMath, PerTileClippedCountsAddUpToTheCastsTotal) {
   const uint64_t seed = test::test_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   const Tensor x = outlier_tensor(seed, {96, 200});
-  AnalysisOptions ao;
-  ao.device = false;
+  AnalysisOptions ao = on_the_host();
   // Counted exactly where the element scale is a power of two or a float scale alone.
   for (const char* d :
        {"mxfp4e2", "mxfp6e2", "mxfp8e4", "e2m1_e4m3_t16", "int4_e8m0_t32", "nvfp4", "mxint8"}) {
@@ -293,8 +299,7 @@ TEST(PlotMath, EveryViewSavesAsCsv) {
   const uint64_t seed = test::test_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   const Tensor x = outlier_tensor(seed, {64, 96});
-  AnalysisOptions ao;
-  ao.device = false;
+  AnalysisOptions ao = on_the_host();
   ao.bins = 40;
   auto a = analyze(x, DataType::parse("mxfp4e2"), {}, "t", ao);
   auto b = analyze(x, DataType::parse("nvfp4"), {}, "t", ao);

@@ -88,13 +88,12 @@ TEST(ViewInput, HistogramZoomsPansAndResetsWithTheMouse) {
 TEST(ViewInput, ImageZoomsPansHoversAndClicks) {
   Ui ui;
   Texture none;  // no GL here: the image draws its frame, axes and lines only
-  GridGeom g;
-  g.rows = 120;
-  g.cols = 208;
-  g.cell_rows = 1;
-  g.cell_cols = 32;
-  g.elem_rows = 120;
-  g.elem_cols = 6625;
+  const GridGeom g{.rows = 120,
+                   .cols = 208,
+                   .cell_rows = 1,
+                   .cell_cols = 32,
+                   .elem_rows = 120,
+                   .elem_cols = 6625};
   GridView view;
   float drag = 0;
   GridImage last;

@@ -180,23 +180,6 @@ def ppocr_model(cache=None):
         f.write(data)
     os.replace(tmp, onnx_path)
     return onnx_path
-    wheels = glob.glob(os.path.join(cache, "rapidocr_onnxruntime-1.4.4-*.whl"))
-    if not wheels:
-        r = subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps",
-                            "rapidocr-onnxruntime==1.4.4", "-d", cache], capture_output=True,
-                           text=True)
-        wheels = glob.glob(os.path.join(cache, "rapidocr_onnxruntime-1.4.4-*.whl"))
-        if not wheels:
-            print("skipping PaddleOCR: the rapidocr-onnxruntime wheel is not cached in", cache,
-                  "and pip could not download it:", (r.stderr or r.stdout).strip()[-300:])
-            return None
-    with zipfile.ZipFile(wheels[0]) as z:
-        data = z.read("rapidocr_onnxruntime/models/ch_PP-OCRv4_rec_infer.onnx")
-    tmp = onnx_path + ".part"
-    with open(tmp, "wb") as f:
-        f.write(data)
-    os.replace(tmp, onnx_path)
-    return onnx_path
 
 
 def onnx_weights(path):

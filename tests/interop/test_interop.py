@@ -10,7 +10,6 @@ usage: test_interop.py PATH/TO/castscope-cli      (exit 77: numpy or safetensors
 import json
 import os
 import re
-import shutil
 import struct
 import subprocess
 import sys
@@ -268,9 +267,8 @@ def sample(shape):
 
 
 def main():
-    work = tempfile.mkdtemp(prefix="castscope_interop_")
     failures = []
-    try:
+    with tempfile.TemporaryDirectory(prefix="castscope_interop_", ignore_cleanup_errors=True) as work:
         native_types = {"l0.mxfp4": "mxfp4e2", "l1.mxfp8": "mxfp8e4", "l2.nvfp4": "nvfp4", "l3.int8sc": "int8_sc",
                         "l4.uint4": "uint4_fi32", "l5.mx9": "mx9", "l6.sparse": "e4m3fn_e8m0_t32n2m4",
                         "l7.sparse4": "e2m1fnuz_e8m0_t32n2m4", "l8.mx4": "mx4", "l9.uint8": "uint8_ssc",
@@ -376,8 +374,6 @@ def main():
                     failures.append(f"gguf {t.name} ({t.tensor_type.name}): gguf-py decodes different values")
                 else:
                     print(f"ok  gguf (gguf-py) {t.tensor_type.name:8s} {t.name}")
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
     return exit_status(failures, "interop")
 
 

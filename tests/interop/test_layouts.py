@@ -244,16 +244,22 @@ def check_export(work, tag, path, weights, expect):
               f"{tag}: export of {name} is not the cast of its view")
 
 
+def check_all(work, tag, path, weights, expect, export_from=None):
+    """One model through every check: the CLI's map, its export (of export_from, a file of the
+    model, where path is a directory), the app's map and the views."""
+    rows = check_model(work, tag, path, weights, expect)
+    check_export(work, tag, export_from or path, weights, expect)
+    check_app(work, tag, path)
+    check_views(work, tag, path, rows)
+
+
 def main():
     with tempfile.TemporaryDirectory() as work:
         # ONNX graphs built here.
         p = os.path.join(work, "layouts.onnx")
         exp = lm.build_onnx(p, rng)
         w = lm.onnx_weights(p)
-        rows = check_model(work, "onnx", p, w, exp)
-        check_export(work, "onnx", p, w, exp)
-        check_app(work, "onnx", p)
-        check_views(work, "onnx", p, rows)
+        check_all(work, "onnx", p, w, exp)
         # A per-tensor override from the command line: the ConvTranspose weight along its last
         # axis instead of Cin, recorded in the file's plan and its NAME.axis, decompressed as the
         # cast along that axis.
@@ -303,10 +309,7 @@ def main():
         p = os.path.join(work, "keras.safetensors")
         exp = lm.build_keras(p, rng)
         w = lm.safetensors_weights(p)
-        rows = check_model(work, "keras", p, w, exp)
-        check_export(work, "keras", p, w, exp)
-        check_app(work, "keras", p)
-        check_views(work, "keras", p, rows)
+        check_all(work, "keras", p, w, exp)
 
         # transformers checkpoints (GPT-2's Conv1D, Llama's Linear).
         try:
@@ -322,10 +325,7 @@ def main():
                 d = os.path.join(work, tag)
                 exp = build(d)
                 w = lm.safetensors_weights(d)
-                rows = check_model(work, tag, d, w, exp)
-                check_export(work, tag, os.path.join(d, "model.safetensors"), w, exp)
-                check_app(work, tag, d)
-                check_views(work, tag, d, rows)
+                check_all(work, tag, d, w, exp, os.path.join(d, "model.safetensors"))
 
         # PaddleOCR v4's recognizer: its linear_*.w_0 MatMul weights [K, N] reduce over K.
         p = lm.ppocr_model()

@@ -24,7 +24,6 @@ llama_cpp missing; scripts/setup-llama-cpp.sh installs llama_cpp)
 import ctypes
 import json
 import os
-import shutil
 import sys
 import tempfile
 
@@ -302,8 +301,7 @@ QUIET = llama_cpp.llama_log_callback(lambda level, text, data: None)
 def main():
     llama_cpp.llama_backend_init()
     llama_cpp.llama_log_set(QUIET, ctypes.c_void_p(0))
-    work = tempfile.mkdtemp(prefix="castscope_llama_cpp_")
-    try:
+    with tempfile.TemporaryDirectory(prefix="castscope_llama_cpp_", ignore_cleanup_errors=True) as work:
         model = make_model()
         f16 = os.path.join(work, "f16.gguf")
         write_f16_gguf(model, f16)
@@ -352,8 +350,6 @@ def main():
         ft = file_type(cs)
         check(ft == 25, f"castscope.gguf: general.file_type {ft}, expected 25 (MOSTLY_IQ4_NL)")
         print(f"    general.file_type: castscope {ft}, llama.cpp {file_type(ll)} (its ftype argument)")
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
     return exit_status(failures, "llama.cpp")
 
 

@@ -11,8 +11,10 @@
 #include <fstream>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "castscope/cast.hpp"
 #include "castscope/io.hpp"
 #include "test_seed.hpp"
 
@@ -55,6 +57,29 @@ inline void write_file(const std::string& path, const Bytes& b) {
 inline Bytes read_file(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   return Bytes(std::istreambuf_iterator<char>(f), {});
+}
+
+// A cast on the CPU in the given mode.
+inline CastOptions cpu_options(CastMode mode) {
+  CastOptions o;
+  o.device = Device::CPU;
+  o.mode = mode;
+  return o;
+}
+
+// x cast to `dtype` in compress mode on the CPU, saved alone as the packed tensor "w" of path:
+// the file's bytes.
+inline Bytes save_packed_w(const std::string& path, const Tensor& x, const char* dtype) {
+  io::save_packed(path, {{"w", cast(x, DataType::parse(dtype), cpu_options(CastMode::Compress))}});
+  return read_file(path);
+}
+
+// A safetensors file's JSON header and its data.
+inline std::pair<std::string, Bytes> split_safetensors(const Bytes& file) {
+  uint64_t hl;
+  std::memcpy(&hl, file.data(), 8);
+  return {std::string(file.begin() + 8, file.begin() + 8 + static_cast<int64_t>(hl)),
+          Bytes(file.begin() + 8 + static_cast<int64_t>(hl), file.end())};
 }
 
 template <class T>

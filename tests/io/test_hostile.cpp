@@ -42,6 +42,10 @@ TEST(Hostile, SafetensorsTable) {
   IO_SEED_TRACE();
   TempDir dir;
   const Bytes d48(48, 1);
+  // A header of these entries over 48 bytes of data.
+  auto with_d48 = [&](const std::string& entries) {
+    return safetensors_bytes(st_header(entries), d48);
+  };
   struct Case {
     const char* what;
     Bytes bytes;
@@ -58,73 +62,41 @@ TEST(Hostile, SafetensorsTable) {
       {"invalid JSON", safetensors_bytes("{\"a\": {\"dtype\": ", d48), ""},
       {"JSON not an object", safetensors_bytes("[1, 2, 3]", d48), ""},
       {"overlapping offsets",
-       safetensors_bytes(
-           st_header(
-               R"("a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]},"b":{"dtype":"F32","shape":[4],"data_offsets":[8,24]})"),
-           d48),
+       with_d48(
+           R"("a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]},"b":{"dtype":"F32","shape":[4],"data_offsets":[8,24]})"),
        "b"},
       {"offsets out of range",
-       safetensors_bytes(st_header(R"("a":{"dtype":"F32","shape":[16],"data_offsets":[0,64]})"),
-                         d48),
+       with_d48(R"("a":{"dtype":"F32","shape":[16],"data_offsets":[0,64]})"), "a"},
+      {"unordered offsets", with_d48(R"("a":{"dtype":"F32","shape":[2],"data_offsets":[16,8]})"),
        "a"},
-      {"unordered offsets",
-       safetensors_bytes(st_header(R"("a":{"dtype":"F32","shape":[2],"data_offsets":[16,8]})"),
-                         d48),
-       "a"},
-      {"dtype/shape mismatch",
-       safetensors_bytes(st_header(R"("a":{"dtype":"F64","shape":[4],"data_offsets":[0,16]})"),
-                         d48),
+      {"dtype/shape mismatch", with_d48(R"("a":{"dtype":"F64","shape":[4],"data_offsets":[0,16]})"),
        "a"},
       {"absurd shape",
-       safetensors_bytes(
-           st_header(
-               R"("a":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,16]})"),
-           d48),
+       with_d48(R"("a":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,16]})"),
        "a"},
       {"shape overflowing 64 bits",
-       safetensors_bytes(
-           st_header(
-               R"("a":{"dtype":"F32","shape":[65536,65536,65536,65536,65536],"data_offsets":[0,16]})"),
-           d48),
+       with_d48(
+           R"("a":{"dtype":"F32","shape":[65536,65536,65536,65536,65536],"data_offsets":[0,16]})"),
        "a"},
-      {"negative dimension",
-       safetensors_bytes(st_header(R"("a":{"dtype":"F32","shape":[-4],"data_offsets":[0,16]})"),
-                         d48),
+      {"negative dimension", with_d48(R"("a":{"dtype":"F32","shape":[-4],"data_offsets":[0,16]})"),
        "a"},
-      {"unknown dtype",
-       safetensors_bytes(st_header(R"("a":{"dtype":"F128","shape":[1],"data_offsets":[0,16]})"),
-                         d48),
+      {"unknown dtype", with_d48(R"("a":{"dtype":"F128","shape":[1],"data_offsets":[0,16]})"), "a"},
+      {"shape not integers", with_d48(R"("a":{"dtype":"F32","shape":["4"],"data_offsets":[0,16]})"),
        "a"},
-      {"shape not integers",
-       safetensors_bytes(st_header(R"("a":{"dtype":"F32","shape":["4"],"data_offsets":[0,16]})"),
-                         d48),
+      {"offsets not numbers", with_d48(R"("a":{"dtype":"F32","shape":[4],"data_offsets":"0-16"})"),
        "a"},
-      {"offsets not numbers",
-       safetensors_bytes(st_header(R"("a":{"dtype":"F32","shape":[4],"data_offsets":"0-16"})"),
-                         d48),
+      {"negative offsets", with_d48(R"("a":{"dtype":"F32","shape":[4],"data_offsets":[-16,0]})"),
        "a"},
-      {"negative offsets",
-       safetensors_bytes(st_header(R"("a":{"dtype":"F32","shape":[4],"data_offsets":[-16,0]})"),
-                         d48),
-       "a"},
-      {"entry not an object", safetensors_bytes(st_header(R"("a":7)"), d48), "a"},
+      {"entry not an object", with_d48(R"("a":7)"), "a"},
       {"dimension of 300 digits",
-       safetensors_bytes(st_header(R"("a":{"dtype":"F32","shape":[2,3)" + std::string(300, '5') +
-                                   R"(2],"data_offsets":[0,16]})"),
-                         d48),
+       with_d48(R"("a":{"dtype":"F32","shape":[2,3)" + std::string(300, '5') +
+                R"(2],"data_offsets":[0,16]})"),
        "a"},
-      {"dimension 1e300",
-       safetensors_bytes(st_header(R"("a":{"dtype":"F32","shape":[1e300],"data_offsets":[0,16]})"),
-                         d48),
+      {"dimension 1e300", with_d48(R"("a":{"dtype":"F32","shape":[1e300],"data_offsets":[0,16]})"),
        "a"},
       {"offset past 2^64",
-       safetensors_bytes(
-           st_header(R"("a":{"dtype":"F32","shape":[4],"data_offsets":[0,36893488147419103232]})"),
-           d48),
-       "a"},
-      {"float dimension",
-       safetensors_bytes(st_header(R"("a":{"dtype":"F32","shape":[4.5],"data_offsets":[0,16]})"),
-                         d48),
+       with_d48(R"("a":{"dtype":"F32","shape":[4],"data_offsets":[0,36893488147419103232]})"), "a"},
+      {"float dimension", with_d48(R"("a":{"dtype":"F32","shape":[4.5],"data_offsets":[0,16]})"),
        "a"},
   };
   for (const Case& c : cases) {
@@ -289,12 +261,8 @@ TEST(Hostile, TruncatedFilesAtManyCutPoints) {
   std::normal_distribution<float> nd;
   Tensor x = Tensor::empty(DType::F32, {2, 32});
   for (int i = 0; i < 64; ++i) x.mutable_ptr<float>()[i] = nd(rng);
-  CastOptions o;
-  o.device = Device::CPU;
-  o.mode = CastMode::Compress;
   const std::string pp = dir / "p.safetensors";
-  io::save_packed(pp, {{"w", cast(x, DataType::parse("nvfp4"), o)}});
-  const Bytes pb = read_file(pp);
+  const Bytes pb = save_packed_w(pp, x, "nvfp4");
   for (size_t cut = 0; cut < pb.size(); cut += 5) {
     SCOPED_TRACE("packed cut at " + std::to_string(cut));
     write_file(pp, Bytes(pb.begin(), pb.begin() + static_cast<int64_t>(cut)));

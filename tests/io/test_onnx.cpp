@@ -14,32 +14,61 @@ void write_model(const onnx::ModelProto& m, const std::string& path) {
   write_file(path, Bytes(s.begin(), s.end()));
 }
 
+// A model of IR version 8 with an empty graph of this name.
+onnx::ModelProto empty_model(const std::string& graph) {
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.mutable_graph()->set_name(graph);
+  return m;
+}
+
+// An initializer of g with this name, data type and shape, its data left to the caller.
+onnx::TensorProto* add_initializer(onnx::GraphProto* g, const std::string& name,
+                                   onnx::TensorProto_DataType type, const Shape& shape) {
+  onnx::TensorProto* t = g->add_initializer();
+  t->set_name(name);
+  t->set_data_type(type);
+  for (int64_t d : shape) t->add_dims(d);
+  return t;
+}
+
+// A Constant node of g with this output and its one attribute (name and type), the value left to
+// the caller.
+onnx::AttributeProto* add_constant(onnx::GraphProto* g, const std::string& output,
+                                   const std::string& attribute,
+                                   onnx::AttributeProto_AttributeType type) {
+  onnx::NodeProto* n = g->add_node();
+  n->set_op_type("Constant");
+  n->add_output(output);
+  onnx::AttributeProto* a = n->add_attribute();
+  a->set_name(attribute);
+  a->set_type(type);
+  return a;
+}
+
+// A float32 initializer holding v as raw_data.
+onnx::TensorProto* add_raw_floats(onnx::GraphProto* g, const std::string& name, const Shape& shape,
+                                  const std::vector<float>& v) {
+  onnx::TensorProto* t = add_initializer(g, name, onnx::TensorProto_DataType_FLOAT, shape);
+  t->set_raw_data(std::string(reinterpret_cast<const char*>(v.data()), v.size() * 4));
+  return t;
+}
+
 TEST(Onnx, InitializersConstantsAndExternalData) {
   IO_SEED_TRACE();
   std::mt19937_64 rng(seed() + 10);
   std::normal_distribution<float> nd;
   TempDir dir;
-  onnx::ModelProto m;
-  m.set_ir_version(8);
+  onnx::ModelProto m = empty_model("g");
   onnx::GraphProto* g = m.mutable_graph();
-  g->set_name("g");
   std::vector<float> raw(24), fields(6), ext(40), cst(5);
   for (auto* v : {&raw, &fields, &ext, &cst})
     for (float& x : *v) x = nd(rng);
   {  // raw_data float32 [4, 6]
-    onnx::TensorProto* t = g->add_initializer();
-    t->set_name("w.raw");
-    t->set_data_type(onnx::TensorProto_DataType_FLOAT);
-    t->add_dims(4);
-    t->add_dims(6);
-    t->set_raw_data(std::string(reinterpret_cast<const char*>(raw.data()), raw.size() * 4));
+    add_raw_floats(g, "w.raw", {4, 6}, raw);
   }
   {  // float16 through int32_data [2, 3]
-    onnx::TensorProto* t = g->add_initializer();
-    t->set_name("w.f16");
-    t->set_data_type(onnx::TensorProto_DataType_FLOAT16);
-    t->add_dims(2);
-    t->add_dims(3);
+    onnx::TensorProto* t = add_initializer(g, "w.f16", onnx::TensorProto_DataType_FLOAT16, {2, 3});
     for (float& x : fields) {
       const uint16_t h = float_to_half(x);
       x = half_to_float(h);
@@ -47,21 +76,14 @@ TEST(Onnx, InitializersConstantsAndExternalData) {
     }
   }
   {  // int64 position ids
-    onnx::TensorProto* t = g->add_initializer();
-    t->set_name("pos");
-    t->set_data_type(onnx::TensorProto_DataType_INT64);
-    t->add_dims(3);
+    onnx::TensorProto* t = add_initializer(g, "pos", onnx::TensorProto_DataType_INT64, {3});
     for (int64_t v : {7, -3, 11}) t->add_int64_data(v);
   }
   {  // external data: 16 bytes of something else first, then the tensor
     Bytes file(16, 0xAB);
     put_bytes(file, ext.data(), ext.size() * 4);
     write_file(dir / "weights.bin", file);
-    onnx::TensorProto* t = g->add_initializer();
-    t->set_name("w.ext");
-    t->set_data_type(onnx::TensorProto_DataType_FLOAT);
-    t->add_dims(8);
-    t->add_dims(5);
+    onnx::TensorProto* t = add_initializer(g, "w.ext", onnx::TensorProto_DataType_FLOAT, {8, 5});
     t->set_data_location(onnx::TensorProto_DataLocation_EXTERNAL);
     auto kv = [&](const char* k, const std::string& v) {
       onnx::StringStringEntryProto* e = t->add_external_data();
@@ -73,32 +95,17 @@ TEST(Onnx, InitializersConstantsAndExternalData) {
     kv("length", std::to_string(ext.size() * 4));
   }
   {  // Constant node with float_data
-    onnx::NodeProto* n = g->add_node();
-    n->set_op_type("Constant");
-    n->add_output("c.out");
-    onnx::AttributeProto* a = n->add_attribute();
-    a->set_name("value");
-    a->set_type(onnx::AttributeProto_AttributeType_TENSOR);
-    onnx::TensorProto* t = a->mutable_t();
+    onnx::TensorProto* t =
+        add_constant(g, "c.out", "value", onnx::AttributeProto_AttributeType_TENSOR)->mutable_t();
     t->set_data_type(onnx::TensorProto_DataType_FLOAT);
     t->add_dims(5);
     for (float x : cst) t->add_float_data(x);
   }
   {  // Constant nodes with value_floats and value_int
-    onnx::NodeProto* n = g->add_node();
-    n->set_op_type("Constant");
-    n->add_output("c.floats");
-    onnx::AttributeProto* a = n->add_attribute();
-    a->set_name("value_floats");
-    a->set_type(onnx::AttributeProto_AttributeType_FLOATS);
+    onnx::AttributeProto* a =
+        add_constant(g, "c.floats", "value_floats", onnx::AttributeProto_AttributeType_FLOATS);
     for (float x : cst) a->add_floats(-x);
-    onnx::NodeProto* n2 = g->add_node();
-    n2->set_op_type("Constant");
-    n2->add_output("c.int");
-    onnx::AttributeProto* a2 = n2->add_attribute();
-    a2->set_name("value_int");
-    a2->set_type(onnx::AttributeProto_AttributeType_INT);
-    a2->set_i(-42);
+    add_constant(g, "c.int", "value_int", onnx::AttributeProto_AttributeType_INT)->set_i(-42);
   }
   const std::string path = dir / "m.onnx";
   write_model(m, path);
@@ -153,21 +160,15 @@ TEST(Onnx, ConvWeightsCastOverTheirReduction) {
   IO_SEED_TRACE();
   std::mt19937_64 rng(seed() + 11);
   std::normal_distribution<float> nd;
-  TempDir dir;
-  onnx::ModelProto m;
-  m.set_ir_version(8);
+  onnx::ModelProto m = empty_model("cnn");
   onnx::GraphProto* g = m.mutable_graph();
-  g->set_name("cnn");
   const std::vector<Shape> shapes = {{64, 3, 7, 7}, {256, 128, 3, 3}};
   std::vector<std::vector<float>> data;
   for (size_t k = 0; k < shapes.size(); ++k) {
     std::vector<float> v(static_cast<size_t>(numel(shapes[k])));
     for (float& x : v) x = nd(rng) * 0.05f;
-    onnx::TensorProto* t = g->add_initializer();
-    t->set_name("conv" + std::to_string(k) + ".weight");
-    t->set_data_type(onnx::TensorProto_DataType_FLOAT);
-    for (int64_t d : shapes[k]) t->add_dims(d);
-    t->set_raw_data(std::string(reinterpret_cast<const char*>(v.data()), v.size() * 4));
+    const onnx::TensorProto* t =
+        add_raw_floats(g, "conv" + std::to_string(k) + ".weight", shapes[k], v);
     onnx::NodeProto* n = g->add_node();
     n->set_op_type("Conv");
     n->add_input(k ? "h" : "x");
@@ -175,6 +176,7 @@ TEST(Onnx, ConvWeightsCastOverTheirReduction) {
     n->add_output(k ? "y" : "h");
     data.push_back(std::move(v));
   }
+  TempDir dir;
   const std::string path = dir / "cnn.onnx";
   write_model(m, path);
   auto model = io::open_model(path);

@@ -24,9 +24,7 @@ TEST(Packed, RoundTripEqualsVirtualCast) {
   for (const char* d : dtypes) {
     const DataType dt = DataType::parse(d);
     const Tensor x = random_tensor(rng, {2 + static_cast<int64_t>(rng() % 3), 64});
-    CastOptions o;
-    o.device = Device::CPU;
-    o.mode = CastMode::Compress;
+    CastOptions o = cpu_options(CastMode::Compress);
     pts.push_back({std::string("t.") + d, cast(x, dt, o)});
     o.mode = CastMode::Virtual;
     virt.push_back(cast(x, dt, o).values);
@@ -55,17 +53,8 @@ TEST(Packed, RoundTripEqualsVirtualCast) {
 
 // A packed mxfp4e2 file of one random [4, 64] tensor "w", split into its JSON header and data.
 std::pair<std::string, Bytes> packed_mxfp4(std::mt19937_64& rng, const TempDir& dir) {
-  const Tensor x = random_tensor(rng, {4, 64});
-  CastOptions o;
-  o.device = Device::CPU;
-  o.mode = CastMode::Compress;
-  const std::string path = dir / "p.safetensors";
-  io::save_packed(path, {{"w", cast(x, DataType::parse("mxfp4e2"), o)}});
-  const Bytes good = read_file(path);
-  uint64_t hl;
-  std::memcpy(&hl, good.data(), 8);
-  return {std::string(good.begin() + 8, good.begin() + 8 + static_cast<int64_t>(hl)),
-          Bytes(good.begin() + 8 + static_cast<int64_t>(hl), good.end())};
+  return split_safetensors(
+      save_packed_w(dir / "p.safetensors", random_tensor(rng, {4, 64}), "mxfp4e2"));
 }
 
 TEST(Packed, TamperedLayoutIsAnError) {

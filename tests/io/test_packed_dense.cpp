@@ -101,9 +101,7 @@ TEST(PackedDense, EveryNarrowWidthIsStoredInItsBitsAndRoundTrips) {
     SCOPED_TRACE(c.dtype);
     const DataType d = DataType::parse(c.dtype);
     const Tensor x = random_tensor(rng, c.shape);
-    CastOptions o;
-    o.device = Device::CPU;
-    o.mode = CastMode::Compress;
+    CastOptions o = cpu_options(CastMode::Compress);
     const CastResult r = cast(x, d, o);
     o.mode = CastMode::Virtual;
     const Tensor v = cast(x, d, o).values;
@@ -143,9 +141,7 @@ TEST(PackedDense, VersionFourOnlyWhereTheLayoutDiffers) {
   IO_SEED_TRACE();
   std::mt19937_64 rng(seed() + 39);
   TempDir dir;
-  CastOptions o;
-  o.device = Device::CPU;
-  o.mode = CastMode::Compress;
+  const CastOptions o = cpu_options(CastMode::Compress);
   const Tensor x = random_tensor(rng, {4, 64});
   io::save_packed(dir / "a.safetensors", {{"w", cast(x, DataType::parse("mxfp4e2"), o)}});
   EXPECT_EQ(read_st(dir / "a.safetensors").header["__metadata__"]["castscope.version"], "1");
@@ -192,16 +188,8 @@ TEST(PackedDense, WrongDenseSizesAndNewerVersionsAreErrors) {
   IO_SEED_TRACE();
   std::mt19937_64 rng(seed() + 40);
   TempDir dir;
-  CastOptions o;
-  o.device = Device::CPU;
-  o.mode = CastMode::Compress;
-  const std::string path = dir / "p.safetensors";
-  io::save_packed(path, {{"w", cast(random_tensor(rng, {2, 32}), DataType::parse("mxfp6e2"), o)}});
-  const Bytes good = read_file(path);
-  uint64_t hl;
-  std::memcpy(&hl, good.data(), 8);
-  const std::string header(good.begin() + 8, good.begin() + 8 + static_cast<int64_t>(hl));
-  const Bytes data(good.begin() + 8 + static_cast<int64_t>(hl), good.end());
+  const auto [header, data] = split_safetensors(
+      save_packed_w(dir / "p.safetensors", random_tensor(rng, {2, 32}), "mxfp6e2"));
   // 64 codes of 6 bits: 48 bytes.
   ASSERT_NE(header.find("\"shape\":[48]"), std::string::npos) << header;
   struct Bad {
@@ -230,9 +218,7 @@ TEST(PackedDense, OverflowIsRecorded) {
   IO_SEED_TRACE();
   std::mt19937_64 rng(seed() + 41);
   TempDir dir;
-  CastOptions o;
-  o.device = Device::CPU;
-  o.mode = CastMode::Compress;
+  CastOptions o = cpu_options(CastMode::Compress);
   o.overflow = Overflow::IEEE;
   io::save_packed(dir / "p.safetensors",
                   {{"w", cast(random_tensor(rng, {2, 32}), DataType::parse("e4m3fn"), o)}});

@@ -10,19 +10,14 @@
 
 #include "castscope/linear_error.hpp"
 #include "castscope/modelmap.hpp"
+#include "test_tensors.hpp"
 
 namespace castscope {
 namespace {
 
 constexpr uint64_t kSeed = 1723;
 
-Tensor normal(Shape s, uint64_t seed, double scale = 1.0) {
-  Tensor t = Tensor::empty(DType::F32, s);
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<double> nd(0, scale);
-  for (int64_t i = 0; i < t.numel(); ++i) t.mutable_ptr<float>()[i] = static_cast<float>(nd(rng));
-  return t;
-}
+using test::normal;
 
 MemoryModel small_model() {
   MemoryModel m("small");

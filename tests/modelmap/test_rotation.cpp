@@ -14,24 +14,15 @@
 #include "castscope/metrics.hpp"
 #include "castscope/rotate.hpp"
 #include "rotation/hadamard.hpp"
+#include "test_tensors.hpp"
 
 namespace castscope {
 namespace {
 
 constexpr uint64_t kSeed = 20261123;
 
-Tensor normal(Shape s, uint64_t seed, double scale = 1.0) {
-  Tensor t = Tensor::empty(DType::F32, s);
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<double> nd(0, scale);
-  for (int64_t i = 0; i < t.numel(); ++i) t.mutable_ptr<float>()[i] = static_cast<float>(nd(rng));
-  return t;
-}
-
-bool same_bits(const Tensor& a, const Tensor& b) {
-  return a.dtype() == b.dtype() && a.shape() == b.shape() &&
-         std::memcmp(a.data(), b.data(), a.nbytes()) == 0;
-}
+using test::normal;
+using test::same_bits;
 
 // Entry (i, j) of the Sylvester Hadamard matrix: (-1)^popcount(i & j).
 double sylvester(int i, int j) {

@@ -33,6 +33,15 @@ const Mode kRounds[] = {{"even", ORound::Even}, {"away", ORound::Away}, {"zero",
 const std::pair<const char*, OOverflow> kOverflows[] = {{"saturate", OOverflow::Saturate},
                                                         {"ieee", OOverflow::Ieee}};
 
+// A cast on the CPU with this rounding and overflow.
+CastOptions cpu_options(const Mode& m, const char* overflow) {
+  CastOptions opt;
+  opt.device = Device::CPU;
+  opt.round = parse_round(m.round);
+  opt.overflow = parse_overflow(overflow);
+  return opt;
+}
+
 Tensor all_bf16() {
   Tensor t = Tensor::empty(DType::BF16, {65536});
   uint16_t* p = t.mutable_ptr<uint16_t>();
@@ -146,10 +155,7 @@ TEST(UnscaledSweep, AllBf16PatternsEveryFormatRoundAndOverflow) {
     const DataType d = DataType::make(n, std::nullopt);
     for (const Mode& m : kRounds)
       for (const auto& [ovname, ov] : kOverflows) {
-        CastOptions opt;
-        opt.device = Device::CPU;
-        opt.round = parse_round(m.round);
-        opt.overflow = parse_overflow(ovname);
+        const CastOptions opt = cpu_options(m, ovname);
         const CastResult r = cast(x, d, opt);
         ASSERT_EQ(r.values.dtype(), DType::F32);
         ASSERT_EQ(r.values.numel(), 65536);
@@ -325,10 +331,7 @@ TEST(UnscaledSweep, SixteenBitTargetsRandomAndTies) {
     std::memcpy(t.mutable_data(), x.data(), count * sizeof(float));
     for (const Mode& m : kRounds)
       for (const auto& [ovname, ov] : kOverflows) {
-        CastOptions opt;
-        opt.device = Device::CPU;
-        opt.round = parse_round(m.round);
-        opt.overflow = parse_overflow(ovname);
+        const CastOptions opt = cpu_options(m, ovname);
         const Tensor v = cast(t, DataType::make(n, std::nullopt), opt).values;
         int bad = 0;
         for (int64_t i = 0; i < count; ++i) {

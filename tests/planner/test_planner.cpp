@@ -8,6 +8,7 @@
 #include <functional>
 #include <limits>
 #include <random>
+#include <tuple>
 
 #include "castscope/autoplan.hpp"
 #include "castscope/export.hpp"
@@ -268,6 +269,29 @@ BudgetPlanOptions small_options() {
 }
 
 // The least error within the budget over every combination of the table's options.
+// A weight's output error against its own product with activations X [tokens, k], in double:
+// the sums over tokens and outputs of (X (Q - W))^2 and of (X W)^2, where element (out, i) of the
+// weight W and of its cast Q stands at out * out_stride + i * k_stride.
+struct OutputSums {
+  double err = 0, energy = 0;
+};
+OutputSums output_sums(const float* px, const float* pq, const float* pw, int64_t tokens,
+                       int64_t outs, int64_t k, int64_t out_stride, int64_t k_stride) {
+  OutputSums s;
+  for (int64_t tk = 0; tk < tokens; ++tk)
+    for (int64_t r = 0; r < outs; ++r) {
+      double y = 0, yw = 0;
+      for (int64_t i = 0; i < k; ++i) {
+        const int64_t at = r * out_stride + i * k_stride;
+        y += double(px[tk * k + i]) * (double(pq[at]) - pw[at]);
+        yw += double(px[tk * k + i]) * pw[at];
+      }
+      s.err += y * y;
+      s.energy += yw * yw;
+    }
+  return s;
+}
+
 Best table_brute_force(const PlanTable& t, uint64_t cap) {
   std::vector<std::vector<KnapsackItem>> g;
   for (const PlanTensor& pt : t.tensors) {
@@ -276,6 +300,20 @@ Best table_brute_force(const PlanTable& t, uint64_t cap) {
     g.push_back(items);
   }
   return brute_force(g, cap);
+}
+
+// choose_within() at each budget (bits per weight): feasible exactly where the brute force is,
+// within the budget, and its error the brute force's optimum.
+void expect_optimal_within(const PlanTable& t, std::initializer_list<double> bpws) {
+  for (double bpw : bpws) {
+    const uint64_t cap = budget_bits_for(t, bpw);
+    const BudgetChoice c = choose_within(t, cap);
+    const Best ref = table_brute_force(t, cap);
+    ASSERT_EQ(c.feasible, ref.feasible) << bpw;
+    if (!ref.feasible) continue;
+    EXPECT_LE(c.bits, cap) << bpw;
+    EXPECT_NEAR(c.error, ref.error, 1e-11 * std::max(ref.error, 1e-300)) << bpw;
+  }
 }
 
 }  // namespace
@@ -299,15 +337,7 @@ TEST(Planner, OptimalOnASmallModelAgainstBruteForce) {
         EXPECT_EQ(po.bits,
                   storage_bits(DataType::parse(o.candidates[po.candidate]), pt.shape, o.cast));
     }
-    for (double bpw : {4.25, 4.4, 4.5, 5.0, 6.0, 6.3, 8.25, 9.0, 12.0, 16.0}) {
-      const uint64_t cap = budget_bits_for(t, bpw);
-      const BudgetChoice c = choose_within(t, cap);
-      const Best ref = table_brute_force(t, cap);
-      ASSERT_EQ(c.feasible, ref.feasible) << bpw;
-      if (!ref.feasible) continue;
-      EXPECT_LE(c.bits, cap) << bpw;
-      EXPECT_NEAR(c.error, ref.error, 1e-11 * ref.error) << bpw;
-    }
+    expect_optimal_within(t, {4.25, 4.4, 4.5, 5.0, 6.0, 6.3, 8.25, 9.0, 12.0, 16.0});
     // The curve: increasing bits, decreasing error, every point the optimum at its size.
     const std::vector<ParetoPoint> curve = pareto_curve(t, 24);
     ASSERT_GE(curve.size(), 2u);
@@ -356,20 +386,11 @@ TEST(Planner, PredictedErrorsAreTheDocumentedSums) {
       double expect = 2.0 * sse / (relative ? ww : 1.0);
       if (with_act) {
         const float* px = x.ptr<float>();
-        double ms = 0, out = 0, energy = 0;
+        double ms = 0;
         for (int64_t i = 0; i < x.numel(); ++i) ms += double(px[i]) * px[i];
         ms /= static_cast<double>(x.numel());
-        for (int64_t tk = 0; tk < 10; ++tk)
-          for (int64_t r = 0; r < 24; ++r) {
-            double y = 0, yw = 0;
-            for (int64_t k = 0; k < 96; ++k) {
-              y += double(px[tk * 96 + k]) * (double(pq[r * 96 + k]) - pw[r * 96 + k]);
-              yw += double(px[tk * 96 + k]) * pw[r * 96 + k];
-            }
-            out += y * y;
-            energy += yw * yw;
-          }
-        expect = relative ? 2.0 * out / energy : 2.0 * out / (10.0 * ms);
+        const OutputSums out = output_sums(px, pq, pw, 10, 24, 96, 96, 1);  // W [24, 96]
+        expect = relative ? 2.0 * out.err / out.energy : 2.0 * out.err / (10.0 * ms);
       }
       EXPECT_NEAR(po.error, expect, 1e-4 * expect);
     }
@@ -402,18 +423,9 @@ TEST(Planner, OwnActivationsAlongALeadingAxis) {
   for (const PlanOption& po : t.tensors[0].options) {
     const Tensor q = cast(w, DataType::parse(o.candidates[po.candidate]), o.cast).values;
     const float *pw = w.ptr<float>(), *pq = q.ptr<float>(), *px = x.ptr<float>();
-    double err = 0, energy = 0;
-    for (int64_t tk = 0; tk < 12; ++tk)
-      for (int64_t c = 0; c < 40; ++c) {
-        double y = 0, yw = 0;
-        for (int64_t k = 0; k < 96; ++k) {
-          y += double(px[tk * 96 + k]) * (double(pq[k * 40 + c]) - pw[k * 40 + c]);
-          yw += double(px[tk * 96 + k]) * pw[k * 40 + c];
-        }
-        err += y * y;
-        energy += yw * yw;
-      }
-    EXPECT_NEAR(po.error, err / energy, 1e-4 * err / energy) << o.candidates[po.candidate];
+    const OutputSums out = output_sums(px, pq, pw, 12, 40, 96, 1, 40);  // W [96, 40]
+    EXPECT_NEAR(po.error, out.err / out.energy, 1e-4 * out.err / out.energy)
+        << o.candidates[po.candidate];
   }
   // Activations of the wrong width name the mismatch.
   o.tensor_activations[name] = random_tensor({12, 40}, rng, 1.0, false);
@@ -471,20 +483,15 @@ TEST(Planner, TableJsonRoundTripsExactly) {
   t.tensors[1].failed.emplace_back("q4_k", "a row of 64 \"is\" short");
   const PlanTable r = plan_table_from_json(plan_table_to_json(t));
   auto same = [](double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; };
-  EXPECT_EQ(r.candidates, t.candidates);
-  EXPECT_EQ(r.values, t.values);
-  EXPECT_EQ(r.kept, t.kept);
-  EXPECT_EQ(r.kept_bits, t.kept_bits);
-  EXPECT_EQ(r.activations, t.activations);
-  EXPECT_EQ(r.relative, t.relative);
+  EXPECT_EQ(std::tie(r.candidates, r.values, r.kept, r.kept_bits, r.activations, r.relative),
+            std::tie(t.candidates, t.values, t.kept, t.kept_bits, t.activations, t.relative))
+      << "(candidates, values, kept, kept_bits, activations, relative)";
   ASSERT_EQ(r.tensors.size(), t.tensors.size());
   for (size_t i = 0; i < t.tensors.size(); ++i) {
     const PlanTensor &a = t.tensors[i], &b = r.tensors[i];
-    EXPECT_EQ(b.name, a.name);
-    EXPECT_EQ(b.shape, a.shape);
-    EXPECT_EQ(b.numel, a.numel);
-    EXPECT_EQ(b.axis, a.axis);
-    EXPECT_EQ(b.predictor, a.predictor);
+    EXPECT_EQ(std::tie(b.name, b.shape, b.numel, b.axis, b.predictor),
+              std::tie(a.name, a.shape, a.numel, a.axis, a.predictor))
+        << "(name, shape, numel, axis, predictor)";
     EXPECT_TRUE(same(b.role, a.role) && same(b.sensitivity, a.sensitivity) &&
                 same(b.energy, a.energy))
         << a.name;
@@ -573,14 +580,6 @@ TEST(Planner, OptimalOnTheDemoTensorsAgainstBruteForce) {
     const PlanTable t = build_plan_table(m, o);
     ASSERT_EQ(t.tensors.size(), 4u);
     for (const PlanTensor& pt : t.tensors) EXPECT_EQ(pt.options.size(), 8u) << pt.name;
-    for (double bpw : {4.25, 4.3, 4.5, 5.0, 6.0, 6.4, 7.0, 8.25, 8.4, 10.0, 16.0}) {
-      const uint64_t cap = budget_bits_for(t, bpw);
-      const BudgetChoice c = choose_within(t, cap);
-      const Best ref = table_brute_force(t, cap);
-      ASSERT_EQ(c.feasible, ref.feasible) << bpw;
-      if (!ref.feasible) continue;
-      EXPECT_LE(c.bits, cap) << bpw;
-      EXPECT_NEAR(c.error, ref.error, 1e-11 * std::max(ref.error, 1e-300)) << bpw;
-    }
+    expect_optimal_within(t, {4.25, 4.3, 4.5, 5.0, 6.0, 6.4, 7.0, 8.25, 8.4, 10.0, 16.0});
   }
 }

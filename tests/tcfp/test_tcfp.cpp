@@ -173,24 +173,28 @@ TEST(TCFP, ErrorFeedbackDrivesMeanErrorToZero) {
 
 // MX9 / MX6 / MX4: every element's magnitude fits its sign-magnitude width, and the error of a
 // value is at most half its pair's quantum unless it saturated at the top of its binade.
+// MX9 / MX6 / MX4 and the width of their elements in bits (sign and magnitude).
+struct SharedMx {
+  const char* name;
+  int bits;
+};
+constexpr SharedMx kSharedMx[] = {{"mx9", 8}, {"mx6", 5}, {"mx4", 3}};
+
 TEST(SharedMicroexponents, CodesAndErrorBounds) {
-  struct F {
-    const char* name;
-    int mag_bits;
-  };
-  for (F f : {F{"mx9", 7}, F{"mx6", 4}, F{"mx4", 2}}) {
+  for (const SharedMx& f : kSharedMx) {
+    const int mag_bits = f.bits - 1;
     Tensor x = gaussian({32, 64}, 77);
     CastResult a = cast(x, DataType::parse(f.name), cpu(CastMode::Actual));
     Tensor q = upcast(a);
     ASSERT_EQ(a.meta.numel(), x.numel() / 2) << "one microexponent bit per pair";
     for (int64_t i = 0; i < x.numel(); ++i) {
       const int code = a.codes.ptr<int8_t>()[i];
-      ASSERT_LE(std::abs(code), (1 << f.mag_bits) - 1) << f.name << " element " << i;
+      ASSERT_LE(std::abs(code), (1 << mag_bits) - 1) << f.name << " element " << i;
       const int e =
           static_cast<int>(a.scale.ptr<uint8_t>()[i / 16]) - 127 - a.meta.ptr<uint8_t>()[i / 2];
-      const double quantum = std::ldexp(1.0, e - (f.mag_bits - 1));
+      const double quantum = std::ldexp(1.0, e - (mag_bits - 1));
       const double err = std::fabs(static_cast<double>(q.ptr<float>()[i]) - x.ptr<float>()[i]);
-      if (std::abs(code) < (1 << f.mag_bits) - 1)
+      if (std::abs(code) < (1 << mag_bits) - 1)
         ASSERT_LE(err, quantum / 2) << f.name << " element " << i;
       else
         ASSERT_LE(err, quantum) << f.name << " saturated element " << i;
@@ -206,11 +210,7 @@ namespace {
 // bytes with the actual-mode two's complement codes.
 TEST(SharedMicroexponents, PackedElementsAreSignMagnitude) {
   using namespace castscope;
-  struct F {
-    const char* name;
-    int bits;
-  };
-  for (F f : {F{"mx9", 8}, F{"mx6", 5}, F{"mx4", 3}}) {
+  for (const SharedMx& f : kSharedMx) {
     Tensor x = gaussian({4, 32}, 31);
     CastResult a = cast(x, DataType::parse(f.name), cpu(CastMode::Actual));
     CastResult c = pack(a);

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <tuple>
 
 #include "castscope/metrics.hpp"
 #include "castscope/widgets/analysis.hpp"
@@ -60,14 +61,12 @@ Tensor hard_input(const Shape& shape, uint64_t seed) {
 }
 
 void expect_hist(const Histogram& a, const Histogram& b, const std::string& tag) {
-  EXPECT_EQ(a.lo, b.lo) << tag;
-  EXPECT_EQ(a.hi, b.hi) << tag;
-  EXPECT_EQ(a.log_x, b.log_x) << tag;
   EXPECT_EQ(a.counts, b.counts) << tag;
-  EXPECT_EQ(a.below, b.below) << tag;
-  EXPECT_EQ(a.above, b.above) << tag;
-  EXPECT_EQ(a.nonfinite, b.nonfinite) << tag;
-  EXPECT_EQ(a.zeros, b.zeros) << tag;
+  EXPECT_EQ(std::tie(a.lo, a.hi, a.log_x), std::tie(b.lo, b.hi, b.log_x))
+      << tag << ": (lo, hi, log_x)";
+  EXPECT_EQ(std::tie(a.below, a.above, a.nonfinite, a.zeros),
+            std::tie(b.below, b.above, b.nonfinite, b.zeros))
+      << tag << ": (below, above, nonfinite, zeros)";
 }
 
 std::vector<uint64_t> aligned(const ExponentHistogram& h, int lo, int hi) {
@@ -147,31 +146,52 @@ void expect_reference_views(const Analysis& a, const AnalysisOptions& ao, const 
   }
 }
 
+// A datatype cast on the CPU along an axis of a hard input.
+struct AxisCase {
+  const char* dtype;
+  Shape shape;
+  int axis;
+  bool finite;  // NaN / Inf make every NVFP4 value and most channels NaN: also without them
+
+  // hard_input() of the case's shape, its NaN and Inf replaced by 1.5 where the case is finite.
+  Tensor input(uint64_t seed) const {
+    Tensor x = hard_input(shape, seed);
+    if (finite) {
+      float* p = x.mutable_ptr<float>();
+      for (int64_t i = 0; i < x.numel(); ++i)
+        if (!std::isfinite(p[i])) p[i] = 1.5f;
+    }
+    return x;
+  }
+
+  CastOptions options() const {
+    CastOptions o;
+    o.device = Device::CPU;
+    o.axis = axis;
+    return o;
+  }
+};
+
 TEST(HostViews, EveryViewEqualsTheReferenceFunctions) {
   const uint64_t seed = test::test_seed();
-  struct Case {
-    const char* dtype;
-    Shape shape;
-  };
   // More than one pass chunk (65536 elements), chunks that start inside a row, leading dims
   // folded into rows, cells that do not divide rows or columns, a 2:4 sparse mask, tensor-scaled,
   // unscaled and TCFP datatypes.
-  const Case cases[] = {{"mxfp8e4", {3, 97, 160}},      {"nvfp4", {517, 300}},
-                        {"mxfp4e2", {2, 100000}},       {"e4m3fn_e8m0_t32n2m4", {130, 64}},
-                        {"fp8e4_block128", {200, 136}}, {"fp8e4_tensor", {64, 70}},
-                        {"float8_e5m2", {33, 257}},     {"tcfp8", {96, 64}},
-                        {"int8_sc", {300, 700}}};
+  const AxisCase cases[] = {
+      {"mxfp8e4", {3, 97, 160}, -1, false},      {"nvfp4", {517, 300}, -1, false},
+      {"mxfp4e2", {2, 100000}, -1, false},       {"e4m3fn_e8m0_t32n2m4", {130, 64}, -1, false},
+      {"fp8e4_block128", {200, 136}, -1, false}, {"fp8e4_tensor", {64, 70}, -1, false},
+      {"float8_e5m2", {33, 257}, -1, false},     {"tcfp8", {96, 64}, -1, false},
+      {"int8_sc", {300, 700}, -1, false}};
   AnalysisOptions ao;
   ao.device = false;
   ao.bins = 200;
   ao.mask_max_side = 64;
   uint64_t k = 0;
-  for (const Case& c : cases) {
+  for (const AxisCase& c : cases) {
     const std::string tag = std::string(c.dtype) + " seed " + std::to_string(seed);
-    const Tensor x = hard_input(c.shape, seed + ++k);
-    CastOptions o;
-    o.device = Device::CPU;
-    const auto a = widgets::analyze(x, DataType::parse(c.dtype), o, "t", ao);
+    const Tensor x = c.input(seed + ++k);
+    const auto a = widgets::analyze(x, DataType::parse(c.dtype), c.options(), "t", ao);
     expect_reference_views(*a, ao, tag);
   }
 }
@@ -183,39 +203,39 @@ bool same_bytes(const Tensor& a, const Tensor& b) {
              0;
 }
 
+// The scales, zero points, masks, metadata and counts of two casts: the same bytes and numbers.
+void expect_same_scales_masks_counts(const CastResult& a, const CastResult& b,
+                                     const std::string& tag) {
+  EXPECT_TRUE(same_bytes(a.scale, b.scale)) << tag;
+  EXPECT_TRUE(same_bytes(a.zero, b.zero)) << tag;
+  EXPECT_TRUE(same_bytes(a.tenscale, b.tenscale)) << tag;
+  EXPECT_TRUE(same_bytes(a.mask, b.mask)) << tag;
+  EXPECT_TRUE(same_bytes(a.meta, b.meta)) << tag;
+  EXPECT_EQ(a.counts.clipped, b.counts.clipped) << tag;
+  EXPECT_EQ(a.counts.nonfinite, b.counts.nonfinite) << tag;
+  EXPECT_EQ(a.counts.pruned, b.counts.pruned) << tag;
+}
+
 // The views' one-run cast of a tiled datatype: its codes, scales, masks and counts are the actual
 // cast's, its values the virtual cast's, bit for bit (NaN payloads included), also along an axis
 // that is not the last (a permuted run).
 TEST(HostViews, OneRunCastEqualsActualAndVirtualCasts) {
   const uint64_t seed = test::test_seed();
-  struct Case {
-    const char* dtype;
-    Shape shape;
-    int axis;
-    bool finite;  // NaN / Inf make every NVFP4 value and most channels NaN: also without them
-  };
-  const Case cases[] = {{"mxfp8e4", {3, 97, 160}, -1, false},
-                        {"nvfp4", {517, 300}, -1, false},
-                        {"nvfp4", {517, 300}, -1, true},
-                        {"mxfp4e2", {300, 260}, 0, false},
-                        {"e4m3fn_e8m0_t32n2m4", {130, 64}, -1, false},
-                        {"fp8e4_block128", {200, 136}, -1, false},
-                        {"int8_sc", {300, 700}, -1, true},
-                        {"mxint8", {70, 96}, -1, false},
-                        {"mxfp6e3", {2, 70000}, -1, false}};
+  const AxisCase cases[] = {{"mxfp8e4", {3, 97, 160}, -1, false},
+                            {"nvfp4", {517, 300}, -1, false},
+                            {"nvfp4", {517, 300}, -1, true},
+                            {"mxfp4e2", {300, 260}, 0, false},
+                            {"e4m3fn_e8m0_t32n2m4", {130, 64}, -1, false},
+                            {"fp8e4_block128", {200, 136}, -1, false},
+                            {"int8_sc", {300, 700}, -1, true},
+                            {"mxint8", {70, 96}, -1, false},
+                            {"mxfp6e3", {2, 70000}, -1, false}};
   uint64_t k = 0;
-  for (const Case& c : cases) {
+  for (const AxisCase& c : cases) {
     const std::string tag = std::string(c.dtype) + " seed " + std::to_string(seed);
-    Tensor x = hard_input(c.shape, seed + ++k);
-    if (c.finite) {
-      float* p = x.mutable_ptr<float>();
-      for (int64_t i = 0; i < x.numel(); ++i)
-        if (!std::isfinite(p[i])) p[i] = 1.5f;
-    }
+    const Tensor x = c.input(seed + ++k);
     const DataType d = DataType::parse(c.dtype);
-    CastOptions o;
-    o.device = Device::CPU;
-    o.axis = c.axis;
+    CastOptions o = c.options();
     o.mode = CastMode::Actual;
     const CastResult both = cpu::cast_standard_with_values(x, d, o);
     const CastResult actual = cast(x, d, o);
@@ -223,28 +243,14 @@ TEST(HostViews, OneRunCastEqualsActualAndVirtualCasts) {
     const CastResult virt = cast(x, d, o);
     EXPECT_TRUE(same_bytes(both.values, virt.values)) << tag;
     EXPECT_TRUE(same_bytes(both.codes, actual.codes)) << tag;
-    EXPECT_TRUE(same_bytes(both.scale, actual.scale)) << tag;
-    EXPECT_TRUE(same_bytes(both.zero, actual.zero)) << tag;
-    EXPECT_TRUE(same_bytes(both.tenscale, actual.tenscale)) << tag;
-    EXPECT_TRUE(same_bytes(both.mask, actual.mask)) << tag;
-    EXPECT_TRUE(same_bytes(both.meta, actual.meta)) << tag;
-    EXPECT_EQ(both.counts.clipped, actual.counts.clipped) << tag;
-    EXPECT_EQ(both.counts.nonfinite, actual.counts.nonfinite) << tag;
-    EXPECT_EQ(both.counts.pruned, actual.counts.pruned) << tag;
+    expect_same_scales_masks_counts(both, actual, tag);
     EXPECT_EQ(both.mode, CastMode::Actual) << tag;
     // Without the codes (the views' cast): the same values, scales, masks and counts.
     o.mode = CastMode::Actual;
     const CastResult views = cpu::cast_standard_with_values(x, d, o, false);
     EXPECT_FALSE(views.codes) << tag;
     EXPECT_TRUE(same_bytes(views.values, virt.values)) << tag;
-    EXPECT_TRUE(same_bytes(views.scale, actual.scale)) << tag;
-    EXPECT_TRUE(same_bytes(views.zero, actual.zero)) << tag;
-    EXPECT_TRUE(same_bytes(views.tenscale, actual.tenscale)) << tag;
-    EXPECT_TRUE(same_bytes(views.mask, actual.mask)) << tag;
-    EXPECT_TRUE(same_bytes(views.meta, actual.meta)) << tag;
-    EXPECT_EQ(views.counts.clipped, actual.counts.clipped) << tag;
-    EXPECT_EQ(views.counts.nonfinite, actual.counts.nonfinite) << tag;
-    EXPECT_EQ(views.counts.pruned, actual.counts.pruned) << tag;
+    expect_same_scales_masks_counts(views, actual, tag);
   }
   CastOptions v;
   v.mode = CastMode::Virtual;
@@ -264,34 +270,21 @@ bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
 // pass's chunks, another axis) give the same too.
 TEST(HostViews, TileMapEqualsTileMap) {
   const uint64_t seed = test::test_seed();
-  struct Case {
-    const char* dtype;
-    Shape shape;
-    int axis;
-    bool finite;  // NaN / Inf make every NVFP4 tile and most channels NaN: also without them
-  };
-  const Case cases[] = {
+  const AxisCase cases[] = {
       {"mxfp8e4", {3, 97, 160}, -1, false}, {"nvfp4", {517, 320}, -1, false},
       {"nvfp4", {517, 320}, -1, true},      {"nvfp4", {517, 300}, -1, true},
       {"mxfp4e2", {2, 100000}, -1, false},  {"int8_sc", {64, 1024}, -1, true},
       {"int8_sc", {300, 700}, -1, true},    {"fp8e4_block128", {200, 136}, -1, false},
       {"mxfp6e3", {300, 256}, 0, false}};
+  uint64_t k = 0;
   AnalysisOptions ao;
   ao.device = false;
   ao.keep_values = true;
-  uint64_t k = 0;
-  for (const Case& c : cases) {
+  for (const AxisCase& c : cases) {
     const std::string tag = std::string(c.dtype) + " seed " + std::to_string(seed);
-    Tensor x = hard_input(c.shape, seed + ++k);
-    if (c.finite) {
-      float* p = x.mutable_ptr<float>();
-      for (int64_t i = 0; i < x.numel(); ++i)
-        if (!std::isfinite(p[i])) p[i] = 1.5f;
-    }
+    const Tensor x = c.input(seed + ++k);
     const DataType d = DataType::parse(c.dtype);
-    CastOptions o;
-    o.device = Device::CPU;
-    o.axis = c.axis;
+    CastOptions o = c.options();
     const auto a = widgets::analyze(x, d, o, "t", ao);
     ASSERT_TRUE(a->tiles.has_value()) << tag << ": " << a->tiles_note;
     o.mode = CastMode::Actual;
