@@ -3,7 +3,9 @@
 // the CPU's bits. A host-memory backend stands in for the GPU, so this runs on any machine.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstring>
 #include <random>
 
@@ -40,7 +42,8 @@ class HostDevice final : public exec::DeviceBackend {
  public:
   bool usable = true;
   bool fail_upload = false, fail_cast = false;
-  std::atomic<int> probes{0}, uploads{0}, casts{0}, device_stats{0};
+  bool rotates = false;  // the stand-in rotates (on the CPU) only when told to
+  std::atomic<int> probes{0}, uploads{0}, casts{0}, device_stats{0}, rotations{0};
   std::function<void()> on_stats;  // called before each device statistics
 
   const char* name() const override { return "hostdevice"; }
@@ -76,6 +79,13 @@ class HostDevice final : public exec::DeviceBackend {
     c.device = Device::CPU;
     const CastResult r = castscope::cast(x, d, c);
     return compute_stats(x, r.values, r.counts.clipped);
+  }
+  Tensor rotate(const Tensor& x, const Rotation& r, float scale, int64_t outer, int64_t len,
+                int64_t inner, bool inverse) override {
+    ++rotations;
+    if (!rotates) return exec::DeviceBackend::rotate(x, r, scale, outer, len, inner, inverse);
+    return castscope::rotate(x.reshaped({outer, len, inner}), r, 1, inverse, Device::CPU)
+        .reshaped(x.shape());
   }
 };
 
@@ -346,6 +356,59 @@ TEST(Executor, LinearErrorAndRotationPlacedByTheExecutor) {
   EXPECT_TRUE(
       same_bits(rotate(x, r, -1, false, Device::CUDA), rotate(x, r, -1, false, Device::CPU)));
   EXPECT_EQ(dev->probes > 0, true);
+  EXPECT_EQ(dev->rotations, 0);
+
+  // A usable device gets the rotation through its backend; one without a device rotation (the
+  // backend's default) falls back to the CPU, the reason recorded.
+  dev->usable = true;
+  dev->rotates = true;
+  EXPECT_TRUE(
+      same_bits(rotate(x, r, -1, false, Device::CUDA), rotate(x, r, -1, false, Device::CPU)));
+  EXPECT_EQ(dev->rotations, 1);
+  dev->rotates = false;
+  const size_t before = ex.fallbacks().size();
+  EXPECT_TRUE(
+      same_bits(rotate(x, r, -1, false, Device::CUDA), rotate(x, r, -1, false, Device::CPU)));
+  EXPECT_EQ(dev->rotations, 2);
+  ASSERT_EQ(ex.fallbacks().size(), before + 1);
+  EXPECT_NE(ex.fallbacks().back().find("no device rotation"), std::string::npos)
+      << ex.fallbacks().back();
+}
+
+// A placed host tensor is the tensor itself; its statistics are the host functions'.
+TEST(Executor, PlacedTensorOnTheHostIsTheTensor) {
+  const Tensor x = normal({24, 40}, seed() + 40);
+  CastOptions o;
+  o.device = Device::CPU;
+  const CastResult c = cast(x, DataType::parse("nvfp4"), o);
+  const exec::PlacedTensor px(x), pq(c.values);
+  ASSERT_TRUE(px);
+  EXPECT_FALSE(px.on_device());
+  EXPECT_EQ(px.device_data(), nullptr);
+  EXPECT_EQ(px.host().data(), x.data());
+  EXPECT_THROW(px.dev(), Error);
+  EXPECT_TRUE(same_stats(exec::compute_stats(px, pq, c.counts.clipped),
+                         compute_stats(x, c.values, c.counts.clipped)));
+  const Histogram h = exec::histogram(pq, -4, 4, 33);
+  EXPECT_EQ(h.counts, histogram(c.values.ptr<float>(), x.numel(), -4, 4, 33).counts);
+  double m = 0;
+  for (int64_t i = 0; i < x.numel(); ++i)
+    m = std::max(m, static_cast<double>(std::fabs(x.ptr<float>()[i])));
+  EXPECT_EQ(exec::absmax(px), m);
+  // A block of the 2-D fold, clipped at the edges.
+  const Tensor b = px.reshaped({24, 40}).block(20, 30, 10, 20);
+  ASSERT_EQ(b.shape(), (Shape{4, 10}));
+  for (int64_t r = 0; r < 4; ++r)
+    for (int64_t k = 0; k < 10; ++k)
+      ASSERT_EQ(b.ptr<float>()[r * 10 + k], x.ptr<float>()[(20 + r) * 40 + 30 + k]);
+  EXPECT_THROW(px.block(24, 0, 1, 1), Error);
+  // The parts of a placed host result are its tensors.
+  const exec::PlacedResult pr(c);
+  EXPECT_EQ(pr.part(exec::Part::Scale).host().data(), c.scale.data());
+  EXPECT_EQ(pr.values().host().data(), c.values.data());
+  // Inputs split between host and device are refused, naming why (a device tensor needs a GPU:
+  // without one the borrow itself is refused).
+  EXPECT_THROW(exec::cell_counts(px, pq, nullptr, 40, 1, 1, 24, 40), Error);
 }
 
 TEST(Executor, PlacedResultHoldsAHostCastAsItIs) {

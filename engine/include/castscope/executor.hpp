@@ -20,6 +20,7 @@
 #include "castscope/cast.hpp"
 #include "castscope/metrics.hpp"
 #include "castscope/placed.hpp"
+#include "castscope/rotation.hpp"
 
 namespace castscope::exec {
 
@@ -78,6 +79,10 @@ class DeviceBackend {
   // clipped) gives them. Throws Error when the device cannot do it.
   virtual Stats cast_stats(const DeviceHandle& x, const DataType& dtype,
                            const CastOptions& options) = 0;
+  // A block rotation (rotation.hpp) of a float32 host tensor viewed as [outer, len, inner], with
+  // the CPU's bits. Throws Error when the device cannot do it (the default: no device rotation).
+  virtual Tensor rotate(const Tensor& x_f32, const Rotation& r, float scale, int64_t outer,
+                        int64_t len, int64_t inner, bool inverse);
 };
 
 // The CUDA backend (its facts say why not where there is no GPU or no CUDA build).

@@ -6,6 +6,7 @@
 #include <mutex>
 
 #include "backends/backend.hpp"
+#include "rotation/rotation_backend.hpp"
 #include "backends/device_api.hpp"
 
 namespace castscope {
@@ -45,6 +46,10 @@ class CudaBackend final : public DeviceBackend {
     const gpu::DeviceCastResult r = gpu::cast(dx, dtype, options);
     return gpu::compute_stats(dx, r.values, r.counts.clipped);
   }
+  Tensor rotate(const Tensor& x, const Rotation& r, float scale, int64_t outer, int64_t len,
+                int64_t inner, bool inverse) override {
+    return cuda::rotate_f32(x, r, scale, outer, len, inner, inverse);
+  }
 };
 
 bool same_tensor(const Tensor& a, const Tensor& b) {
@@ -57,6 +62,12 @@ std::atomic<Executor*>& current_slot() {
 }
 
 }  // namespace
+
+Tensor DeviceBackend::rotate(const Tensor&, const Rotation& r, float, int64_t, int64_t, int64_t,
+                             bool) {
+  throw Error(std::string("rotation ") + r.str() + ": the " + name() +
+              " backend has no device rotation");
+}
 
 std::shared_ptr<DeviceBackend> cuda_backend() {
   static const std::shared_ptr<DeviceBackend> b = std::make_shared<CudaBackend>();

@@ -112,7 +112,7 @@ Tensor rotate(const Tensor& x, const Rotation& r, int axis, bool inverse, Device
   exec::Executor& ex = exec::current();
   return ex.run<Tensor>(
       ex.place(exec::Work::Rotation, device, x.numel(), nullptr), exec::OnFailure::FallBack,
-      [&] { return cuda::rotate_f32(f, r, scale, outer, len, inner, inverse); },
+      [&] { return ex.backend().rotate(f, r, scale, outer, len, inner, inverse); },
       [&] { return rotate_cpu(f, r, scale, outer, len, inner, inverse, 0); });
 }
 
