@@ -3,6 +3,7 @@
 // background jobs publish.
 #pragma once
 
+#include <chrono>
 #include <deque>
 #include <map>
 #include <memory>
@@ -35,6 +36,8 @@ struct AppOptions {
   bool headless = false;
   int width = 1600, height = 1000;
   float ui_scale = 0;  // --ui-scale; 0: the monitor's content scale
+  // When main() began: the first frame's time is counted from here.
+  std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
 };
 
 // What the loader job publishes: the model (shared with earlier loads of the same file) and one
@@ -145,6 +148,12 @@ struct AppState {
   std::shared_ptr<PartialSlot> partial_slot = std::make_shared<PartialSlot>();
   std::shared_ptr<const widgets::Analysis> partial;  // of the running analysis, else null
   uint64_t partial_frame = 0, analysis_frame = 0;    // frames at which each last arrived
+  // The first frame: ms from main() to its swap, and the GPU context's state then (the frame
+  // must not wait for a context still starting).
+  struct FirstFrame {
+    double ms = 0;
+    bool gpu_starting = false, gpu_running = false;
+  } first_frame;
   // Frame times drawn while an analysis ran: the app stays responsive during a job.
   struct BusyFrames {
     uint64_t frames = 0;

@@ -260,6 +260,9 @@ int run_gui(AppOptions opt) {
     glfwSwapBuffers(window);
     ++app->frame;
     const auto now = std::chrono::steady_clock::now();
+    if (app->frame == 1)
+      app->first_frame = {std::chrono::duration<double, std::milli>(now - opt.started).count(),
+                          gpu_starting(), gpu_running()};
     const double dt = std::chrono::duration<double>(now - last).count();
     last = now;
     if (dt > 0) app->fps = app->fps * 0.9 + 0.1 / dt;
@@ -297,6 +300,7 @@ int run_gui(AppOptions opt) {
 
 int main(int argc, char** argv) {
   using namespace castscope;
+  const auto started = std::chrono::steady_clock::now();
   widgets::retain_freed_memory();
   // The CUDA context comes up on its own thread while the window opens and the file loads; the
   // first frame never waits for it.
@@ -319,6 +323,7 @@ int main(int argc, char** argv) {
                  "size of text and controls (default: the monitor's content scale)")
       ->check(CLI::Range(0.5, 4.0));
   CLI11_PARSE(cli, argc, argv);
+  opt.started = started;
   try {
     DataType::parse(opt.dtype);
   } catch (const Error& e) {

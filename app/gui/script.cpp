@@ -452,6 +452,9 @@ std::string state_json(const AppState& app, const std::vector<std::string>& scri
     j["metrics_first"] = {{"partial_frame", app.partial_frame},
                           {"analysis_frame", app.analysis_frame}};
   }
+  j["first_frame"] = {{"ms", app.first_frame.ms},
+                      {"gpu_starting", app.first_frame.gpu_starting},
+                      {"gpu_running", app.first_frame.gpu_running}};
   j["analyses"] = app.analyses_done;
   nlohmann::json panels = nlohmann::json::object();
   for (int i = 0; i < static_cast<int>(PanelId::Count); ++i)

@@ -3,7 +3,7 @@
 #   run_session.sh APP CHECKER SCRIPT OUTDIR
 # The script's first line that starts with "#check" lists the checker's expectations; a line
 # "#args ..." gives the app more options (--width W --height H --ui-scale S); the virtual screen
-# is made large enough for the window.
+# is made large enough for the window; "#env NAME=VALUE ..." sets the app's environment.
 set -eu
 app=$1 checker=$2 script=$3 out=$4
 mkdir -p "$out"
@@ -15,12 +15,13 @@ export XDG_CONFIG_HOME
 rm -rf "$out/config"
 expect=$(sed -n 's/^#check //p' "$script" | head -n 1)
 args=$(sed -n 's/^#args //p' "$script" | head -n 1)
+envs=$(sed -n 's/^#env //p' "$script" | head -n 1)
 w=$(echo "$args" | sed -n 's/.*--width \([0-9]*\).*/\1/p')
 h=$(echo "$args" | sed -n 's/.*--height \([0-9]*\).*/\1/p')
 w=${w:-1600} h=${h:-1000}
 [ "$w" -ge 1600 ] || w=1600
 [ "$h" -ge 1000 ] || h=1000
 # shellcheck disable=SC2086
-xvfb-run -a -s "-screen 0 ${w}x${h}x24" "$app" --script "$script" --state state.json $args
+env $envs xvfb-run -a -s "-screen 0 ${w}x${h}x24" "$app" --script "$script" --state state.json $args
 # shellcheck disable=SC2086
 "$checker" state.json $expect

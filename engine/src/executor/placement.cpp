@@ -2,6 +2,7 @@
 // the executor's decision for every kind of work (executor.hpp).
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <mutex>
 #include <thread>
@@ -18,7 +19,7 @@ namespace {
 struct Starter {
   std::mutex mu;
   std::thread thread;
-  std::atomic<bool> asked{false}, done{false}, ok{false};
+  std::atomic<bool> asked{false}, done{false}, ok{false}, stop{false};
   ~Starter() {
     // A thread still creating the context must not outlive main: joining here is the fallback
     // for callers that did not call finish_gpu_start().
@@ -66,8 +67,16 @@ void start_gpu_in_background() {
   std::lock_guard<std::mutex> lock(s.mu);
   if (s.asked.exchange(true)) return;
   s.thread = std::thread([&s] {
+    // CASTSCOPE_GPU_START_DELAY_MS holds the start back (a slow driver, simulated): what shows
+    // that nothing on the app's first frame or a small command waits for the context.
+    if (const char* e = std::getenv("CASTSCOPE_GPU_START_DELAY_MS")) {
+      const auto until =
+          std::chrono::steady_clock::now() + std::chrono::milliseconds(std::atoll(e));
+      while (!s.stop.load() && std::chrono::steady_clock::now() < until)
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
     std::string why;
-    const bool ok = cuda::start_context(&why);
+    const bool ok = !s.stop.load() && cuda::start_context(&why);
     s.ok.store(ok);
     if (ok) context_seen().store(true);
     s.done.store(true);
@@ -85,6 +94,7 @@ bool gpu_running() {
 
 void finish_gpu_start() {
   Starter& s = starter();
+  s.stop.store(true);  // a start still held back by the delay is not begun at exit
   std::lock_guard<std::mutex> lock(s.mu);
   if (s.thread.joinable()) s.thread.join();
 }
