@@ -240,29 +240,21 @@ class LinearSlots {
 
 Histogram from_slots(const std::vector<uint64_t>& c, double lo, double hi, int bins, bool log_x,
                      bool skip_is_zero) {
-  Histogram h;
-  h.lo = lo;
-  h.hi = hi;
-  h.log_x = log_x;
-  h.counts.assign(c.begin(), c.begin() + bins);
-  h.below = c[static_cast<size_t>(bins + kBelow)];
-  h.above = c[static_cast<size_t>(bins + kAbove)];
-  h.nonfinite = c[static_cast<size_t>(bins + kNonfinite)];
-  if (skip_is_zero) h.zeros = c[static_cast<size_t>(bins + kZeroOrSkip)];
+  static_assert(kBelow == 0 && kAbove == 1 && kNonfinite == 2 && kZeroOrSkip == 3,
+                "the slots follow the bins in histogram_from_counts' order");
+  Histogram h = histogram_from_counts(c.data(), lo, hi, bins, log_x);
+  if (!skip_is_zero) h.zeros = 0;
   return h;
 }
 
 ExponentHistogram trimmed(std::vector<uint64_t> counts, uint64_t zeros, uint64_t nonfinite) {
-  // As exponent_histogram() trims: to the occupied binades.
   ExponentHistogram h;
   h.zeros = zeros;
   h.nonfinite = nonfinite;
-  int lo = 0, hi = static_cast<int>(counts.size()) - 1;
-  while (lo < hi && counts[lo] == 0) ++lo;
-  while (hi > lo && counts[hi] == 0) --hi;
-  h.counts.assign(counts.begin() + lo, counts.begin() + hi + 1);
-  h.emin = -149 + lo;
-  h.emax = -149 + hi;
+  h.counts = std::move(counts);
+  h.emin = -149;
+  h.emax = -149 + static_cast<int>(h.counts.size()) - 1;
+  trim_exponents(h);
   return h;
 }
 

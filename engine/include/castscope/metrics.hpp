@@ -50,6 +50,24 @@ struct ExponentHistogram {
   uint64_t zeros = 0, nonfinite = 0;
 };
 ExponentHistogram exponent_histogram(const float* v, int64_t n);
+// Narrows h.counts to the occupied binades (emin / emax follow), as exponent_histogram() gives
+// them: views need not skip hundreds of empty binades. Every pass that counts binades ends here.
+void trim_exponents(ExponentHistogram& h);
+// A histogram from the counts a pass made: `bins` bins, then below, above, non-finite and zero
+// (uint64_t or the device's unsigned long long).
+template <class Count>
+Histogram histogram_from_counts(const Count* c, double lo, double hi, int bins, bool log_x) {
+  Histogram h;
+  h.lo = lo;
+  h.hi = hi;
+  h.log_x = log_x;
+  h.counts.assign(c, c + bins);
+  h.below = c[bins];
+  h.above = c[bins + 1];
+  h.nonfinite = c[bins + 2];
+  h.zeros = c[bins + 3];
+  return h;
+}
 
 // Per-tile view of a scaled cast, laid out as a 2-D grid (rows x cols) of tiles: for a tensor
 // [.., R, C] with tiles along the last axis, rows = product of the leading dims, cols = ceil(C/T).

@@ -88,6 +88,10 @@ class Tensor {
 // the kernel on first touch, which made up a fifth of an update's CPU time.
 void set_storage_reuse(size_t max_bytes);
 
+// [rows, cols] float32 from the transpose of a row-major block whose row c starts at in + c * ld:
+// out[r][c] = in[c * ld + r] (a column-major product, or a weight stored [in, out]).
+Tensor transposed_f32(const float* in, int64_t rows, int64_t cols, int64_t ld);
+
 // Bit conversions shared by loaders and the engine.
 float half_to_float(uint16_t h);
 uint16_t float_to_half(float f);  // round to nearest even

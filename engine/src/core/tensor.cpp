@@ -290,6 +290,14 @@ uint16_t float_to_bf16(float f) {
   return round_float_bits(f, fmt);
 }
 
+Tensor transposed_f32(const float* in, int64_t rows, int64_t cols, int64_t ld) {
+  Tensor t = Tensor::empty(DType::F32, {rows, cols});
+  float* p = t.mutable_ptr<float>();
+  for (int64_t c = 0; c < cols; ++c)
+    for (int64_t r = 0; r < rows; ++r) p[r * cols + c] = in[c * ld + r];
+  return t;
+}
+
 Tensor Tensor::to_f32() const {
   Tensor out = empty(DType::F32, shape_);
   float* o = out.mutable_ptr<float>();

@@ -134,14 +134,17 @@ ExponentHistogram exponent_histogram(const float* v, int64_t n) {
     }
     ++h.counts[static_cast<size_t>(std::ilogb(x) - h.emin)];
   }
-  // Trim to the occupied range so views need not skip hundreds of empty binades.
+  trim_exponents(h);
+  return h;
+}
+
+void trim_exponents(ExponentHistogram& h) {
   int lo = 0, hi = static_cast<int>(h.counts.size()) - 1;
   while (lo < hi && h.counts[lo] == 0) ++lo;
   while (hi > lo && h.counts[hi] == 0) --hi;
   h.counts = std::vector<uint64_t>(h.counts.begin() + lo, h.counts.begin() + hi + 1);
   h.emax = h.emin + hi;
   h.emin = h.emin + lo;
-  return h;
 }
 
 TileMap tile_map(const Tensor& x_f32, const Tensor& values, const CastResult& result) {

@@ -70,12 +70,7 @@ Tensor weight_out_in(const Tensor& w, const AxisSpec& axis) {
   if (!(r.lead || ax == 0))
     throw Error("linear layer: the weight " + shape_str(w.shape()) + " is reduced over axis " +
                 axis.str() + ", which is neither its leading nor its trailing axes");
-  Tensor t = Tensor::empty(DType::F32, {rows, len});
-  const float* p = f.ptr<float>();
-  float* q = t.mutable_ptr<float>();
-  for (int64_t k = 0; k < len; ++k)
-    for (int64_t c2 = 0; c2 < rows; ++c2) q[c2 * len + k] = p[k * rows + c2];
-  return t;
+  return transposed_f32(f.ptr<float>(), rows, len, rows);
 }
 
 }  // namespace

@@ -245,12 +245,7 @@ DeviceTensor tensor_core_product(Path path, const CastOperand& cx, const CastOpe
 
 // D [n_ld rows][m_ld] (cuBLASLt's output) to y [tokens, out].
 Tensor to_tokens_by_out(const Tensor& d, int64_t tokens, int64_t out, int64_t m_ld) {
-  Tensor y = Tensor::empty(DType::F32, {tokens, out});
-  const float* s = d.ptr<float>();
-  float* p = y.mutable_ptr<float>();
-  for (int64_t c = 0; c < out; ++c)
-    for (int64_t t = 0; t < tokens; ++t) p[t * out + c] = s[c * m_ld + t];
-  return y;
+  return transposed_f32(d.ptr<float>(), tokens, out, m_ld);
 }
 
 }  // namespace

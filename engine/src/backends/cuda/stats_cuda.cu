@@ -191,20 +191,6 @@ __global__ void __launch_bounds__(128)
   }
 }
 
-Histogram finish_hist(const std::vector<unsigned long long>& c, double lo, double hi, int bins,
-                      bool log_x) {
-  Histogram h;
-  h.lo = lo;
-  h.hi = hi;
-  h.log_x = log_x;
-  h.counts.assign(c.begin(), c.begin() + bins);
-  h.below = c[bins];
-  h.above = c[bins + 1];
-  h.nonfinite = c[bins + 2];
-  h.zeros = c[bins + 3];
-  return h;
-}
-
 Histogram run_hist(const float* v, const float* x, int64_t n, double lo, double hi, int bins,
                    bool log_x) {
   if (bins <= 0 || !(hi > lo)) throw Error("histogram needs bins > 0 and hi > lo");
@@ -216,10 +202,8 @@ Histogram run_hist(const float* v, const float* x, int64_t n, double lo, double 
       v, x, n, lo, hi, scale, bins, log_x, static_cast<unsigned long long*>(counts.mutable_data()),
       use_shared);
   CS_CUDA_LAUNCH("hist_kernel");
-  Tensor h = counts.download();
-  std::vector<unsigned long long> c(h.ptr<unsigned long long>(),
-                                    h.ptr<unsigned long long>() + bins + 4);
-  return finish_hist(c, lo, hi, bins, log_x);
+  const Tensor h = counts.download();
+  return histogram_from_counts(h.ptr<unsigned long long>(), lo, hi, bins, log_x);
 }
 
 void need_f32(const DeviceTensor& t, const char* what) {
@@ -287,12 +271,7 @@ ExponentHistogram exponent_histogram(const DeviceTensor& v) {
   h.counts.assign(cp, cp + kExpBins);
   h.zeros = cp[kExpBins];
   h.nonfinite = cp[kExpBins + 1];
-  int lo = 0, hi = static_cast<int>(h.counts.size()) - 1;
-  while (lo < hi && h.counts[lo] == 0) ++lo;
-  while (hi > lo && h.counts[hi] == 0) --hi;
-  h.counts = std::vector<uint64_t>(h.counts.begin() + lo, h.counts.begin() + hi + 1);
-  h.emax = h.emin + hi;
-  h.emin = h.emin + lo;
+  trim_exponents(h);
   return h;
 }
 
