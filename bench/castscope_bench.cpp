@@ -5,11 +5,13 @@
 //        castscope-bench --host [--cli PATH] [--iters N]: the views' update on the CPU alone
 //        castscope-bench --map CHECKPOINT [--dtypes A,B] [--cold] [--runs N]: the model map
 //          sweep beside a plain read of the checkpoint's files, from the page cache and cold
+//          (--act-tokens N: and with N rows of activations)
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <random>
 #include <string>
 #include <thread>
@@ -23,6 +25,7 @@
 
 #include "castscope/device.hpp"
 #include "castscope/io.hpp"
+#include "castscope/linear_error.hpp"
 #include "castscope/metrics.hpp"
 #include "castscope/modelmap.hpp"
 #include "castscope/widgets/analysis.hpp"
@@ -296,8 +299,42 @@ bool drop_caches(std::string* why) {
   return true;
 }
 
+// The sweep with activations (the output-SNR column): synthetic [tokens, hidden] activations,
+// hidden the commonest input width of the 2-D tensors. Each weight that takes them is uploaded
+// once for all its columns and the activations once for the sweep: the uploads printed are
+// checked against that count.
+void map_act_bench(const std::string& path, const std::vector<std::string>& dtypes,
+                   int64_t tokens, double plain_sweep_s, std::FILE* out) {
+  const auto model = io::open_model(path);
+  std::map<int64_t, int> widths;
+  for (const io::TensorInfo& t : model->tensors())
+    if (t.shape.size() == 2) ++widths[t.shape[1]];
+  if (widths.empty()) return;
+  const int64_t hidden =
+      std::max_element(widths.begin(), widths.end(), [](const auto& a, const auto& b) {
+        return a.second < b.second;
+      })->first;
+  MapOptions o;
+  o.dtypes = dtypes;
+  o.cast.device = Device::CUDA;
+  o.activations = synthetic_activations(tokens, hidden, 8, 20.0, 7);
+  const auto t0 = std::chrono::steady_clock::now();
+  const ModelMap m = sweep_model(*model, o);
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  size_t with_output = 0;
+  for (const MapRow& r : m.rows) with_output += !r.cells.empty() && r.cells[0].has_output;
+  std::fprintf(out,
+               "  with activations [%lld, %lld]: sweep %7.3f s (%.2fx the sweep without), %zu of "
+               "%zu tensors with an output SNR; operand uploads %llu (activations once + one "
+               "per weight = %zu): %s\n",
+               static_cast<long long>(tokens), static_cast<long long>(hidden), s,
+               s / plain_sweep_s, with_output, m.rows.size(),
+               static_cast<unsigned long long>(m.linear_uploads), 1 + with_output,
+               m.linear_uploads == 1 + with_output ? "once each" : "MORE THAN ONCE");
+}
+
 int map_bench(const std::string& path, const std::vector<std::string>& dtypes, bool cold, int runs,
-              std::FILE* out) {
+              int64_t act_tokens, std::FILE* out) {
   std::string why;
   if (!gpu::available(&why)) {
     std::fprintf(out, "model map sweep: no GPU (%s)\n", why.c_str());
@@ -336,6 +373,7 @@ int map_bench(const std::string& path, const std::vector<std::string>& dtypes, b
     best_sweep = std::min(best_sweep, ts);
   }
   goals.push_back({"map sweep, page cache (x plain read)", best_sweep / best_read});
+  if (act_tokens > 0) map_act_bench(path, dtypes, act_tokens, best_sweep, out);
   if (cold) {
     if (drop_caches(&why)) {
       uint64_t b = 0;
@@ -366,6 +404,7 @@ int main(int argc, char** argv) {
   std::string cli = default_cli(argv[0]);
   const char* map = nullptr;
   int runs = 2;
+  int64_t act_tokens = 0;
   std::vector<std::string> map_dtypes = {"mxfp4e2", "nvfp4", "mxfp6e2",
                                          "mxfp8e4", "mx6",   "int8_sc"};
   for (int i = 1; i < argc; ++i) {
@@ -402,6 +441,8 @@ int main(int argc, char** argv) {
       }
     } else if (!std::strcmp(a, "--cold")) {
       cold = true;
+    } else if (!std::strcmp(a, "--act-tokens") && i + 1 < argc) {
+      act_tokens = std::atoll(argv[++i]);
     } else if (!std::strcmp(a, "--runs") && i + 1 < argc) {
       runs = std::max(1, std::atoi(argv[++i]));
     } else if (!std::strcmp(a, "--host")) {
@@ -416,12 +457,13 @@ int main(int argc, char** argv) {
           "usage: castscope-bench [--quick] [--no-casts] [--no-gemms] [--no-update] [--only A,B]\n"
           "                       [--iters N] [--tune N]\n"
           "       castscope-bench --host [--cli PATH/castscope-cli] [--iters N]   (CPU views)\n"
-          "       castscope-bench --map CHECKPOINT [--dtypes A,B] [--cold] [--runs N]\n");
+          "       castscope-bench --map CHECKPOINT [--dtypes A,B] [--cold] [--runs N]\n"
+          "                       [--act-tokens N]   (also the sweep with N activation rows)\n");
       return 2;
     }
   }
   try {
-    if (map) return map_bench(map, map_dtypes, cold, runs, stdout);
+    if (map) return map_bench(map, map_dtypes, cold, runs, act_tokens, stdout);
     if (host) return host_update(o.update_n, std::max(1, std::min(o.iters, 7)), cli, stdout);
     const int rc = castscope::gpu::run_benchmark(o, stdout);
     if (rc == 0 && o.update && castscope::gpu::available()) app_update(o.update_n, o.iters, stdout);

@@ -7,7 +7,8 @@
 #   "cli" (not a default): tests/gpu/time_cli.sh, `castscope-cli cast` with cpu / auto / cuda
 #   "host" (not a default): castscope-bench --host, the views' update on the CPU alone
 #   "map" (not a default): the model map, CPU against CUDA cell by cell on a 2-layer synthetic
-#     checkpoint, then castscope-bench --map on the 8B one (MAP_DIR, default ./syn8b on disk, made
+#     checkpoint and its sweep with activations (MAP_ACT_TOKENS rows), then castscope-bench --map
+#     on the 8B one (MAP_DIR, default ./syn8b on disk, made
 #     once; MAP_LAYERS=32) from the page cache and cold
 #   "ncu" (not a default) profiles the cast kernels of `castscope-bench --quick` (NCU_KERNELS regex)
 #   BUILD_DIR=build-device  JOBS=$(nproc)  BENCH_ARGS=""  SAN_FILTER=...  TEST_FILTER=...
@@ -86,6 +87,9 @@ if has map; then
     python3 tests/gpu/compare_map.py "$OUT/map_cpu.json" "$OUT/map_cuda.json" >>"$OUT/map.log" 2>&1
   rc=$?
   tail -3 "$OUT/map.log"
+  # The sweep with activations on the small checkpoint: each operand uploaded once.
+  "$BENCH_BIN" --map "$SMALL" --runs 1 --act-tokens "${MAP_ACT_TOKENS:-256}" >"$OUT/map_act.log" 2>&1
+  cat "$OUT/map_act.log"
   MD=${MAP_DIR:-$PWD/syn8b}
   if [ ! -f "$MD/model.safetensors.index.json" ]; then
     t1=$(now)
