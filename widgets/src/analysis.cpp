@@ -379,7 +379,7 @@ void host_views(Analysis& a, const Tensor& x_in, const Tensor& x, const CastOpti
   v.view = a.view;
   v.x = exec::PlacedTensor(x);
   const CastOptions ro = resolve_axis(options, x.shape());
-  const bool one_run = v.tiled && dtype.family() == Family::Standard && !ro.flatten &&
+  const bool one_run = v.tiled && family_traits(dtype.family()).grammar && !ro.flatten &&
                        !ro.rotate.enabled() &&
                        (options.device == Device::CPU || (!gpu_starting() && !gpu::available()));
   CastResult r;
@@ -395,7 +395,7 @@ void host_views(Analysis& a, const Tensor& x_in, const Tensor& x, const CastOpti
     if (job) job->check();
     // The values of a tiled cast: a virtual cast of the standard family takes the CPU's fast
     // paths and gives upcast()'s bits (cast.hpp), at a fraction of the generic decode's cost.
-    if (v.tiled && dtype.family() == Family::Standard) {
+    if (v.tiled && family_traits(dtype.family()).grammar) {
       CastOptions vo = options;
       vo.mode = CastMode::Virtual;
       q = cast(x, dtype, vo).values;

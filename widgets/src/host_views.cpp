@@ -268,7 +268,7 @@ struct TileRuns {
   int64_t tc = 0;
   static std::optional<TileRuns> make(const CastResult& a, int64_t n) {
     if (!a.dtype.scaled() || a.dtype.tensor_scaled() || a.mode != CastMode::Actual ||
-        a.dtype.family() != Family::Standard || a.options.flatten || !a.scale)
+        !family_traits(a.dtype.family()).grammar || a.options.flatten || !a.scale)
       return std::nullopt;
     TileRuns t{detail::make_plan(a.shape, a.dtype, a.options), {}, a.scale.data(), 0};
     const detail::CastPlan& p = t.p;
