@@ -1,4 +1,4 @@
-// Statistics of device-resident tensors (cuda_stats.hpp). Each mirrors its host function in
+// Statistics of device-resident tensors (backends/device_api.hpp). Each mirrors its host function in
 // metrics/stats.cpp element for element; only the order of the floating-point sums differs
 // (block partials added in a fixed order, so repeated runs agree with each other).
 #include <cmath>
