@@ -1,6 +1,6 @@
-// Statistics of device-resident tensors (backends/device_api.hpp). Each mirrors its host function in
-// metrics/stats.cpp element for element; only the order of the floating-point sums differs
-// (block partials added in a fixed order, so repeated runs agree with each other).
+// Statistics of device-resident tensors (backends/device_api.hpp). Each mirrors its host
+// function in metrics/stats.cpp element for element; only the order of the floating-point sums
+// differs (block partials added in a fixed order, so repeated runs agree with each other).
 #include <cmath>
 #include <cstring>
 #include <limits>
