@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "panels.hpp"
+#include "castscope/json_path.hpp"
 #include "castscope/metrics_json.hpp"
 
 namespace castscope::gui {
@@ -52,23 +53,6 @@ bool known(const std::string& c) {
 
 bool on_off(const std::string& a) {
   return a == "on" || a == "1" || a == "true" || a == "yes";
-}
-
-// The value at a dotted path of the state ("analysis.tiles.0"), as text; nullptr if absent.
-const nlohmann::json* json_at(const nlohmann::json& j, const std::string& path) {
-  const nlohmann::json* cur = &j;
-  std::istringstream ss(path);
-  std::string part;
-  while (std::getline(ss, part, '.')) {
-    if (cur->is_object() && cur->contains(part))
-      cur = &(*cur)[part];
-    else if (cur->is_array() && !part.empty() &&
-             std::isdigit(static_cast<unsigned char>(part[0])) && std::stoul(part) < cur->size())
-      cur = &(*cur)[std::stoul(part)];
-    else
-      return nullptr;
-  }
-  return cur;
 }
 
 }  // namespace
