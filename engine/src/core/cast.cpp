@@ -367,76 +367,71 @@ CastResult unpack_standard(const CastResult& c) {
 
 // ---------------------------------------------------------------------------------------------
 
-const char* to_string(Round r) {
-  switch (r) {
-    case Round::Even:
-      return "even";
-    case Round::Away:
-      return "away";
-    case Round::Zero:
-      return "zero";
-    case Round::Stochastic:
-      return "stochastic";
-  }
+namespace {
+
+// The words of each option, the one a value prints as first; later rows are what else parses.
+template <typename E>
+struct Word {
+  E value;
+  const char* text;
+};
+constexpr Word<Round> kRoundWords[] = {{Round::Even, "even"},
+                                       {Round::Away, "away"},
+                                       {Round::Zero, "zero"},
+                                       {Round::Stochastic, "stochastic"},
+                                       {Round::Away, "nearest"}};
+constexpr Word<ScaleMode> kScaleModeWords[] = {
+    {ScaleMode::Floor, "floor"},         {ScaleMode::Ceil, "ceil"},
+    {ScaleMode::Midmax, "midmax"},       {ScaleMode::Option3, "option3"},
+    {ScaleMode::TopBinade, "topbinade"}, {ScaleMode::Floor, "max"},
+    {ScaleMode::Midmax, "auto"},         {ScaleMode::Option3, "even"}};
+constexpr Word<Overflow> kOverflowWords[] = {{Overflow::Saturate, "saturate"},
+                                             {Overflow::IEEE, "ieee"}};
+constexpr Word<CastMode> kCastModeWords[] = {
+    {CastMode::Virtual, "virtual"}, {CastMode::Actual, "actual"}, {CastMode::Compress, "compress"}};
+
+template <typename E, size_t N>
+const char* word_of(const Word<E> (&words)[N], E v) {
+  for (const Word<E>& w : words)
+    if (w.value == v) return w.text;
   return "?";
+}
+// `expected` lists the words for the error that an unknown one gets.
+template <typename E, size_t N>
+E parse_word(const Word<E> (&words)[N], std::string_view s, const char* what,
+             const char* expected) {
+  for (const Word<E>& w : words)
+    if (s == w.text) return w.value;
+  throw Error(std::string(what) + " '" + std::string(s) + "': expected " + expected);
+}
+
+}  // namespace
+
+const char* to_string(Round r) {
+  return word_of(kRoundWords, r);
 }
 const char* to_string(ScaleMode m) {
-  switch (m) {
-    case ScaleMode::Floor:
-      return "floor";
-    case ScaleMode::Ceil:
-      return "ceil";
-    case ScaleMode::Midmax:
-      return "midmax";
-    case ScaleMode::Option3:
-      return "option3";
-    case ScaleMode::TopBinade:
-      return "topbinade";
-  }
-  return "?";
+  return word_of(kScaleModeWords, m);
 }
 const char* to_string(Overflow o) {
-  return o == Overflow::Saturate ? "saturate" : "ieee";
+  return word_of(kOverflowWords, o);
 }
 const char* to_string(CastMode m) {
-  switch (m) {
-    case CastMode::Virtual:
-      return "virtual";
-    case CastMode::Actual:
-      return "actual";
-    case CastMode::Compress:
-      return "compress";
-  }
-  return "?";
+  return word_of(kCastModeWords, m);
 }
 
 Round parse_round(std::string_view s) {
-  if (s == "even") return Round::Even;
-  if (s == "away" || s == "nearest") return Round::Away;
-  if (s == "zero") return Round::Zero;
-  if (s == "stochastic") return Round::Stochastic;
-  throw Error("round mode '" + std::string(s) +
-              "': expected even, away (nearest), zero or stochastic");
+  return parse_word(kRoundWords, s, "round mode", "even, away (nearest), zero or stochastic");
 }
 ScaleMode parse_scale_mode(std::string_view s) {
-  if (s == "floor" || s == "max") return ScaleMode::Floor;
-  if (s == "ceil") return ScaleMode::Ceil;
-  if (s == "midmax" || s == "auto") return ScaleMode::Midmax;
-  if (s == "option3" || s == "even") return ScaleMode::Option3;
-  if (s == "topbinade") return ScaleMode::TopBinade;
-  throw Error("scale mode '" + std::string(s) +
-              "': expected floor (max), ceil, midmax (auto), option3 (even) or topbinade");
+  return parse_word(kScaleModeWords, s, "scale mode",
+                    "floor (max), ceil, midmax (auto), option3 (even) or topbinade");
 }
 Overflow parse_overflow(std::string_view s) {
-  if (s == "saturate") return Overflow::Saturate;
-  if (s == "ieee") return Overflow::IEEE;
-  throw Error("overflow policy '" + std::string(s) + "': expected saturate or ieee");
+  return parse_word(kOverflowWords, s, "overflow policy", "saturate or ieee");
 }
 CastMode parse_cast_mode(std::string_view s) {
-  if (s == "virtual") return CastMode::Virtual;
-  if (s == "actual") return CastMode::Actual;
-  if (s == "compress") return CastMode::Compress;
-  throw Error("cast mode '" + std::string(s) + "': expected virtual, actual or compress");
+  return parse_word(kCastModeWords, s, "cast mode", "virtual, actual or compress");
 }
 Device parse_device(std::string_view s) {
   if (s == "auto") return Device::Auto;
