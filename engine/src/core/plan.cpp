@@ -99,6 +99,26 @@ void unpermute(const void* src, void* dst, size_t esize, const Shape& in_shape,
                true);
 }
 
+Shape permuted_shape(const Shape& original, const std::vector<int>& perm) {
+  Shape s(original.size());
+  for (size_t i = 0; i < original.size(); ++i) s[i] = original[perm[i]];
+  return s;
+}
+
+Tensor permuted(const Tensor& t, const CastPlan& p) {
+  if (!t || !p.permuted) return t;
+  Tensor o = Tensor::empty(t.dtype(), permuted_shape(t.shape(), p.perm));
+  permute(t.data(), o.mutable_data(), dtype_size(t.dtype()), t.shape(), p.perm);
+  return o;
+}
+
+Tensor restored(const Tensor& t, const CastPlan& p, const Shape& shape) {
+  if (!p.permuted) return t.reshaped(shape);
+  Tensor o = Tensor::empty(t.dtype(), shape);
+  unpermute(t.data(), o.mutable_data(), dtype_size(t.dtype()), shape, p.perm);
+  return o;
+}
+
 CastPlan make_plan(const Shape& shape, const DataType& dtype, const CastOptions& opt) {
   CastPlan p;
   p.dtype = dtype;
