@@ -266,6 +266,32 @@ CastResult unpack(const CastResult& c) {
 
 namespace detail {
 
+namespace {
+
+// The elements an N:M sparsity mask keeps, in order: fn(e, packed) with e the element's index in
+// the dense tensor and `packed` its index where compression stores the kept ones, N slots per run
+// of M along the sparse axis (`packed_len` = runs * N slots). `check`: a run keeping more than N
+// is an error (a mask read back from a file).
+template <typename Fn>
+void for_each_kept(const AxisView& v, const CastPlan& p, int64_t runs, int64_t packed_len,
+                   const uint8_t* mk, bool check, Fn fn) {
+  for (int64_t o = 0; o < v.outer; ++o)
+    for (int64_t in = 0; in < v.inner; ++in)
+      for (int64_t run = 0; run < runs; ++run) {
+        int64_t slot = run * p.sp_n;
+        for (int64_t k = run * p.sp_m; k < std::min(v.len, (run + 1) * p.sp_m); ++k) {
+          const int64_t e = (o * v.len + k) * v.inner + in;
+          if (!mk[e]) continue;
+          if (check && slot >= (run + 1) * p.sp_n)
+            throw Error("sparsity mask keeps more than N values in a run");
+          fn(e, (o * packed_len + slot) * v.inner + in);
+          ++slot;
+        }
+      }
+}
+
+}  // namespace
+
 CastResult pack_standard(const CastResult& a) {
   detail::CastPlan p = detail::make_plan(a.shape, a.dtype, a.options);
   cpu::validate_actual(a, p);
@@ -283,18 +309,9 @@ CastResult pack_standard(const CastResult& a) {
     const size_t es = dtype_size(codes.dtype());
     const uint8_t* src = static_cast<const uint8_t*>(codes.data());
     uint8_t* dst = static_cast<uint8_t*>(out.mutable_data());
-    const uint8_t* mk = a.mask.ptr<uint8_t>();
-    for (int64_t o = 0; o < v.outer; ++o)
-      for (int64_t in = 0; in < v.inner; ++in)
-        for (int64_t run = 0; run < runs; ++run) {
-          int64_t slot = run * p.sp_n;
-          for (int64_t k = run * p.sp_m; k < std::min(v.len, (run + 1) * p.sp_m); ++k) {
-            const int64_t e = (o * v.len + k) * v.inner + in;
-            if (!mk[e]) continue;
-            std::memcpy(dst + ((o * cs[ax] + slot) * v.inner + in) * es, src + e * es, es);
-            ++slot;
-          }
-        }
+    for_each_kept(v, p, runs, cs[ax], a.mask.ptr<uint8_t>(), false, [&](int64_t e, int64_t packed) {
+      std::memcpy(dst + packed * es, src + e * es, es);
+    });
     codes = out;
   }
   const int bits = p.data.bits;
@@ -337,20 +354,9 @@ CastResult unpack_standard(const CastResult& c) {
     const size_t es = dtype_size(codes.dtype());
     const uint8_t* src = static_cast<const uint8_t*>(codes.data());
     uint8_t* dst = static_cast<uint8_t*>(out.mutable_data());
-    const uint8_t* mk = mask.ptr<uint8_t>();
-    for (int64_t o = 0; o < v.outer; ++o)
-      for (int64_t in = 0; in < v.inner; ++in)
-        for (int64_t run = 0; run < runs; ++run) {
-          int64_t slot = run * p.sp_n;
-          for (int64_t k = run * p.sp_m; k < std::min(v.len, (run + 1) * p.sp_m); ++k) {
-            const int64_t e = (o * v.len + k) * v.inner + in;
-            if (!mk[e]) continue;
-            if (slot >= (run + 1) * p.sp_n)
-              throw Error("sparsity mask keeps more than N values in a run");
-            std::memcpy(dst + e * es, src + ((o * cs[ax] + slot) * v.inner + in) * es, es);
-            ++slot;
-          }
-        }
+    for_each_kept(v, p, runs, cs[ax], mask.ptr<uint8_t>(), true, [&](int64_t e, int64_t packed) {
+      std::memcpy(dst + e * es, src + packed * es, es);
+    });
     codes = out;
     r.mask = mask;
   }
