@@ -1,16 +1,12 @@
 #include <cstring>
 
+#include "core/dtype_format.hpp"
 #include "core/plan.hpp"
 
 namespace castscope::detail {
 
 DType storage_dtype(const NumberSpec& n) {
-  const std::string name = n.name();
-  if (name == "float32") return DType::F32;
-  if (name == "float16") return DType::F16;
-  if (name == "bfloat16") return DType::BF16;
-  if (name == "e4m3fn") return DType::F8E4M3;
-  if (name == "e5m2") return DType::F8E5M2;
+  if (const std::optional<DType> d = dtype_of_format(n.name())) return *d;
   if (n.is_int()) return n.bits() <= 8 ? DType::I8 : n.bits() <= 16 ? DType::I16 : DType::I32;
   return n.bits() <= 8 ? DType::U8 : n.bits() <= 16 ? DType::U16 : DType::U32;
 }

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "castscope/export.hpp"
+#include "core/dtype_format.hpp"
 #include "io/json_fields.hpp"
 
 namespace castscope {
@@ -82,12 +83,8 @@ Tensor to_storage(const Tensor& x, DType d) {
   if (d == DType::F32) return f;
   const float* in = f.ptr<float>();
   const int64_t n = f.numel();
-  if (d == DType::F16 || d == DType::BF16 || d == DType::F8E4M3 || d == DType::F8E5M2) {
+  if (const char* spec = dtype_format(d)) {
     // Unscaled casts give the storage codes; exact for values that came from that type.
-    const char* spec = d == DType::F16      ? "float16"
-                       : d == DType::BF16   ? "bfloat16"
-                       : d == DType::F8E4M3 ? "e4m3fn"
-                                            : "e5m2";
     CastOptions o;
     o.mode = CastMode::Actual;
     o.overflow = Overflow::IEEE;
