@@ -30,6 +30,7 @@ LAYERS = [
     ]),
     ("core", [  # the cast's description and layout: options, axes, plans, groups, threads
         "engine/include/castscope/cast.hpp", "engine/src/core/tensor.cpp",
+        "engine/src/core/dtype_format.hpp",
         "engine/src/core/axis.cpp", "engine/src/core/plan.*", "engine/src/core/group.hpp",
         "engine/src/core/parallel.hpp", "engine/src/core/cast_options_text.cpp",
     ]),

@@ -13,7 +13,6 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -95,18 +94,8 @@ PlanTable python_table(const PlanArgs& a) {
   require_python_module(py, "castscope.plan_table",
                         "plan with --activations runtime, --inputs or --sensitivity runs the "
                         "package (python3 -m castscope.plan_table)");
-  std::string tmpl =
-      (std::filesystem::temp_directory_path() / "castscope-plan-table-XXXXXX").string();
-  const int fd = mkstemp(tmpl.data());
-  if (fd < 0) throw Error("plan: cannot create a temporary file in " + tmpl);
-  ::close(fd);
-  struct Remove {
-    std::string path;
-    ~Remove() {
-      std::error_code ec;
-      std::filesystem::remove(path, ec);
-    }
-  } remove{tmpl};
+  const io::TempFile table("castscope-plan-table");
+  const std::string& tmpl = table.path();
   // No --activations with --inputs means runtime; with --sensitivity alone, the weight form.
   const std::string acts = !a.activations.empty() ? a.activations
                            : !a.inputs.empty()    ? "runtime"

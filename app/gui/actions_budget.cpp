@@ -2,10 +2,7 @@
 // Pareto curve once per model and inputs, then the exact plan for each budget the user drags to.
 // With activations from an inputs file or measured sensitivities the table comes from the Python
 // planner (python3 -m castscope.plan_table, as castscope-cli plan runs it), read back exactly.
-#include <unistd.h>
-
 #include <cstdio>
-#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -41,18 +38,8 @@ std::string model_key(const AppState& app) {
 // The table castscope.plan builds for these options, from the Python package in a child process
 // (progress and cancel through ctl).
 PlanTable python_table(JobControl& ctl, std::vector<std::string> args) {
-  std::string out =
-      (std::filesystem::temp_directory_path() / "castscope-plan-table-XXXXXX").string();
-  const int fd = mkstemp(out.data());
-  if (fd < 0) throw Error("cannot create a temporary file for the plan table");
-  ::close(fd);
-  struct Remove {
-    std::string path;
-    ~Remove() {
-      std::error_code ec;
-      std::filesystem::remove(path, ec);
-    }
-  } remove{out};
+  const io::TempFile table("castscope-plan-table");
+  const std::string& out = table.path();
   args.insert(args.end(), {"--out", out, "--progress"});
   run_python_job(ctl, std::move(args), "budget planner");
   std::ifstream in(out);

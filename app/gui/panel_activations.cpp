@@ -24,9 +24,7 @@ void draw_activations_panel(AppState& app) {
   else
     ImGui::TextColored(ImVec4(1.0f, 0.7f, 0.3f, 1.0f), "select a weight tensor (rank 2 or more)");
   ImGui::BeginDisabled(running);
-  ImGui::SetNextItemWidth(ImGui::GetFontSize() * 24);
-  ImGui::InputTextWithHint("activations", "file .npy / .safetensors (empty: synthetic)",
-                           app.act_path, sizeof app.act_path);
+  hint_field("activations", "file .npy / .safetensors (empty: synthetic)", app.act_path, 24);
   if (!app.act_path[0]) {
     ImGui::SetNextItemWidth(ImGui::GetFontSize() * 5);
     ImGui::InputInt("tokens", &app.act_tokens, 0);

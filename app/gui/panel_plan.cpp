@@ -43,12 +43,9 @@ void draw_plan_panel(AppState& app) {
   ImGui::SameLine();
   if (ImGui::Button("Reset")) app.plan = ExportPlan{};
 
-  ImGui::SetNextItemWidth(ImGui::GetFontSize() * 12);
-  ImGui::InputTextWithHint("##pattern", "pattern (glob or re:REGEX)", app.plan_pattern,
-                           sizeof app.plan_pattern);
+  hint_field("##pattern", "pattern (glob or re:REGEX)", app.plan_pattern, 12);
   ImGui::SameLine();
-  ImGui::SetNextItemWidth(ImGui::GetFontSize() * 9);
-  ImGui::InputTextWithHint("##pdtype", "datatype or keep", app.plan_dtype, sizeof app.plan_dtype);
+  hint_field("##pdtype", "datatype or keep", app.plan_dtype, 9);
   ImGui::SameLine();
   if (ImGui::Button("Assign")) add_plan_rule(app, app.plan_pattern, app.plan_dtype);
   ImGui::SameLine();
@@ -68,13 +65,10 @@ void draw_plan_panel(AppState& app) {
     ImGui::SetTooltip(
         "For every tensor, the candidate datatype with the fewest bits per value whose SNR "
         "reaches the target");
-  ImGui::SetNextItemWidth(ImGui::GetFontSize() * 28);
-  ImGui::InputTextWithHint("candidates", "mxfp8e4,mxfp6e2,mxfp4e2,nvfp4,e4m3fn_float32_t0,...",
-                           app.auto_candidates, sizeof app.auto_candidates);
-  if (ImGui::IsItemHovered())
-    ImGui::SetTooltip(
-        "Datatypes auto-assign may pick, comma-separated; empty: MXFP8, MXFP6, "
-        "MXFP4, NVFP4, FP8 per channel and 128x128 block, BF16");
+  hint_field("candidates", "mxfp8e4,mxfp6e2,mxfp4e2,nvfp4,e4m3fn_float32_t0,...",
+             app.auto_candidates, 28,
+             "Datatypes auto-assign may pick, comma-separated; empty: MXFP8, MXFP6, "
+             "MXFP4, NVFP4, FP8 per channel and 128x128 block, BF16");
   ImGui::Checkbox("1-D tensors", &app.auto_include_1d);
   ImGui::SameLine();
   ImGui::Checkbox("embeddings", &app.auto_include_embeddings);

@@ -14,13 +14,10 @@ namespace castscope::gui {
 void draw_plan_budget(AppState& app) {
   if (!ImGui::CollapsingHeader("Budget planner", ImGuiTreeNodeFlags_DefaultOpen)) return;
   ImGui::BeginDisabled(app.budget_job.running());
-  ImGui::SetNextItemWidth(ImGui::GetFontSize() * 24);
-  ImGui::InputTextWithHint("##budgetcands", "mxfp4e2,nvfp4,q4_k,mxfp6e2,q6_k,mxfp8e4,q8_0,...",
-                           app.budget_candidates, sizeof app.budget_candidates);
-  if (ImGui::IsItemHovered())
-    ImGui::SetTooltip(
-        "Datatypes the planner chooses from, comma-separated; empty: mxfp4e2, nvfp4, q4_k, "
-        "mxfp6e2, q6_k, mxfp8e4, q8_0, bfloat16");
+  hint_field("##budgetcands", "mxfp4e2,nvfp4,q4_k,mxfp6e2,q6_k,mxfp8e4,q8_0,...",
+             app.budget_candidates, 24,
+             "Datatypes the planner chooses from, comma-separated; empty: mxfp4e2, nvfp4, q4_k, "
+             "mxfp6e2, q6_k, mxfp8e4, q8_0, bfloat16");
   ImGui::SameLine();
   if (ImGui::Button("Plan")) start_budget_table(app);
   // Activations: none (the weights' relative error), the synthetic generator, or what the
@@ -45,9 +42,7 @@ void draw_plan_budget(AppState& app) {
   rt.from_inputs = acts == 2;
   if (rt.from_inputs) {
     ImGui::SameLine();
-    ImGui::SetNextItemWidth(ImGui::GetFontSize() * 14);
-    ImGui::InputTextWithHint("##budgetinputs", "inputs (.npy / .npz / text)", rt.inputs,
-                             sizeof rt.inputs);
+    hint_field("##budgetinputs", "inputs (.npy / .npz / text)", rt.inputs, 14);
   }
   ImGui::SameLine();
   ImGui::Checkbox("sensitivity", &rt.sensitivity);

@@ -72,16 +72,8 @@ bool dtype_combo(const char* id, const std::string& current, bool axis_only_item
     if (ImGui::Selectable("keep", current == "keep")) out = "keep", picked = true;
     if (axis_only_item && ImGui::Selectable(kAxisOnly, current == kAxisOnly))
       out = kAxisOnly, picked = true;
-    std::string group;
-    for (const RegistryEntry& e : registry()) {
-      if (e.group != group) {
-        group = e.group;
-        ImGui::TextDisabled("%s", group.c_str());
-      }
-      char label[200];
-      std::snprintf(label, sizeof label, "  %-14s %s", e.name.c_str(), e.spec.c_str());
-      if (ImGui::Selectable(label, current == e.name)) out = e.name, picked = true;
-    }
+    if (const RegistryEntry* e = widgets::registry_items(current, false))
+      out = e->name, picked = true;
     ImGui::EndCombo();
   }
   return picked;

@@ -72,6 +72,15 @@ void name_text(const std::string& s, float width = 0);
 // An error in red that wraps at the window's edge instead of running past it.
 void error_text(const std::string& s);
 
+// A text field `em` font sizes wide showing `hint` while empty; with `tip`, that on hover.
+template <size_t N>
+void hint_field(const char* id, const char* hint, char (&buf)[N], float em,
+                const char* tip = nullptr) {
+  ImGui::SetNextItemWidth(ImGui::GetFontSize() * em);
+  ImGui::InputTextWithHint(id, hint, buf, N);
+  if (tip && ImGui::IsItemHovered()) ImGui::SetTooltip("%s", tip);
+}
+
 // Formats a byte count as "12.3 MiB".
 std::string human_bytes(double bytes);
 

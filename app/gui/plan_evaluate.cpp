@@ -168,12 +168,9 @@ void draw_plan_evaluate(AppState& app) {
         "Run the original and the plan-quantized model in the model's own runtime "
         "(onnxruntime, PyTorch + transformers, llama.cpp) and compare their outputs");
   ImGui::SameLine();
-  ImGui::SetNextItemWidth(ImGui::GetFontSize() * 12);
-  ImGui::InputTextWithHint("##evalinputs", "inputs (.npy / .npz / text)", s.inputs,
-                           sizeof s.inputs);
+  hint_field("##evalinputs", "inputs (.npy / .npz / text)", s.inputs, 12);
   ImGui::SameLine();
-  ImGui::SetNextItemWidth(ImGui::GetFontSize() * 7);
-  ImGui::InputTextWithHint("##evalact", "activations", s.act_dtype, sizeof s.act_dtype);
+  hint_field("##evalact", "activations", s.act_dtype, 7);
   job_line(s.job);
   if (!s.error.empty()) ImGui::TextColored(ImVec4(1, 0.45f, 0.35f, 1), "%s", s.error.c_str());
   const EvalSummary* r = s.result.get();

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "panels.hpp"
+#include "castscope/json_path.hpp"
 #include "castscope/metrics_json.hpp"
 
 namespace castscope::gui {
@@ -54,21 +55,16 @@ bool on_off(const std::string& a) {
   return a == "on" || a == "1" || a == "true" || a == "yes";
 }
 
-// The value at a dotted path of the state ("analysis.tiles.0"), as text; nullptr if absent.
-const nlohmann::json* json_at(const nlohmann::json& j, const std::string& path) {
-  const nlohmann::json* cur = &j;
-  std::istringstream ss(path);
-  std::string part;
-  while (std::getline(ss, part, '.')) {
-    if (cur->is_object() && cur->contains(part))
-      cur = &(*cur)[part];
-    else if (cur->is_array() && !part.empty() &&
-             std::isdigit(static_cast<unsigned char>(part[0])) && std::stoul(part) < cur->size())
-      cur = &(*cur)[std::stoul(part)];
-    else
-      return nullptr;
-  }
-  return cur;
+// "N [SEED]" of the rotate commands: the Hadamard block size N (0: none, else checked), random
+// signs on and their seed set only when SEED is given.
+void set_rotation(const std::string& arg, const char* cmd, int& block, bool& signs, int& seed) {
+  std::istringstream a(arg);
+  int n = 0, s = -1;
+  a >> n >> s;
+  validate_rotation(Rotation{n, false, 0}, cmd);
+  block = n;
+  signs = s >= 0;
+  if (s >= 0) seed = s;
 }
 
 }  // namespace
@@ -266,25 +262,13 @@ void Script::step(AppState& app) {
         }
       } else if (l.cmd == "rotate") {
         // rotate N [SEED]: the views' rotation (0: none), random signs when SEED is given.
-        std::istringstream a(l.arg);
-        int n = 0, seed = -1;
-        a >> n >> seed;
-        validate_rotation(Rotation{n, false, 0}, "rotate");
-        app.view_rotate = n;
-        app.view_signs = seed >= 0;
-        if (seed >= 0) app.view_seed = seed;
+        set_rotation(l.arg, "rotate", app.view_rotate, app.view_signs, app.view_seed);
         app.recompute = true;
       } else if (l.cmd == "map-dtypes") {
         std::snprintf(app.map_dtypes, sizeof app.map_dtypes, "%s", l.arg.c_str());
       } else if (l.cmd == "map-rotate") {
         // map-rotate N [SEED]: block size (0: none), random signs from SEED when given.
-        std::istringstream a(l.arg);
-        int n = 0, seed = -1;
-        a >> n >> seed;
-        validate_rotation(Rotation{n, false, 0}, "map-rotate");
-        app.map_rotate = n;
-        app.map_signs = seed >= 0;
-        if (seed >= 0) app.map_seed = seed;
+        set_rotation(l.arg, "map-rotate", app.map_rotate, app.map_signs, app.map_seed);
       } else if (l.cmd == "map-activations") {
         app.map_activations = on_off(l.arg);
       } else if (l.cmd == "map-metric") {
@@ -462,11 +446,7 @@ std::string state_json(const AppState& app, const std::vector<std::string>& scri
   j["panels"] = panels;
   if (const widgets::Analysis* a = app.analysis.get()) {
     nlohmann::json r;
-    r["tensor"] = a->tensor;
-    r["shape"] = a->shape;
-    r["dtype"] = a->dtype.str();
-    r["scale_mode"] = to_string(a->options.scale_mode);
-    r["round"] = to_string(a->options.round);
+    widgets::put_analysis_cast(r, *a);
     r["rotate"] = a->options.rotate.str();
     r["backend"] = a->backend;
     r["views_on_device"] = a->on_device;

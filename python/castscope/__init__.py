@@ -22,7 +22,7 @@ from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Union
 import numpy as np
 
 from . import _core
-from ._eval import EvalResult  # noqa: F401  (re-exported)
+from ._eval import EvalResult, evaluate  # noqa: F401  (re-exported)
 from ._plan import plan  # noqa: F401  (re-exported)
 from ._core import (  # noqa: F401  (re-exported)
     CastResult,
@@ -297,59 +297,6 @@ def export(
         kind, text = "dtype", str(plan)
     return _core._export(m._m, out, kind, text, layout, round, scale_mode, int(seed), str(axis),
                          device, config_path, dict(metadata or {}), progress)
-
-
-def evaluate(
-    model: Union[str, os.PathLike],
-    plan: Union[str, os.PathLike, Mapping[str, Any]],
-    inputs: Any = None,
-    act_dtype: Optional[str] = None,
-    device: str = "auto",
-    seed: int = 0,
-    round: str = "even",
-    scale_mode: str = "floor",
-    axis: Union[int, str] = "auto",
-    max_tokens: int = 512,
-    progress: Optional[Callable[..., Any]] = None,
-    cancel: Optional[Callable[[], bool]] = None,
-    save_quantized: Optional[Union[str, os.PathLike]] = None,
-) -> "EvalResult":
-    """Run the original and the plan-quantized ``model`` in its own runtime on the same inputs
-    and compare their outputs (``castscope-cli eval`` runs this).
-
-    Args:
-        model: an ONNX file (onnxruntime), a Hugging Face model directory (PyTorch +
-            transformers) or a GGUF file (llama.cpp, where llama-cpp-python is installed).
-        plan: as for :func:`export`: a plan file, a plan dict or a datatype string. Every tensor
-            the plan casts is replaced by its virtual-cast values (:func:`cast`), on the axis
-            the engine resolves for it, before the runtime loads the model.
-        inputs: ONNX: an .npy (one-input graphs) / .npz path, an array or a dict of arrays,
-            checked against the graph's input names, dtypes and shapes. Language models: token
-            ids (.npy or an integer array, [tokens] or [batch, tokens]) or a text file read
-            with the model's tokenizer. None: inputs synthesized from the model's input spec
-            with ``seed``; the result says they are synthetic.
-        act_dtype: also cast activations (the inputs of every Linear / Conv1D layer but the
-            output head) to this datatype, where the runtime shows them (PyTorch only).
-        device: ``auto`` | ``cpu`` | ``cuda`` for the runtime.
-        round, scale_mode, seed, axis: the cast options, as :func:`export` takes them.
-        max_tokens: the most tokens per sequence evaluated (text is cut there).
-        progress: ``progress(fraction, stage)`` (or ``progress(fraction)``) as the work goes
-            on; an exception it raises stops the evaluation.
-        cancel: called often; returning True stops the evaluation with :class:`Cancelled`.
-            Ctrl+C stops it too.
-        save_quantized: also write the quantized model as the runtime ran it (ONNX file,
-            safetensors of the PyTorch state dict, GGUF file).
-
-    Returns an :class:`EvalResult`: per output SNR, and where the output is a distribution over
-    its last axis (logits or probabilities) the mean KL divergence and top-1 agreement; the
-    perplexity of both models for token inputs; the plan's bits per weight; ``to_dict()`` gives
-    the JSON of ``castscope-cli eval --json``. Bad input raises :class:`Error` naming it.
-    """
-    from ._eval import evaluate as _evaluate
-
-    return _evaluate(model, plan, inputs=inputs, act_dtype=act_dtype, device=device, seed=seed,
-                     round=round, scale_mode=scale_mode, axis=str(axis), max_tokens=max_tokens,
-                     progress=progress, cancel=cancel, save_quantized=save_quantized)
 
 
 def gemm(kind: str = "fp8", m: int = 4096, n: int = 4096, k: int = 4096, seed: int = 1,

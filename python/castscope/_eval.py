@@ -5,12 +5,13 @@ share: the plan resolved per tensor, the cast weights, the comparison and the re
 
 from __future__ import annotations
 
+import importlib
 import json
 import math
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Mapping, Optional, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, Union
 
 import numpy as np
 
@@ -25,6 +26,16 @@ class EvalError(_core.Error):
 
 # ---------------------------------------------------------------------------------------------
 # Token ids of a language model (transformers, llama.cpp)
+
+
+def require_modules(what: str, packages: List[str]) -> Tuple[Any, ...]:
+    """The runtime's packages for evaluating ``what``, imported in order; an EvalError naming the
+    one that is missing and the pip command otherwise."""
+    try:
+        return tuple(importlib.import_module(p) for p in packages)
+    except ImportError as e:
+        raise EvalError(f"evaluating {what} needs {' and '.join(packages)} ({e.name} is missing): "
+                        f"pip install {' '.join(packages)}") from None
 
 
 def token_ids(inputs: Any, seed: int, vocab: int, ctx: int, tokenize: Callable[[str], np.ndarray],
@@ -348,12 +359,43 @@ def evaluate(
     seed: int = 0,
     round: str = "even",
     scale_mode: str = "floor",
-    axis: str = "auto",
+    axis: Union[int, str] = "auto",
     max_tokens: int = 512,
     progress: Optional[Callable[..., Any]] = None,
     cancel: Optional[Callable[[], bool]] = None,
     save_quantized: Optional[Union[str, os.PathLike]] = None,
 ) -> EvalResult:
+    """Run the original and the plan-quantized ``model`` in its own runtime on the same inputs
+    and compare their outputs (``castscope-cli eval`` runs this).
+
+    Args:
+        model: an ONNX file (onnxruntime), a Hugging Face model directory (PyTorch +
+            transformers) or a GGUF file (llama.cpp, where llama-cpp-python is installed).
+        plan: as for :func:`export`: a plan file, a plan dict or a datatype string. Every tensor
+            the plan casts is replaced by its virtual-cast values (:func:`cast`), on the axis
+            the engine resolves for it, before the runtime loads the model.
+        inputs: ONNX: an .npy (one-input graphs) / .npz path, an array or a dict of arrays,
+            checked against the graph's input names, dtypes and shapes. Language models: token
+            ids (.npy or an integer array, [tokens] or [batch, tokens]) or a text file read
+            with the model's tokenizer. None: inputs synthesized from the model's input spec
+            with ``seed``; the result says they are synthetic.
+        act_dtype: also cast activations (the inputs of every Linear / Conv1D layer but the
+            output head) to this datatype, where the runtime shows them (PyTorch only).
+        device: ``auto`` | ``cpu`` | ``cuda`` for the runtime.
+        round, scale_mode, seed, axis: the cast options, as :func:`export` takes them.
+        max_tokens: the most tokens per sequence evaluated (text is cut there).
+        progress: ``progress(fraction, stage)`` (or ``progress(fraction)``) as the work goes
+            on; an exception it raises stops the evaluation.
+        cancel: called often; returning True stops the evaluation with :class:`Cancelled`.
+            Ctrl+C stops it too.
+        save_quantized: also write the quantized model as the runtime ran it (ONNX file,
+            safetensors of the PyTorch state dict, GGUF file).
+
+    Returns an :class:`EvalResult`: per output SNR, and where the output is a distribution over
+    its last axis (logits or probabilities) the mean KL divergence and top-1 agreement; the
+    perplexity of both models for token inputs; the plan's bits per weight; ``to_dict()`` gives
+    the JSON of ``castscope-cli eval --json``. Bad input raises :class:`Error` naming it.
+    """
     start = time.monotonic()
     path = os.fspath(model)
     if not os.path.exists(path):

@@ -13,17 +13,11 @@ from typing import Any, Dict, List, Optional, Tuple
 import numpy as np
 
 from ._eval import (EvalError, EvalResult, Job, cast_weight, compare_output, perplexity,
-                    token_ids, plan_layout, plan_size)
+                    token_ids, plan_layout, plan_size, require_modules)
 
 
 def _import():
-    try:
-        import torch
-        import transformers
-    except ImportError as e:
-        raise EvalError(f"evaluating a Hugging Face model needs torch and transformers ({e.name} is "
-                        "missing): pip install torch transformers") from None
-    return torch, transformers
+    return require_modules("a Hugging Face model", ["torch", "transformers"])
 
 
 def _load(transformers, torch, path: str, dev: str, what: str):

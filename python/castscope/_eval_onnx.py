@@ -9,17 +9,13 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
-from ._eval import EvalError, EvalResult, Job, cast_weight, compare_output, plan_layout, plan_size
+from ._eval import (EvalError, EvalResult, Job, cast_weight, compare_output, plan_layout, plan_size,
+                    require_modules)
 
 
 def _import():
-    try:
-        import onnx
-        import onnx.numpy_helper
-        import onnxruntime as ort
-    except ImportError as e:
-        raise EvalError(f"evaluating an ONNX model needs onnx and onnxruntime ({e.name} is missing): "
-                        "pip install onnx onnxruntime") from None
+    onnx, ort = require_modules("an ONNX model", ["onnx", "onnxruntime"])
+    import onnx.numpy_helper  # noqa: F401  (onnx.numpy_helper.to_array / from_array)
     return onnx, ort
 
 

@@ -159,6 +159,22 @@ std::string ComposerState::fields_string() const {
   return s;
 }
 
+const RegistryEntry* registry_items(const std::string& current, bool describe) {
+  const RegistryEntry* picked = nullptr;
+  std::string group;
+  for (const RegistryEntry& e : registry()) {
+    if (e.group != group) {
+      group = e.group;
+      ImGui::TextDisabled("%s", group.c_str());
+    }
+    char label[200];
+    std::snprintf(label, sizeof label, "  %-14s %s", e.name.c_str(), e.spec.c_str());
+    if (ImGui::Selectable(label, current == e.name)) picked = &e;
+    if (describe && ImGui::IsItemHovered()) ImGui::SetTooltip("%s", e.description.c_str());
+  }
+  return picked;
+}
+
 bool draw_composer(ComposerState& s) {
   bool changed = false;
   bool fields = false;
@@ -167,19 +183,9 @@ bool draw_composer(ComposerState& s) {
   // Presets from the registry, grouped as the registry lists them.
   ImGui::SetNextItemWidth(-FLT_MIN);
   if (ImGui::BeginCombo("##preset", "Presets (registry)...")) {
-    std::string group;
-    for (const RegistryEntry& e : registry()) {
-      if (e.group != group) {
-        group = e.group;
-        ImGui::TextDisabled("%s", group.c_str());
-      }
-      char label[200];
-      std::snprintf(label, sizeof label, "  %-14s %s", e.name.c_str(), e.spec.c_str());
-      if (ImGui::Selectable(label, s.dtype.name() == e.name)) {
-        s.set(DataType::parse(e.name));
-        changed = true;
-      }
-      if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", e.description.c_str());
+    if (const RegistryEntry* e = registry_items(s.dtype.name(), true)) {
+      s.set(DataType::parse(e->name));
+      changed = true;
     }
     ImGui::EndCombo();
   }

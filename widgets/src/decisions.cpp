@@ -108,11 +108,7 @@ std::string metrics_json(const std::vector<const Analysis*>& rows) {
   nlohmann::json arr = nlohmann::json::array();
   for (const Analysis* a : rows) {
     nlohmann::json j;
-    j["tensor"] = a->tensor;
-    j["shape"] = a->shape;
-    j["dtype"] = a->dtype.str();
-    j["scale_mode"] = to_string(a->options.scale_mode);
-    j["round"] = to_string(a->options.round);
+    put_analysis_cast(j, *a);
     j["bits_per_value"] = a->bits_per_value;
     metrics_json::put_stats(j, a->stats);
     arr.push_back(j);

@@ -257,6 +257,13 @@ struct SubJob {
   JobControl inner;
   SubJob(JobControl* outer, double base, double width);
 };
+// A tensor to write: one the plan keeps (`kept`) in its stored dtype where the reader can give it
+// (exact bits, integers beyond 2^24), everything else as float32.
+Tensor load_for_export(const io::Model& model, const std::string& name, bool kept);
+// Runs fn for one tensor of the model: its errors, a failed allocation too, are re-thrown naming
+// the tensor and the model file; a cancel passes through as it is.
+void with_tensor_context(const io::Model& model, const std::string& name,
+                         const std::function<void()>& fn);
 // Loads each tensor of the model in turn (with its plan datatype) and hands it to fn with a
 // sub-job for its cast; errors are re-thrown naming the tensor and the model file.
 using TensorFn = std::function<void(const io::TensorInfo&, const std::optional<DataType>&,

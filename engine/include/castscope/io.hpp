@@ -33,6 +33,20 @@ void write_atomically(
 // directory is named as such.
 std::string cannot_create(const std::string& path, int err);
 
+// An empty file of a fresh name in the system's temporary directory ("STEM-XXXXXX"), for a child
+// process to write into; removed when this goes out of scope. Throws Error when it cannot be made.
+class TempFile {
+ public:
+  explicit TempFile(const std::string& stem);
+  ~TempFile();
+  TempFile(const TempFile&) = delete;
+  TempFile& operator=(const TempFile&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
 // One entry of a model's table of contents: read from headers only.
 struct TensorInfo {
   std::string name;

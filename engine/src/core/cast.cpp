@@ -266,6 +266,32 @@ CastResult unpack(const CastResult& c) {
 
 namespace detail {
 
+namespace {
+
+// The elements an N:M sparsity mask keeps, in order: fn(e, packed) with e the element's index in
+// the dense tensor and `packed` its index where compression stores the kept ones, N slots per run
+// of M along the sparse axis (`packed_len` = runs * N slots). `check`: a run keeping more than N
+// is an error (a mask read back from a file).
+template <typename Fn>
+void for_each_kept(const AxisView& v, const CastPlan& p, int64_t runs, int64_t packed_len,
+                   const uint8_t* mk, bool check, Fn fn) {
+  for (int64_t o = 0; o < v.outer; ++o)
+    for (int64_t in = 0; in < v.inner; ++in)
+      for (int64_t run = 0; run < runs; ++run) {
+        int64_t slot = run * p.sp_n;
+        for (int64_t k = run * p.sp_m; k < std::min(v.len, (run + 1) * p.sp_m); ++k) {
+          const int64_t e = (o * v.len + k) * v.inner + in;
+          if (!mk[e]) continue;
+          if (check && slot >= (run + 1) * p.sp_n)
+            throw Error("sparsity mask keeps more than N values in a run");
+          fn(e, (o * packed_len + slot) * v.inner + in);
+          ++slot;
+        }
+      }
+}
+
+}  // namespace
+
 CastResult pack_standard(const CastResult& a) {
   detail::CastPlan p = detail::make_plan(a.shape, a.dtype, a.options);
   cpu::validate_actual(a, p);
@@ -283,18 +309,9 @@ CastResult pack_standard(const CastResult& a) {
     const size_t es = dtype_size(codes.dtype());
     const uint8_t* src = static_cast<const uint8_t*>(codes.data());
     uint8_t* dst = static_cast<uint8_t*>(out.mutable_data());
-    const uint8_t* mk = a.mask.ptr<uint8_t>();
-    for (int64_t o = 0; o < v.outer; ++o)
-      for (int64_t in = 0; in < v.inner; ++in)
-        for (int64_t run = 0; run < runs; ++run) {
-          int64_t slot = run * p.sp_n;
-          for (int64_t k = run * p.sp_m; k < std::min(v.len, (run + 1) * p.sp_m); ++k) {
-            const int64_t e = (o * v.len + k) * v.inner + in;
-            if (!mk[e]) continue;
-            std::memcpy(dst + ((o * cs[ax] + slot) * v.inner + in) * es, src + e * es, es);
-            ++slot;
-          }
-        }
+    for_each_kept(v, p, runs, cs[ax], a.mask.ptr<uint8_t>(), false, [&](int64_t e, int64_t packed) {
+      std::memcpy(dst + packed * es, src + e * es, es);
+    });
     codes = out;
   }
   const int bits = p.data.bits;
@@ -337,20 +354,9 @@ CastResult unpack_standard(const CastResult& c) {
     const size_t es = dtype_size(codes.dtype());
     const uint8_t* src = static_cast<const uint8_t*>(codes.data());
     uint8_t* dst = static_cast<uint8_t*>(out.mutable_data());
-    const uint8_t* mk = mask.ptr<uint8_t>();
-    for (int64_t o = 0; o < v.outer; ++o)
-      for (int64_t in = 0; in < v.inner; ++in)
-        for (int64_t run = 0; run < runs; ++run) {
-          int64_t slot = run * p.sp_n;
-          for (int64_t k = run * p.sp_m; k < std::min(v.len, (run + 1) * p.sp_m); ++k) {
-            const int64_t e = (o * v.len + k) * v.inner + in;
-            if (!mk[e]) continue;
-            if (slot >= (run + 1) * p.sp_n)
-              throw Error("sparsity mask keeps more than N values in a run");
-            std::memcpy(dst + e * es, src + ((o * cs[ax] + slot) * v.inner + in) * es, es);
-            ++slot;
-          }
-        }
+    for_each_kept(v, p, runs, cs[ax], mask.ptr<uint8_t>(), true, [&](int64_t e, int64_t packed) {
+      std::memcpy(dst + e * es, src + packed * es, es);
+    });
     codes = out;
     r.mask = mask;
   }
@@ -367,76 +373,71 @@ CastResult unpack_standard(const CastResult& c) {
 
 // ---------------------------------------------------------------------------------------------
 
-const char* to_string(Round r) {
-  switch (r) {
-    case Round::Even:
-      return "even";
-    case Round::Away:
-      return "away";
-    case Round::Zero:
-      return "zero";
-    case Round::Stochastic:
-      return "stochastic";
-  }
+namespace {
+
+// The words of each option, the one a value prints as first; later rows are what else parses.
+template <typename E>
+struct Word {
+  E value;
+  const char* text;
+};
+constexpr Word<Round> kRoundWords[] = {{Round::Even, "even"},
+                                       {Round::Away, "away"},
+                                       {Round::Zero, "zero"},
+                                       {Round::Stochastic, "stochastic"},
+                                       {Round::Away, "nearest"}};
+constexpr Word<ScaleMode> kScaleModeWords[] = {
+    {ScaleMode::Floor, "floor"},         {ScaleMode::Ceil, "ceil"},
+    {ScaleMode::Midmax, "midmax"},       {ScaleMode::Option3, "option3"},
+    {ScaleMode::TopBinade, "topbinade"}, {ScaleMode::Floor, "max"},
+    {ScaleMode::Midmax, "auto"},         {ScaleMode::Option3, "even"}};
+constexpr Word<Overflow> kOverflowWords[] = {{Overflow::Saturate, "saturate"},
+                                             {Overflow::IEEE, "ieee"}};
+constexpr Word<CastMode> kCastModeWords[] = {
+    {CastMode::Virtual, "virtual"}, {CastMode::Actual, "actual"}, {CastMode::Compress, "compress"}};
+
+template <typename E, size_t N>
+const char* word_of(const Word<E> (&words)[N], E v) {
+  for (const Word<E>& w : words)
+    if (w.value == v) return w.text;
   return "?";
+}
+// `expected` lists the words for the error that an unknown one gets.
+template <typename E, size_t N>
+E parse_word(const Word<E> (&words)[N], std::string_view s, const char* what,
+             const char* expected) {
+  for (const Word<E>& w : words)
+    if (s == w.text) return w.value;
+  throw Error(std::string(what) + " '" + std::string(s) + "': expected " + expected);
+}
+
+}  // namespace
+
+const char* to_string(Round r) {
+  return word_of(kRoundWords, r);
 }
 const char* to_string(ScaleMode m) {
-  switch (m) {
-    case ScaleMode::Floor:
-      return "floor";
-    case ScaleMode::Ceil:
-      return "ceil";
-    case ScaleMode::Midmax:
-      return "midmax";
-    case ScaleMode::Option3:
-      return "option3";
-    case ScaleMode::TopBinade:
-      return "topbinade";
-  }
-  return "?";
+  return word_of(kScaleModeWords, m);
 }
 const char* to_string(Overflow o) {
-  return o == Overflow::Saturate ? "saturate" : "ieee";
+  return word_of(kOverflowWords, o);
 }
 const char* to_string(CastMode m) {
-  switch (m) {
-    case CastMode::Virtual:
-      return "virtual";
-    case CastMode::Actual:
-      return "actual";
-    case CastMode::Compress:
-      return "compress";
-  }
-  return "?";
+  return word_of(kCastModeWords, m);
 }
 
 Round parse_round(std::string_view s) {
-  if (s == "even") return Round::Even;
-  if (s == "away" || s == "nearest") return Round::Away;
-  if (s == "zero") return Round::Zero;
-  if (s == "stochastic") return Round::Stochastic;
-  throw Error("round mode '" + std::string(s) +
-              "': expected even, away (nearest), zero or stochastic");
+  return parse_word(kRoundWords, s, "round mode", "even, away (nearest), zero or stochastic");
 }
 ScaleMode parse_scale_mode(std::string_view s) {
-  if (s == "floor" || s == "max") return ScaleMode::Floor;
-  if (s == "ceil") return ScaleMode::Ceil;
-  if (s == "midmax" || s == "auto") return ScaleMode::Midmax;
-  if (s == "option3" || s == "even") return ScaleMode::Option3;
-  if (s == "topbinade") return ScaleMode::TopBinade;
-  throw Error("scale mode '" + std::string(s) +
-              "': expected floor (max), ceil, midmax (auto), option3 (even) or topbinade");
+  return parse_word(kScaleModeWords, s, "scale mode",
+                    "floor (max), ceil, midmax (auto), option3 (even) or topbinade");
 }
 Overflow parse_overflow(std::string_view s) {
-  if (s == "saturate") return Overflow::Saturate;
-  if (s == "ieee") return Overflow::IEEE;
-  throw Error("overflow policy '" + std::string(s) + "': expected saturate or ieee");
+  return parse_word(kOverflowWords, s, "overflow policy", "saturate or ieee");
 }
 CastMode parse_cast_mode(std::string_view s) {
-  if (s == "virtual") return CastMode::Virtual;
-  if (s == "actual") return CastMode::Actual;
-  if (s == "compress") return CastMode::Compress;
-  throw Error("cast mode '" + std::string(s) + "': expected virtual, actual or compress");
+  return parse_word(kCastModeWords, s, "cast mode", "virtual, actual or compress");
 }
 Device parse_device(std::string_view s) {
   if (s == "auto") return Device::Auto;

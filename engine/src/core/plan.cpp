@@ -1,16 +1,12 @@
 #include <cstring>
 
+#include "core/dtype_format.hpp"
 #include "core/plan.hpp"
 
 namespace castscope::detail {
 
 DType storage_dtype(const NumberSpec& n) {
-  const std::string name = n.name();
-  if (name == "float32") return DType::F32;
-  if (name == "float16") return DType::F16;
-  if (name == "bfloat16") return DType::BF16;
-  if (name == "e4m3fn") return DType::F8E4M3;
-  if (name == "e5m2") return DType::F8E5M2;
+  if (const std::optional<DType> d = dtype_of_format(n.name())) return *d;
   if (n.is_int()) return n.bits() <= 8 ? DType::I8 : n.bits() <= 16 ? DType::I16 : DType::I32;
   return n.bits() <= 8 ? DType::U8 : n.bits() <= 16 ? DType::U16 : DType::U32;
 }
@@ -97,6 +93,26 @@ void unpermute(const void* src, void* dst, size_t esize, const Shape& in_shape,
                const std::vector<int>& perm) {
   permute_impl(static_cast<const uint8_t*>(src), static_cast<uint8_t*>(dst), esize, in_shape, perm,
                true);
+}
+
+Shape permuted_shape(const Shape& original, const std::vector<int>& perm) {
+  Shape s(original.size());
+  for (size_t i = 0; i < original.size(); ++i) s[i] = original[perm[i]];
+  return s;
+}
+
+Tensor permuted(const Tensor& t, const CastPlan& p) {
+  if (!t || !p.permuted) return t;
+  Tensor o = Tensor::empty(t.dtype(), permuted_shape(t.shape(), p.perm));
+  permute(t.data(), o.mutable_data(), dtype_size(t.dtype()), t.shape(), p.perm);
+  return o;
+}
+
+Tensor restored(const Tensor& t, const CastPlan& p, const Shape& shape) {
+  if (!p.permuted) return t.reshaped(shape);
+  Tensor o = Tensor::empty(t.dtype(), shape);
+  unpermute(t.data(), o.mutable_data(), dtype_size(t.dtype()), shape, p.perm);
+  return o;
 }
 
 CastPlan make_plan(const Shape& shape, const DataType& dtype, const CastOptions& opt) {

@@ -62,5 +62,12 @@ void permute(const void* src, void* dst, size_t esize, const Shape& shape,
              const std::vector<int>& perm);
 void unpermute(const void* src, void* dst, size_t esize, const Shape& in_shape,
                const std::vector<int>& perm);
+// `original`'s extents in the order perm gives (out axis i is axis perm[i]).
+Shape permuted_shape(const Shape& original, const std::vector<int>& perm);
+// A tensor of the cast (input, codes, scales, ...) in the plan's permuted order, where its groups
+// are defined; `t` itself when it is empty or the plan moves no axis.
+Tensor permuted(const Tensor& t, const CastPlan& p);
+// A tensor computed in the plan's permuted order, back in the axis order of `shape`.
+Tensor restored(const Tensor& t, const CastPlan& p, const Shape& shape);
 
 }  // namespace castscope::detail

@@ -12,68 +12,70 @@
 #include "castscope/format.hpp"
 #include "castscope/scalar.hpp"
 #include "castscope/tensor.hpp"
+#include "core/dtype_format.hpp"
 
 namespace castscope {
 
+namespace {
+
+// What each DType is: bytes per element, its name, and the number format whose codes it stores
+// (the unscaled datatype that casts to it; null for the integers and float64). In enum order.
+struct DTypeFacts {
+  DType dtype;
+  size_t size;
+  const char* name;
+  const char* format;
+};
+constexpr DTypeFacts kDTypes[] = {{DType::F32, 4, "float32", "float32"},
+                                  {DType::F16, 2, "float16", "float16"},
+                                  {DType::BF16, 2, "bfloat16", "bfloat16"},
+                                  {DType::F64, 8, "float64", nullptr},
+                                  {DType::F8E4M3, 1, "float8_e4m3fn", "e4m3fn"},
+                                  {DType::F8E5M2, 1, "float8_e5m2", "e5m2"},
+                                  {DType::U8, 1, "uint8", nullptr},
+                                  {DType::I8, 1, "int8", nullptr},
+                                  {DType::U16, 2, "uint16", nullptr},
+                                  {DType::I16, 2, "int16", nullptr},
+                                  {DType::U32, 4, "uint32", nullptr},
+                                  {DType::I32, 4, "int32", nullptr},
+                                  {DType::U64, 8, "uint64", nullptr},
+                                  {DType::I64, 8, "int64", nullptr},
+                                  {DType::Bool, 1, "bool", nullptr}};
+constexpr size_t kDTypeCount = sizeof kDTypes / sizeof kDTypes[0];
+
+constexpr bool in_enum_order() {
+  for (size_t i = 0; i < kDTypeCount; ++i)
+    if (static_cast<size_t>(kDTypes[i].dtype) != i) return false;
+  return true;
+}
+static_assert(in_enum_order() && kDTypeCount == static_cast<size_t>(DType::Bool) + 1);
+
+const DTypeFacts* facts(DType d) {
+  const size_t i = static_cast<size_t>(d);
+  return i < kDTypeCount ? &kDTypes[i] : nullptr;
+}
+
+}  // namespace
+
 size_t dtype_size(DType d) {
-  switch (d) {
-    case DType::F64:
-    case DType::U64:
-    case DType::I64:
-      return 8;
-    case DType::F32:
-    case DType::U32:
-    case DType::I32:
-      return 4;
-    case DType::F16:
-    case DType::BF16:
-    case DType::U16:
-    case DType::I16:
-      return 2;
-    case DType::F8E4M3:
-    case DType::F8E5M2:
-    case DType::U8:
-    case DType::I8:
-    case DType::Bool:
-      return 1;
-  }
-  return 1;
+  const DTypeFacts* f = facts(d);
+  return f ? f->size : 1;
 }
 
 const char* dtype_name(DType d) {
-  switch (d) {
-    case DType::F32:
-      return "float32";
-    case DType::F16:
-      return "float16";
-    case DType::BF16:
-      return "bfloat16";
-    case DType::F64:
-      return "float64";
-    case DType::F8E4M3:
-      return "float8_e4m3fn";
-    case DType::F8E5M2:
-      return "float8_e5m2";
-    case DType::U8:
-      return "uint8";
-    case DType::I8:
-      return "int8";
-    case DType::U16:
-      return "uint16";
-    case DType::I16:
-      return "int16";
-    case DType::U32:
-      return "uint32";
-    case DType::I32:
-      return "int32";
-    case DType::U64:
-      return "uint64";
-    case DType::I64:
-      return "int64";
-    case DType::Bool:
-      return "bool";
-  }
-  return "?";
+  const DTypeFacts* f = facts(d);
+  return f ? f->name : "?";
+}
+
+const char* dtype_format(DType d) {
+  const DTypeFacts* f = facts(d);
+  return f ? f->format : nullptr;
+}
+
+std::optional<DType> dtype_of_format(const std::string& format) {
+  for (const DTypeFacts& f : kDTypes)
+    if (f.format && format == f.format) return f.dtype;
+  return std::nullopt;
 }
 
 bool dtype_is_float(DType d) {

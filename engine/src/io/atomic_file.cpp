@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <random>
 
 #include "castscope/io.hpp"
@@ -18,6 +19,18 @@ std::string cannot_create(const std::string& path, int err) {
       why = "its directory '" + path.substr(0, slash) + "' does not exist";
   }
   return "cannot create '" + path + "': " + why;
+}
+
+TempFile::TempFile(const std::string& stem)
+    : path_((std::filesystem::temp_directory_path() / (stem + "-XXXXXX")).string()) {
+  const int fd = ::mkstemp(path_.data());
+  if (fd < 0) throw Error(cannot_create(path_, errno));
+  ::close(fd);
+}
+
+TempFile::~TempFile() {
+  std::error_code ec;
+  std::filesystem::remove(path_, ec);
 }
 
 void write_atomically(

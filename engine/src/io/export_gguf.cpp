@@ -420,32 +420,21 @@ ExportReport export_gguf(const io::Model& model, const std::string& out, const E
           if (job) job->check();
           const double w = static_cast<double>(std::max<uint64_t>(p.size, 1)) / total;
           SubJob sub(job, 0.95 * done, 0.95 * w);
-          try {
+          with_tensor_context(model, info.name, [&] {
             if (p.copy) {  // kept: the source bytes in the source's ggml type
               const uint8_t* bytes = src->map->data() + src->data_start + p.copy->offset;
               p.crc = crc32_of(bytes, p.size);
               put(bytes, p.size);
-            } else {
-              Tensor x;
-              if (!p.dtype) try {
-                  x = model.load_raw(info.name);
-                } catch (const Error&) {
-                }
-              if (!x.defined()) x = model.load(info.name);
-              const Tensor t = encode(p, x, job ? &sub.inner : nullptr);
-              if (t.nbytes() != p.size)
-                throw Error("encoded size " + std::to_string(t.nbytes()) +
-                            " differs from the planned " + std::to_string(p.size));
-              p.crc = crc32_of(t.data(), t.nbytes());
-              put(t.data(), t.nbytes());
+              return;
             }
-          } catch (const Cancelled&) {
-            throw;
-          } catch (const Error& e) {
-            throw Error("tensor '" + info.name + "' of '" + model.path() + "': " + e.what());
-          } catch (const std::bad_alloc&) {
-            throw Error("tensor '" + info.name + "' of '" + model.path() + "': out of memory");
-          }
+            const Tensor x = load_for_export(model, info.name, !p.dtype);
+            const Tensor t = encode(p, x, job ? &sub.inner : nullptr);
+            if (t.nbytes() != p.size)
+              throw Error("encoded size " + std::to_string(t.nbytes()) +
+                          " differs from the planned " + std::to_string(p.size));
+            p.crc = crc32_of(t.data(), t.nbytes());
+            put(t.data(), t.nbytes());
+          });
           const uint64_t pad = (kAlign - p.size % kAlign) % kAlign;
           if (pad) put(zeros, pad);
           io::release_pages(model, info.name);

@@ -9,29 +9,11 @@
 #include <nlohmann/json.hpp>
 
 #include "castscope/export.hpp"
+#include "core/dtype_format.hpp"
 
 namespace castscope {
 namespace exportdetail {
 namespace {
-
-// Kept float tensors are stored as an unscaled cast to their own type, so that load_packed and
-// upcast give them back like every other tensor.
-const char* keep_spec(DType d) {
-  switch (d) {
-    case DType::F32:
-      return "float32";
-    case DType::F16:
-      return "float16";
-    case DType::BF16:
-      return "bfloat16";
-    case DType::F8E4M3:
-      return "e4m3fn";
-    case DType::F8E5M2:
-      return "e5m2";
-    default:
-      return nullptr;
-  }
-}
 
 void add_packed(OutputFiles& w, std::map<std::string, std::string>& meta, int& version,
                 const std::string& name, const CastResult& r, ExportedTensor& rep) {
@@ -63,7 +45,9 @@ ExportReport export_native(const io::Model& model, const std::string& out, const
       },
       [&](const io::TensorInfo& info, const Tensor& x, JobControl* sub, ExportedTensor& et) {
         const DType sd = stored_dtype(info);
-        if (const char* spec = keep_spec(sd); spec && x.numel() > 0) {
+        // Kept float tensors are stored as an unscaled cast to their own type, so that
+        // load_packed and upcast give them back like every other tensor.
+        if (const char* spec = dtype_format(sd); spec && x.numel() > 0) {
           et.dtype = std::string("keep:") + dtype_name(sd);
           CastOptions o = cast_options(opt, CastMode::Compress, sub);
           o.overflow = Overflow::IEEE;  // a value of the type itself never overflows; Inf stays Inf

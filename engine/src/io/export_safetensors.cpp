@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "castscope/export.hpp"
+#include "core/dtype_format.hpp"
 #include "io/json_fields.hpp"
 
 namespace castscope {
@@ -82,12 +83,8 @@ Tensor to_storage(const Tensor& x, DType d) {
   if (d == DType::F32) return f;
   const float* in = f.ptr<float>();
   const int64_t n = f.numel();
-  if (d == DType::F16 || d == DType::BF16 || d == DType::F8E4M3 || d == DType::F8E5M2) {
+  if (const char* spec = dtype_format(d)) {
     // Unscaled casts give the storage codes; exact for values that came from that type.
-    const char* spec = d == DType::F16      ? "float16"
-                       : d == DType::BF16   ? "bfloat16"
-                       : d == DType::F8E4M3 ? "e4m3fn"
-                                            : "e5m2";
     CastOptions o;
     o.mode = CastMode::Actual;
     o.overflow = Overflow::IEEE;
@@ -499,6 +496,31 @@ CastOptions cast_options(const ExportOptions& o, CastMode mode, JobControl* sub,
   return io::cast_options_for(c, info);
 }
 
+Tensor load_for_export(const io::Model& model, const std::string& name, bool kept) {
+  Tensor x;
+  if (kept) {
+    try {
+      x = model.load_raw(name);
+    } catch (const Error&) {
+    }
+  }
+  if (!x.defined()) x = model.load(name);
+  return x;
+}
+
+void with_tensor_context(const io::Model& model, const std::string& name,
+                         const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const Cancelled&) {
+    throw;
+  } catch (const Error& e) {
+    throw Error("tensor '" + name + "' of '" + model.path() + "': " + e.what());
+  } catch (const std::bad_alloc&) {
+    throw Error("tensor '" + name + "' of '" + model.path() + "': out of memory");
+  }
+}
+
 void for_each_tensor(const io::Model& model, const ExportPlan& plan, JobControl* job,
                      const TensorFn& fn) {
   const auto& infos = model.tensors();
@@ -511,26 +533,10 @@ void for_each_tensor(const io::Model& model, const ExportPlan& plan, JobControl*
     const double w =
         static_cast<double>(std::max<uint64_t>(info.nbytes, 1)) / (total > 0 ? total : 1);
     SubJob sub(job, 0.95 * done, 0.95 * w);
-    try {
+    with_tensor_context(model, info.name, [&] {
       const std::optional<DataType> d = plan.dtype_for(info);
-      // Kept tensors travel in their stored dtype where the reader can give it (exact bits,
-      // integers beyond 2^24); everything else as float32.
-      Tensor x;
-      if (!d) {
-        try {
-          x = model.load_raw(info.name);
-        } catch (const Error&) {
-        }
-      }
-      if (!x.defined()) x = model.load(info.name);
-      fn(info, d, x, job ? &sub.inner : nullptr);
-    } catch (const Cancelled&) {
-      throw;
-    } catch (const Error& e) {
-      throw Error("tensor '" + info.name + "' of '" + model.path() + "': " + e.what());
-    } catch (const std::bad_alloc&) {
-      throw Error("tensor '" + info.name + "' of '" + model.path() + "': out of memory");
-    }
+      fn(info, d, load_for_export(model, info.name, !d), job ? &sub.inner : nullptr);
+    });
     io::release_pages(model, info.name);
     if (job && sub.inner.cancel.load()) throw Cancelled();
     done += w;

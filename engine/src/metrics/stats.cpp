@@ -187,14 +187,7 @@ TileMap tile_map(const Tensor& x_f32, const Tensor& values, const CastResult& re
   detail::KernelParams kp = detail::kernel_params(p);
   if (x_f32.dtype() != DType::F32 || x_f32.numel() != p.numel() || values.numel() != p.numel())
     throw Error("tile map needs the float32 input and the cast values of the same tensor");
-  auto perm_of = [&](const Tensor& t) -> Tensor {
-    if (!p.permuted) return t;
-    Shape s(t.shape().size());
-    for (size_t i = 0; i < s.size(); ++i) s[i] = t.shape()[p.perm[i]];
-    Tensor o = Tensor::empty(t.dtype(), s);
-    detail::permute(t.data(), o.mutable_data(), dtype_size(t.dtype()), t.shape(), p.perm);
-    return o;
-  };
+  auto perm_of = [&](const Tensor& t) { return detail::permuted(t, p); };
   Tensor x = perm_of(x_f32.reshaped(a.shape.empty() ? Shape{1} : a.shape));
   Tensor q = perm_of(values.reshaped(a.shape.empty() ? Shape{1} : a.shape));
   Tensor sc = perm_of(a.scale);

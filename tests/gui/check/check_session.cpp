@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "castscope/json_path.hpp"
 #include "castscope/metrics_json.hpp"
 
 namespace {
@@ -29,22 +30,6 @@ int failures = 0;
 void fail(const std::string& msg) {
   std::fprintf(stderr, "FAIL: %s\n", msg.c_str());
   ++failures;
-}
-
-const nlohmann::json* at(const nlohmann::json& j, const std::string& path) {
-  const nlohmann::json* cur = &j;
-  std::stringstream ss(path);
-  std::string part;
-  while (std::getline(ss, part, '.')) {
-    if (cur->is_object() && cur->contains(part))
-      cur = &(*cur)[part];
-    else if (cur->is_array() && !part.empty() &&
-             std::isdigit(static_cast<unsigned char>(part[0])) && std::stoul(part) < cur->size())
-      cur = &(*cur)[std::stoul(part)];
-    else
-      return nullptr;
-  }
-  return cur;
 }
 
 void check_png(const std::string& file, const std::vector<std::pair<double, double>>& regions) {
@@ -86,18 +71,18 @@ void check_png(const std::string& file, const std::vector<std::pair<double, doub
 // flag beside it (or, in an array, the flag array beside it) says so, and NaN otherwise.
 double number_at(const nlohmann::json& state, const std::string& path) {
   namespace mj = castscope::metrics_json;
-  const nlohmann::json* v = at(state, path);
+  const nlohmann::json* v = castscope::json_at(state, path);
   if (!v) return std::numeric_limits<double>::quiet_NaN();
   if (!v->is_null()) return mj::number_from(*v);
   const size_t dot = path.rfind('.');
   if (dot == std::string::npos) return std::numeric_limits<double>::quiet_NaN();
   const std::string parent = path.substr(0, dot), last = path.substr(dot + 1);
-  const nlohmann::json* p = at(state, parent);
+  const nlohmann::json* p = castscope::json_at(state, parent);
   if (p && p->is_object()) return mj::snr_from(*p, last);
   const size_t dot2 = parent.rfind('.');
   if (p && p->is_array() && dot2 != std::string::npos) {
-    const nlohmann::json* flags =
-        at(state, parent.substr(0, dot2 + 1) + mj::exact_key(parent.substr(dot2 + 1)) + "." + last);
+    const nlohmann::json* flags = castscope::json_at(
+        state, parent.substr(0, dot2 + 1) + mj::exact_key(parent.substr(dot2 + 1)) + "." + last);
     if (flags && flags->is_boolean() && flags->get<bool>())
       return std::numeric_limits<double>::infinity();
   }
@@ -142,7 +127,7 @@ int main(int argc, char** argv) {
     if (key == "allow_errors") {
       continue;
     } else if (key.size() > 9 && key.compare(key.size() - 9, 9, ".nonempty") == 0) {
-      const nlohmann::json* v = at(state, key.substr(0, key.size() - 9));
+      const nlohmann::json* v = castscope::json_at(state, key.substr(0, key.size() - 9));
       const bool nonempty = v && !v->is_null() &&
                             !(v->is_string() && v->get<std::string>().empty()) &&
                             !(v->is_array() && v->empty());
@@ -164,12 +149,12 @@ int main(int argc, char** argv) {
         regions.emplace_back(std::stod(r.substr(0, r.find('-'))),
                              std::stod(r.substr(r.find('-') + 1)));
     } else if (key.size() > 4 && key.compare(key.size() - 4, 4, ".min") == 0) {
-      const nlohmann::json* v = at(state, key.substr(0, key.size() - 4));
+      const nlohmann::json* v = castscope::json_at(state, key.substr(0, key.size() - 4));
       const double got = number_at(state, key.substr(0, key.size() - 4));
       if (!v || std::isnan(got) || got < std::stod(want))
         fail(key + ": " + (v ? v->dump() : "missing") + " < " + want);
     } else {
-      const nlohmann::json* v = at(state, key);
+      const nlohmann::json* v = castscope::json_at(state, key);
       const std::string got = !v ? "(missing)" : v->is_string() ? v->get<std::string>() : v->dump();
       if (got != want) fail(key + ": got " + got + ", want " + want);
     }

@@ -485,20 +485,6 @@ Prepared prepare(const Tensor& x, const CastPlan& p) {
   return {out};
 }
 
-// Restore a tensor computed in permuted order to the input's axis order.
-Tensor restore(const Tensor& t, const CastPlan& p, const Shape& original_shape) {
-  if (!p.permuted) return t.reshaped(original_shape);
-  Tensor out = Tensor::empty(t.dtype(), original_shape);
-  detail::unpermute(t.data(), out.mutable_data(), dtype_size(t.dtype()), original_shape, p.perm);
-  return out;
-}
-
-Shape permuted_shape(const Shape& original, const std::vector<int>& perm) {
-  Shape s(original.size());
-  for (size_t i = 0; i < original.size(); ++i) s[i] = original[perm[i]];
-  return s;
-}
-
 }  // namespace
 
 namespace {
@@ -528,7 +514,7 @@ CastResult cast_standard_run(const Tensor& x, const DataType& dtype, const CastO
       out.codes = codes.mutable_data();
     }
     if (p.scaled) {
-      Shape ss = p.tensor_scope ? Shape{1} : permuted_shape(p.scale_shape, p.perm);
+      Shape ss = p.tensor_scope ? Shape{1} : detail::permuted_shape(p.scale_shape, p.perm);
       scale = Tensor::empty(p.scale_dtype, ss);
       out.scale = scale.mutable_data();
       if (p.zero_kind) {
@@ -537,7 +523,7 @@ CastResult cast_standard_run(const Tensor& x, const DataType& dtype, const CastO
       }
       if (p.multiscale) r.tenscale = Tensor::empty(p.second_dtype, {1});
       if (p.sub) {
-        meta = Tensor::empty(DType::U8, permuted_shape(p.meta_shape, p.perm));
+        meta = Tensor::empty(DType::U8, detail::permuted_shape(p.meta_shape, p.perm));
         out.meta = meta.mutable_ptr<uint8_t>();
       }
     }
@@ -555,13 +541,13 @@ CastResult cast_standard_run(const Tensor& x, const DataType& dtype, const CastO
   r.counts.clipped = counts.clipped;
   r.counts.nonfinite = counts.nonfinite;
   r.counts.pruned = counts.pruned;
-  if (values) r.values = restore(values, p, x.shape());
+  if (values) r.values = detail::restored(values, p, x.shape());
   if (actual) {
-    if (codes) r.codes = restore(codes, p, x.shape());
-    if (mask) r.mask = restore(mask, p, x.shape());
-    if (scale) r.scale = p.tensor_scope ? scale : restore(scale, p, p.scale_shape);
-    if (zero) r.zero = p.tensor_scope ? zero : restore(zero, p, p.scale_shape);
-    if (meta) r.meta = restore(meta, p, p.meta_shape);
+    if (codes) r.codes = detail::restored(codes, p, x.shape());
+    if (mask) r.mask = detail::restored(mask, p, x.shape());
+    if (scale) r.scale = p.tensor_scope ? scale : detail::restored(scale, p, p.scale_shape);
+    if (zero) r.zero = p.tensor_scope ? zero : detail::restored(zero, p, p.scale_shape);
+    if (meta) r.meta = detail::restored(meta, p, p.meta_shape);
   }
   return r;
 }
@@ -615,12 +601,7 @@ Tensor upcast_standard(const CastResult& r) {
   KernelParams kp = kernel_params(p);
   validate_actual(r, p);
   // Bring every stored tensor into the permuted order the groups are defined in.
-  auto perm_of = [&](const Tensor& t) -> Tensor {
-    if (!t || !p.permuted || t.numel() == 1) return t;
-    Tensor o = Tensor::empty(t.dtype(), permuted_shape(t.shape(), p.perm));
-    detail::permute(t.data(), o.mutable_data(), dtype_size(t.dtype()), t.shape(), p.perm);
-    return o;
-  };
+  auto perm_of = [&](const Tensor& t) { return t && t.numel() == 1 ? t : detail::permuted(t, p); };
   Tensor codes = perm_of(r.codes), mask = perm_of(r.mask), scale = perm_of(r.scale),
          zero = perm_of(r.zero), meta = perm_of(r.meta);
   if (p.multiscale) {
@@ -668,7 +649,7 @@ Tensor upcast_standard(const CastResult& r) {
                            }
                          });
   }
-  return restore(values, p, r.shape);
+  return detail::restored(values, p, r.shape);
 }
 
 }  // namespace castscope::cpu

@@ -13,11 +13,12 @@
 namespace castscope::gpu {
 namespace {
 
+using detail::grid_start;
+using detail::grid_stride;
 using detail::stream;
 
 __global__ void fill_normal(float* out, int64_t n, uint64_t seed) {
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+  for (int64_t i = grid_start(); i < n; i += grid_stride()) {
     const float u1 = (scalar::random_bits(seed, 2 * i) + 1.0f) * 0x1p-32f;
     const float u2 = scalar::random_bits(seed, 2 * i + 1) * 0x1p-32f;
     out[i] = sqrtf(-2.0f * logf(u1)) * cospif(2.0f * u2);
@@ -25,9 +26,7 @@ __global__ void fill_normal(float* out, int64_t n, uint64_t seed) {
 }
 
 __global__ void f32_to_bf16(const float* in, __nv_bfloat16* out, int64_t n) {
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
-    out[i] = __float2bfloat16_rn(in[i]);
+  for (int64_t i = grid_start(); i < n; i += grid_stride()) out[i] = __float2bfloat16_rn(in[i]);
 }
 
 DeviceTensor random_tensor(int64_t rows, int64_t cols, DType dt, uint64_t seed) {

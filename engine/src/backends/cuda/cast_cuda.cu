@@ -23,11 +23,7 @@ namespace {
 
 using castscope::detail::CastPlan;
 
-Shape permuted_shape(const Shape& original, const std::vector<int>& perm) {
-  Shape s(original.size());
-  for (size_t i = 0; i < original.size(); ++i) s[i] = original[perm[i]];
-  return s;
-}
+using castscope::detail::permuted_shape;
 
 // lean_kernel's grid: up to four times the blocks resident at once (cudaOccupancy...), one
 // 16-byte chunk per thread for small casts. Measured on the H100 (16384^2, docs/gpu-notes.md v10)

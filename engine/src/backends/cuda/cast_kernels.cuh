@@ -164,8 +164,7 @@ __global__ void __launch_bounds__(256)
     // Float inputs: the statistics are exact in float (a -0 lo is cleared by choose_scale's clamp).
     float am = 0.0f, lo = 0.0f, hi = 0.0f;
     bool nf = false;
-    for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
-         i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    for (int64_t i = grid_start(); i < n; i += grid_stride()) {
       const float v = static_cast<float>(Load<T>::get(x, i));
       if (!(v - v == 0.0f)) {
         nf = true;
@@ -180,9 +179,7 @@ __global__ void __launch_bounds__(256)
     st.hi = hi;
     st.nonfinite = nf;
   } else {
-    for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
-         i += static_cast<int64_t>(gridDim.x) * blockDim.x)
-      st.add(Load<T>::get(x, i));
+    for (int64_t i = grid_start(); i < n; i += grid_stride()) st.add(Load<T>::get(x, i));
   }
   commit_stats(st, s);
 }

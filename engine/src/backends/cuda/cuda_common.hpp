@@ -39,6 +39,15 @@ namespace castscope::gpu::detail {
       ::castscope::gpu::detail::cuda_fail(cs_err_, name, __FILE__, __LINE__); \
   } while (0)
 
+// A grid-stride loop's first index for this thread and its step: a kernel over n elements runs
+// for (int64_t i = grid_start(); i < n; i += grid_stride()).
+__device__ __forceinline__ int64_t grid_start() {
+  return blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+}
+__device__ __forceinline__ int64_t grid_stride() {
+  return static_cast<int64_t>(gridDim.x) * blockDim.x;
+}
+
 // Stream-ordered allocation from a pool that keeps freed memory, so repeated casts of the same
 // size cost no cudaMalloc. Throws Error when out of memory.
 void* device_alloc(size_t bytes);

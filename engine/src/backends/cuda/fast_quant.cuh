@@ -25,20 +25,17 @@ __device__ __forceinline__ float pow2f(int e) {
   return __uint_as_float(static_cast<uint32_t>(e + 127) << 23);
 }
 
-__device__ __forceinline__ scalar::Quantized quantize_rne_f32(float y, const scalar::Format& f) {
-  scalar::Quantized q;
-  const uint32_t u = __float_as_uint(y);
-  q.neg = (u >> 31) != 0;
-  q.qe = f.qmin;
-  const uint32_t a = u & 0x7FFFFFFFu;
-  const int e = static_cast<int>(a >> 23);
-  if (e == 0) return q;  // zero or a float subnormal: below half of the smallest quantum
-  const int b = e - 127;
+// What both widths do once |y|'s binade b is known: its quantum 2^qe, the magnitude
+// rounded(qe) = RN(|y| / 2^qe) as an integer of type R, saturated at the grid's largest value.
+template <typename R, typename Rounded>
+__device__ __forceinline__ scalar::Quantized round_in_binade(scalar::Quantized q, int b,
+                                                             const scalar::Format& f,
+                                                             Rounded rounded) {
   const int qe = b - f.mgrid > f.qmin ? b - f.mgrid : f.qmin;
   bool overflow = b > f.maxbinade + 1 || qe > f.maxe;
-  uint32_t r = 0;
+  R r = 0;
   if (!overflow) {
-    r = static_cast<uint32_t>(rintf(__uint_as_float(a) * pow2f(-qe)));
+    r = rounded(qe);
     overflow = qe == f.maxe && r > f.maxr;
   }
   if (overflow) {
@@ -52,6 +49,19 @@ __device__ __forceinline__ scalar::Quantized quantize_rne_f32(float y, const sca
   return q;
 }
 
+__device__ __forceinline__ scalar::Quantized quantize_rne_f32(float y, const scalar::Format& f) {
+  scalar::Quantized q;
+  const uint32_t u = __float_as_uint(y);
+  q.neg = (u >> 31) != 0;
+  q.qe = f.qmin;
+  const uint32_t a = u & 0x7FFFFFFFu;
+  const int e = static_cast<int>(a >> 23);
+  if (e == 0) return q;  // zero or a float subnormal: below half of the smallest quantum
+  return round_in_binade<uint32_t>(q, e - 127, f, [&](int qe) {
+    return static_cast<uint32_t>(rintf(__uint_as_float(a) * pow2f(-qe)));
+  });
+}
+
 __device__ __forceinline__ scalar::Quantized quantize_rne_f64(double y, const scalar::Format& f) {
   scalar::Quantized q;
   const uint64_t u = static_cast<uint64_t>(__double_as_longlong(y));
@@ -62,23 +72,10 @@ __device__ __forceinline__ scalar::Quantized quantize_rne_f64(double y, const sc
   if (e == 0) return q;  // zero or a double subnormal
   const int b = e - 1023;
   if (b < f.qmin - 2) return q;  // below half of the smallest quantum: rounds to zero
-  const int qe = b - f.mgrid > f.qmin ? b - f.mgrid : f.qmin;
-  bool overflow = b > f.maxbinade + 1 || qe > f.maxe;
-  uint64_t r = 0;
-  if (!overflow) {
-    r = static_cast<uint64_t>(
+  return round_in_binade<uint64_t>(q, b, f, [&](int qe) {
+    return static_cast<uint64_t>(
         rint(__longlong_as_double(static_cast<long long>(a)) * scalar::pow2(-qe)));
-    overflow = qe == f.maxe && r > f.maxr;
-  }
-  if (overflow) {
-    q.clipped = true;
-    q.r = f.maxr;
-    q.qe = f.maxe;
-    return q;
-  }
-  q.r = r;
-  q.qe = qe;
-  return q;
+  });
 }
 
 // quantize_rne_f64 of RN(x / d), given inv = RN(1 / d), without a division per element: x * inv is

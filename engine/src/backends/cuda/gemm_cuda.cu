@@ -30,6 +30,8 @@ namespace {
 
 using gpu::DeviceTensor;
 using gpu::detail::grid_for;
+using gpu::detail::grid_start;
+using gpu::detail::grid_stride;
 using gpu::detail::lt_block_scales;
 using gpu::detail::LtOperand;
 using gpu::detail::LtScale;
@@ -75,8 +77,7 @@ struct Preference : LtOwner<cublasLtMatmulPreference_t, cublasLtMatmulPreference
 };
 
 __global__ void gen_normal(float* out, int64_t n, uint64_t seed) {
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+  for (int64_t i = grid_start(); i < n; i += grid_stride()) {
     const double u1 = (scalar::random_bits(seed, 2 * i) + 1.0) * 0x1p-32;
     const double u2 = scalar::random_bits(seed, 2 * i + 1) * 0x1p-32;
     out[i] = static_cast<float>(sqrt(-2.0 * log(u1)) * cospi(2.0 * u2));
@@ -84,16 +85,13 @@ __global__ void gen_normal(float* out, int64_t n, uint64_t seed) {
 }
 
 __global__ void to_bf16_kernel(const float* in, __nv_bfloat16* out, int64_t n) {
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
-    out[i] = __float2bfloat16_rn(in[i]);
+  for (int64_t i = grid_start(); i < n; i += grid_stride()) out[i] = __float2bfloat16_rn(in[i]);
 }
 
 // Absolute maximum of every (row, 128-column block) x (rb-row block): per-block amax as float bits.
 __global__ void block_amax(const float* x, int64_t rows, int64_t cols, int rb, int cb,
                            unsigned* amax, int64_t bcols) {
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < rows * cols;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+  for (int64_t i = grid_start(); i < rows * cols; i += grid_stride()) {
     const int64_t r = i / cols, c = i % cols;
     atomicMax(&amax[(r / rb) * bcols + c / cb], __float_as_uint(fabsf(x[i])));
   }
@@ -103,8 +101,7 @@ __global__ void block_amax(const float* x, int64_t rows, int64_t cols, int rb, i
 __global__ void quantize_e4m3(const float* x, int64_t rows, int64_t cols, int rb, int cb,
                               const unsigned* amax, int64_t bcols, scalar::Format f, uint8_t* out,
                               float* scales_out) {
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < rows * cols;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+  for (int64_t i = grid_start(); i < rows * cols; i += grid_stride()) {
     const int64_t r = i / cols, c = i % cols;
     const int64_t b = (r / rb) * bcols + c / cb;
     const float a = __uint_as_float(amax[b]);
@@ -123,8 +120,7 @@ __global__ void quantize_e4m3(const float* x, int64_t rows, int64_t cols, int rb
 // padded to a multiple of 4 K blocks (stride_r round_up(kblocks, 4), stride_k 1).
 __global__ void scatter_scales(const float* s, int64_t rblocks, int64_t kblocks, int64_t stride_r,
                                int64_t stride_k, float* out) {
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-       i < rblocks * kblocks; i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+  for (int64_t i = grid_start(); i < rblocks * kblocks; i += grid_stride()) {
     const int64_t r = i / kblocks, kb = i % kblocks;
     out[r * stride_r + kb * stride_k] = s[i];
   }
@@ -136,13 +132,17 @@ __device__ uint8_t fp8_code(double v, scalar::Format fp8) {
       scalar::quantize(v, fp8, scalar::Round::Even, scalar::Overflow::Saturate, 0), fp8));
 }
 
-// The two terms of element i of a TCFP cast operand, in group g: hi (code and scale) and lo
-// (residual and its scale), as values.
-__device__ void tcfp_terms(const uint8_t* codes, const uint8_t* scale, const uint8_t* res,
-                           const uint8_t* rscale, int64_t i, int64_t g, scalar::Format fp8,
-                           scalar::Format resf, double* hi, double* lo) {
-  *hi = scalar::value_of(scalar::decode(codes[i], fp8), static_cast<int>(scale[g]) - 127);
-  *lo = scalar::value_of(scalar::decode(res[i], resf), static_cast<int>(rscale[g]) - 127);
+// The two terms of element i of a TCFP cast operand (rows x k, a group per 32 along k): hi (code
+// and scale) and lo (residual and its scale), as values.
+struct TcfpTerms {
+  double hi, lo;
+};
+__device__ TcfpTerms tcfp_terms(const uint8_t* codes, const uint8_t* scale, const uint8_t* res,
+                                const uint8_t* rscale, int64_t i, int64_t k, scalar::Format fp8,
+                                scalar::Format resf) {
+  const int64_t g = i / k * (k / 32) + i % k / 32;
+  return {scalar::value_of(scalar::decode(codes[i], fp8), static_cast<int>(scale[g]) - 127),
+          scalar::value_of(scalar::decode(res[i], resf), static_cast<int>(rscale[g]) - 127)};
 }
 
 // TCFP operand folding: from the TCFP cast codes of an operand (rows x k), writes the row of the
@@ -150,12 +150,9 @@ __device__ void tcfp_terms(const uint8_t* codes, const uint8_t* scale, const uin
 __global__ void tcfp_fold(const uint8_t* codes, const uint8_t* scale, const uint8_t* res,
                           const uint8_t* rscale, int64_t rows, int64_t k, int shift_s,
                           scalar::Format fp8, scalar::Format resf, bool b_order, uint8_t* out) {
-  const int64_t gk = k / 32;
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < rows * k;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t r = i / k, c = i % k, g = r * gk + c / 32;
-    double hi, lo;
-    tcfp_terms(codes, scale, res, rscale, i, g, fp8, resf, &hi, &lo);
+  for (int64_t i = grid_start(); i < rows * k; i += grid_stride()) {
+    const int64_t r = i / k, c = i % k;
+    const auto [hi, lo] = tcfp_terms(codes, scale, res, rscale, i, k, fp8, resf);
     const uint8_t h = fp8_code(hi * scalar::pow2(-shift_s), fp8),
                   h16 = fp8_code(hi * scalar::pow2(-shift_s - 4), fp8),
                   l = fp8_code(lo * scalar::pow2(-(shift_s - 4)), fp8);
@@ -173,8 +170,7 @@ __global__ void quantize_e4m3_twice(const float* x, int64_t rows, int64_t k, con
                                     scalar::Format f, uint8_t* out, float* scale_out) {
   const float a = __uint_as_float(*amax);
   const float s = a > 0 ? a / 448.0f : 1.0f;
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < rows * k;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+  for (int64_t i = grid_start(); i < rows * k; i += grid_stride()) {
     if (i == 0) *scale_out = s;
     const int64_t r = i / k, c = i % k;
     const double v = static_cast<double>(x[i]) / s;
@@ -187,20 +183,16 @@ __global__ void quantize_e4m3_twice(const float* x, int64_t rows, int64_t k, con
 __global__ void tcfp_fold_weights(const uint8_t* codes, const uint8_t* scale, const uint8_t* res,
                                   const uint8_t* rscale, int64_t rows, int64_t k, int shift_s,
                                   scalar::Format fp8, scalar::Format resf, uint8_t* out) {
-  const int64_t gk = k / 32;
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < rows * k;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t r = i / k, c = i % k, g = r * gk + c / 32;
-    double hi, lo;
-    tcfp_terms(codes, scale, res, rscale, i, g, fp8, resf, &hi, &lo);
+  for (int64_t i = grid_start(); i < rows * k; i += grid_stride()) {
+    const int64_t r = i / k, c = i % k;
+    const auto [hi, lo] = tcfp_terms(codes, scale, res, rscale, i, k, fp8, resf);
     out[r * 2 * k + c] = fp8_code(hi * scalar::pow2(-shift_s), fp8);
     out[r * 2 * k + k + c] = fp8_code(lo * scalar::pow2(-(shift_s - 4)), fp8);
   }
 }
 
 __global__ void max_u8(const uint8_t* s, int64_t n, unsigned* out) {
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+  for (int64_t i = grid_start(); i < n; i += grid_stride())
     if (s[i] != 0xFF) atomicMax(out, static_cast<unsigned>(s[i]));
 }
 

@@ -16,22 +16,6 @@ Shape meta_perm_of(const detail::CastPlan& p, int64_t subs_per_row) {
   return s;
 }
 
-Tensor permute_to(const Tensor& t, const detail::CastPlan& p) {
-  if (!t || !p.permuted) return t;
-  Shape s(t.shape().size());
-  for (size_t i = 0; i < s.size(); ++i) s[i] = t.shape()[p.perm[i]];
-  Tensor o = Tensor::empty(t.dtype(), s);
-  detail::permute(t.data(), o.mutable_data(), dtype_size(t.dtype()), t.shape(), p.perm);
-  return o;
-}
-
-Tensor restore(const Tensor& t, const detail::CastPlan& p, const Shape& shape) {
-  if (!p.permuted) return t.reshaped(shape);
-  Tensor o = Tensor::empty(t.dtype(), shape);
-  detail::unpermute(t.data(), o.mutable_data(), dtype_size(t.dtype()), shape, p.perm);
-  return o;
-}
-
 // Low `width` bits of each byte along the last axis, little end first (as sub-byte codes).
 Tensor pack_last(const Tensor& t, int width) {
   if (width == 8) return t;
@@ -126,14 +110,14 @@ CastResult assemble(const Tensor& x, const DataType& d, const CastOptions& opt, 
   r.mode = opt.mode == CastMode::Virtual ? CastMode::Virtual : CastMode::Actual;
   r.counts = counts;
   if (r.mode == CastMode::Virtual) {
-    r.values = restore(values, p, x.shape());
+    r.values = detail::restored(values, p, x.shape());
     return r;
   }
-  r.codes = restore(codes, p, x.shape());
+  r.codes = detail::restored(codes, p, x.shape());
   Shape ss = p.perm_shape;
   ss.back() = p.gc;
-  r.scale = restore(scale.reshaped(ss), p, p.scale_shape);
-  r.meta = restore(meta, p, l.meta_shape);
+  r.scale = detail::restored(scale.reshaped(ss), p, p.scale_shape);
+  r.meta = detail::restored(meta, p, l.meta_shape);
   return r;
 }
 
@@ -205,8 +189,8 @@ Tensor upcast(const CastResult& a) {
   const detail::cb::Params cp = l.params();
   validate_actual(a, l);
   const Codebook& cb = *a.dtype.codebook();
-  Tensor codes = permute_to(a.codes, p), scale = permute_to(a.scale, p),
-         meta = permute_to(a.meta, p);
+  Tensor codes = detail::permuted(a.codes, p), scale = detail::permuted(a.scale, p),
+         meta = detail::permuted(a.meta, p);
   Tensor values = Tensor::empty(DType::F32, p.perm_shape);
   float* out = values.mutable_ptr<float>();
   const uint8_t* cd = codes.ptr<uint8_t>();
@@ -230,7 +214,7 @@ Tensor upcast(const CastResult& a) {
       out[i] = detail::cb::decode(cp, gs, md[row * l.subs_per_row + c / l.sub], cd[i]);
     }
   });
-  return restore(values, p, a.shape);
+  return detail::restored(values, p, a.shape);
 }
 
 // Packed codebook: indices of I bits and mapping choices of M bits packed along the last axis

@@ -141,14 +141,7 @@ CastResult cast(const Tensor& x, const DataType& d, const CastOptions& opt) {
 Tensor upcast(const CastResult& a) {
   detail::CastPlan p = block_plan(a.shape, a.options);
   const BlockParams bp = block_params(a.dtype, a.options, p.numel());
-  auto perm_of = [&](const Tensor& t) -> Tensor {
-    if (!t || !p.permuted) return t;
-    Shape s(t.shape().size());
-    for (size_t i = 0; i < s.size(); ++i) s[i] = t.shape()[p.perm[i]];
-    Tensor o = Tensor::empty(t.dtype(), s);
-    detail::permute(t.data(), o.mutable_data(), dtype_size(t.dtype()), t.shape(), p.perm);
-    return o;
-  };
+  auto perm_of = [&](const Tensor& t) { return detail::permuted(t, p); };
   auto need = [&](const Tensor& t, const char* what, int64_t n) {
     if (!t) throw Error("cast result of " + a.dtype.str() + " has no " + what + " tensor");
     if (dtype_size(t.dtype()) != 1 || t.numel() != n)

@@ -52,6 +52,11 @@ struct ComposerState {
 const char* const* scale_formats(int* count);
 const char* const* second_formats(int* count);
 
+// The registry's datatypes as selectable items inside an open combo, under their group's heading
+// as the registry lists them, `current` shown selected; with `describe`, each one's description
+// as its tooltip. The entry picked this frame, or nullptr.
+const RegistryEntry* registry_items(const std::string& current, bool describe);
+
 // Draws the composer. Returns true when dtype or a cast option changed to a valid new value.
 bool draw_composer(ComposerState& s);
 

@@ -53,5 +53,15 @@ std::string glob_escape(const std::string& name);
 // One analysis' metrics as CSV (header + one row) or JSON.
 std::string metrics_csv(const std::vector<const Analysis*>& rows);
 std::string metrics_json(const std::vector<const Analysis*>& rows);
+// The fields that say which cast an analysis is, as every JSON form of it writes them (the metrics
+// export, the app's state). Templated on the JSON type, as metrics_json.hpp is.
+template <typename Json>
+void put_analysis_cast(Json& j, const Analysis& a) {
+  j["tensor"] = a.tensor;
+  j["shape"] = a.shape;
+  j["dtype"] = a.dtype.str();
+  j["scale_mode"] = to_string(a.options.scale_mode);
+  j["round"] = to_string(a.options.round);
+}
 
 }  // namespace castscope::widgets
