@@ -129,71 +129,47 @@ struct Quantized {
   bool clipped = false;  // a finite input was saturated (or clamped at 0 for uint)
 };
 
+// One expression on the device and another on the host: the device's intrinsic and the host's
+// plain operation or bit cast, which give the same result.
+#if defined(__CUDA_ARCH__)
+#define CS_DEVICE_OR_HOST(device, host) (device)
+#else
+#define CS_DEVICE_OR_HOST(device, host) (host)
+#endif
+
 // Correctly rounded single operations that no compiler may fuse into an FMA or reorder: where
 // a result's bits must match between the CPU and the GPU, sums and products go through these.
 CS_HD double add_rn(double a, double b) {
-#if defined(__CUDA_ARCH__)
-  return __dadd_rn(a, b);
-#else
-  return a + b;
-#endif
+  return CS_DEVICE_OR_HOST(__dadd_rn(a, b), a + b);
 }
 CS_HD double mul_rn(double a, double b) {
-#if defined(__CUDA_ARCH__)
-  return __dmul_rn(a, b);
-#else
-  return a * b;
-#endif
+  return CS_DEVICE_OR_HOST(__dmul_rn(a, b), a * b);
 }
 CS_HD float add_rn(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fadd_rn(a, b);
-#else
-  return a + b;
-#endif
+  return CS_DEVICE_OR_HOST(__fadd_rn(a, b), a + b);
 }
 CS_HD float sub_rn(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fsub_rn(a, b);
-#else
-  return a - b;
-#endif
+  return CS_DEVICE_OR_HOST(__fsub_rn(a, b), a - b);
 }
 CS_HD float mul_rn(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fmul_rn(a, b);
-#else
-  return a * b;
-#endif
+  return CS_DEVICE_OR_HOST(__fmul_rn(a, b), a * b);
 }
 
+// The bits of a float or double and back.
 CS_HD uint64_t double_bits(double v) {
-#if defined(__CUDA_ARCH__)
-  return static_cast<uint64_t>(__double_as_longlong(v));
-#else
-  return __builtin_bit_cast(uint64_t, v);
-#endif
+  return CS_DEVICE_OR_HOST(static_cast<uint64_t>(__double_as_longlong(v)),
+                           __builtin_bit_cast(uint64_t, v));
 }
 CS_HD double bits_double(uint64_t u) {
-#if defined(__CUDA_ARCH__)
-  return __longlong_as_double(static_cast<long long>(u));
-#else
-  return __builtin_bit_cast(double, u);
-#endif
+  return CS_DEVICE_OR_HOST(__longlong_as_double(static_cast<long long>(u)),
+                           __builtin_bit_cast(double, u));
 }
 CS_HD uint32_t float_bits(float v) {
-#if defined(__CUDA_ARCH__)
-  return static_cast<uint32_t>(__float_as_uint(v));
-#else
-  return __builtin_bit_cast(uint32_t, v);
-#endif
+  return CS_DEVICE_OR_HOST(static_cast<uint32_t>(__float_as_uint(v)),
+                           __builtin_bit_cast(uint32_t, v));
 }
 CS_HD float bits_float(uint32_t u) {
-#if defined(__CUDA_ARCH__)
-  return __uint_as_float(u);
-#else
-  return __builtin_bit_cast(float, u);
-#endif
+  return CS_DEVICE_OR_HOST(__uint_as_float(u), __builtin_bit_cast(float, u));
 }
 
 // 2^e as a double, for e in the normal double range; exact and branch-light.
@@ -211,11 +187,7 @@ CS_HD double ldexp_int(uint64_t r, int e) {
 // Rounding to float32 is the only rounding step of every decode; (float) of a double is
 // round-to-nearest-even on the host and __double2float_rn on the device.
 CS_HD float to_f32(double v) {
-#if defined(__CUDA_ARCH__)
-  return __double2float_rn(v);
-#else
-  return static_cast<float>(v);
-#endif
+  return CS_DEVICE_OR_HOST(__double2float_rn(v), static_cast<float>(v));
 }
 
 // Counter-based generator for stochastic rounding: a stateless mix of (seed, index), so any

@@ -25,11 +25,9 @@ namespace {
 
 using gpu::DeviceCastResult;
 using gpu::DeviceTensor;
-using gpu::detail::grid_for;
 using gpu::detail::LtGemm;
 using gpu::detail::LtOperand;
 using gpu::detail::LtScale;
-using gpu::detail::stream;
 
 enum class Path { Generic, Fp8Tensor, Fp8Block, Tcfp12, Tcfp16 };
 
@@ -128,7 +126,8 @@ __global__ void flag_not_bf16(const float* v, int64_t n, unsigned* flag) {
 // Every finite value has a bfloat16 mantissa, so a bf16 GEMM multiplies exactly these values.
 bool bf16_exact(const DeviceTensor& v) {
   DeviceTensor flag = DeviceTensor::empty(DType::U32, {1}, true);
-  flag_not_bf16<<<grid_for(v.numel(), 256, 1 << 14), 256, 0, stream()>>>(
+  const auto grid = gpu::detail::grid_for(v.numel(), 256, 1 << 14);
+  flag_not_bf16<<<grid, 256, 0, gpu::detail::stream()>>>(
       static_cast<const float*>(v.data()), v.numel(), static_cast<unsigned*>(flag.mutable_data()));
   CS_CUDA_LAUNCH("flag_not_bf16");
   return flag.download().ptr<unsigned>()[0] == 0;
@@ -140,7 +139,7 @@ DeviceTensor pad_rows(const DeviceTensor& t, int64_t rows, int64_t rows_padded) 
   const int64_t cols = t.numel() / std::max<int64_t>(rows, 1);
   DeviceTensor out = DeviceTensor::empty(t.dtype(), {rows_padded, cols}, true);
   CS_CUDA(cudaMemcpyAsync(out.mutable_data(), t.data(), t.nbytes(), cudaMemcpyDeviceToDevice,
-                          stream()));
+                          gpu::detail::stream()));
   return out;
 }
 
