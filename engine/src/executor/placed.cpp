@@ -60,7 +60,7 @@ Tensor PlacedTensor::block(int64_t r0, int64_t c0, int64_t h, int64_t w) const {
     throw Error("block outside the tensor's " + std::to_string(rows) + " x " +
                 std::to_string(cols) + " fold");
   const int64_t bh = std::min(h, rows - r0), bw = std::min(w, cols - c0);
-  const Tensor f = host_.to_f32();
+  const Tensor f = host_.dtype() == DType::F32 ? host_ : host_.to_f32();
   Tensor t = Tensor::empty(DType::F32, {bh, bw});
   for (int64_t r = 0; r < bh; ++r)
     for (int64_t c = 0; c < bw; ++c)
