@@ -303,8 +303,8 @@ bool drop_caches(std::string* why) {
 // hidden the commonest input width of the 2-D tensors. Each weight that takes them is uploaded
 // once for all its columns and the activations once for the sweep: the uploads printed are
 // checked against that count.
-void map_act_bench(const std::string& path, const std::vector<std::string>& dtypes,
-                   int64_t tokens, double plain_sweep_s, std::FILE* out) {
+void map_act_bench(const std::string& path, const std::vector<std::string>& dtypes, int64_t tokens,
+                   double plain_sweep_s, std::FILE* out) {
   const auto model = io::open_model(path);
   std::map<int64_t, int> widths;
   for (const io::TensorInfo& t : model->tensors())
@@ -327,9 +327,9 @@ void map_act_bench(const std::string& path, const std::vector<std::string>& dtyp
                "  with activations [%lld, %lld]: sweep %7.3f s (%.2fx the sweep without), %zu of "
                "%zu tensors with an output SNR; operand uploads %llu (activations once + one "
                "per weight = %zu): %s\n",
-               static_cast<long long>(tokens), static_cast<long long>(hidden), s,
-               s / plain_sweep_s, with_output, m.rows.size(),
-               static_cast<unsigned long long>(m.linear_uploads), 1 + with_output,
+               static_cast<long long>(tokens), static_cast<long long>(hidden), s, s / plain_sweep_s,
+               with_output, m.rows.size(), static_cast<unsigned long long>(m.linear_uploads),
+               1 + with_output,
                m.linear_uploads == 1 + with_output ? "once each" : "MORE THAN ONCE");
 }
 
