@@ -116,15 +116,9 @@ exec::PlacedTensor DeviceInput::get(const Tensor& x) {
   return exec::cuda_placed(device_.get(x));
 }
 
-namespace {
-bool same_tensor(const Tensor& a, const Tensor& b) {
-  return a && b && a.data() == b.data() && a.shape() == b.shape() && a.dtype() == b.dtype();
-}
-}  // namespace
-
 std::shared_ptr<const InputViews> DeviceInput::input_views(const Tensor& x) {
   std::lock_guard<std::mutex> lock(mu_);
-  return same_tensor(views_key_, x) ? views_ : nullptr;
+  return same_storage(views_key_, x) ? views_ : nullptr;
 }
 
 void DeviceInput::keep_input_views(const Tensor& x, std::shared_ptr<const InputViews> v) {

@@ -76,8 +76,6 @@ class LinearReuse {
   LinearReuse& operator=(const LinearReuse&) = delete;
   // Host-to-device copies of operands made through it (activations and weights).
   uint64_t uploads() const;
-  // The operands' device copies go back now.
-  void clear();
 
   struct State;  // linear_products.hpp
   State& state() { return *s_; }

@@ -88,6 +88,10 @@ class Tensor {
 // the kernel on first touch, which made up a fifth of an update's CPU time.
 void set_storage_reuse(size_t max_bytes);
 
+// The same tensor: both defined, one storage, shape and dtype (what caches of a tensor's device
+// copy or derived views key on; the holder keeps the storage alive so it cannot be reused).
+bool same_storage(const Tensor& a, const Tensor& b);
+
 // [rows, cols] float32 from the transpose of a row-major block whose row c starts at in + c * ld:
 // out[r][c] = in[c * ld + r] (a column-major product, or a weight stored [in, out]).
 Tensor transposed_f32(const float* in, int64_t rows, int64_t cols, int64_t ld);

@@ -292,6 +292,10 @@ uint16_t float_to_bf16(float f) {
   return round_float_bits(f, fmt);
 }
 
+bool same_storage(const Tensor& a, const Tensor& b) {
+  return a && b && a.data() == b.data() && a.shape() == b.shape() && a.dtype() == b.dtype();
+}
+
 Tensor transposed_f32(const float* in, int64_t rows, int64_t cols, int64_t ld) {
   Tensor t = Tensor::empty(DType::F32, {rows, cols});
   float* p = t.mutable_ptr<float>();

@@ -52,10 +52,6 @@ class CudaBackend final : public DeviceBackend {
   }
 };
 
-bool same_tensor(const Tensor& a, const Tensor& b) {
-  return a && b && a.data() == b.data() && a.shape() == b.shape() && a.dtype() == b.dtype();
-}
-
 std::atomic<Executor*>& current_slot() {
   static std::atomic<Executor*> e{nullptr};
   return e;
@@ -98,7 +94,7 @@ DeviceCache::DeviceCache(std::shared_ptr<DeviceBackend> backend) : backend_(std:
 
 DeviceHandle DeviceCache::get(const Tensor& x) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (!device_ || !same_tensor(host_, x)) {
+  if (!device_ || !same_storage(host_, x)) {
     device_.reset();  // the old copy's memory goes back before the new one is taken
     host_ = Tensor();
     device_ = backend_->upload(x);

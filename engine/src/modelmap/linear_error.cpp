@@ -80,17 +80,8 @@ LinearReuse::~LinearReuse() = default;
 uint64_t LinearReuse::uploads() const {
   return s_->uploads;
 }
-void LinearReuse::clear() {
-  const uint64_t n = s_->uploads;
-  *s_ = State();
-  s_->uploads = n;
-}
 
 namespace {
-
-bool same_storage(const Tensor& a, const Tensor& b) {
-  return a && b && a.data() == b.data() && a.shape() == b.shape() && a.dtype() == b.dtype();
-}
 
 // The operands in float32, [tokens, in] and [out, in], from the reuse when it holds them for
 // these tensors; what it held for others goes.
@@ -103,8 +94,8 @@ void prepare_operands(const Tensor& x_in, const Tensor& w_given, const LinearErr
     s.w = weight_out_in(w_given, o.weight_axis);  // float32 already
     s.w_key = w_given;
     s.w_axis = o.weight_axis;
-    s.dw.reset();
-    s.dy.reset();
+    s.dw = {};
+    s.dy = {};
     s.y = Tensor();
   }
   const int64_t in = s.w.shape()[1];
@@ -123,8 +114,8 @@ void prepare_operands(const Tensor& x_in, const Tensor& w_given, const LinearErr
     s.x = Tensor::borrow(DType::F32, {tokens, in},
                          std::shared_ptr<const void>(xf.data(), [xf](const void*) {}), xf.data());
     s.x_key = x_in;
-    s.dx.reset();
-    s.dy.reset();
+    s.dx = {};
+    s.dy = {};
     s.y = Tensor();
   }
 }

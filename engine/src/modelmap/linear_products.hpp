@@ -5,6 +5,7 @@
 #include <string>
 
 #include "castscope/linear_error.hpp"
+#include "castscope/placed.hpp"
 
 namespace castscope::detail {
 
@@ -26,9 +27,9 @@ namespace castscope {
 struct LinearReuse::State {
   Tensor x_key, w_key;  // the tensors handed to linear_error
   AxisSpec w_axis{true};
-  Tensor x, w;                       // float32 operands
-  std::shared_ptr<void> dx, dw, dy;  // gpu::DeviceTensor: x, w and x w^T (column-major)
-  Tensor y;                          // the reference product on the host, [tokens, out]
+  Tensor x, w;                    // float32 operands
+  exec::PlacedTensor dx, dw, dy;  // device copies of x and w, and x w^T (column-major)
+  Tensor y;                       // the reference product on the host, [tokens, out]
   double ref_ms = 0;
   uint64_t uploads = 0;
 };

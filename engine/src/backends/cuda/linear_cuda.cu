@@ -260,11 +260,11 @@ LinearProducts linear_products_cuda(const Tensor& x, const Tensor& w, const Line
 
   const auto t0 = std::chrono::steady_clock::now();
   // An operand the reuse holds is not uploaded again (the model map's columns share them).
-  auto operand = [&](const Tensor& host, std::shared_ptr<void> LinearReuse::State::*slot) {
-    if (reuse && reuse->*slot) return *static_cast<const DeviceTensor*>((reuse->*slot).get());
+  auto operand = [&](const Tensor& host, exec::PlacedTensor LinearReuse::State::*slot) {
+    if (reuse && reuse->*slot) return (reuse->*slot).dev();
     DeviceTensor d = DeviceTensor::upload(host);
     if (reuse) {
-      reuse->*slot = std::make_shared<DeviceTensor>(d);
+      reuse->*slot = exec::PlacedTensor(d);
       ++reuse->uploads;
     }
     return d;
@@ -293,12 +293,12 @@ LinearProducts linear_products_cuda(const Tensor& x, const Tensor& w, const Line
   double ref_ms = 0;
   DeviceTensor dy;
   if (reuse && reuse->dy) {
-    dy = *static_cast<const DeviceTensor*>(reuse->dy.get());
+    dy = reuse->dy.dev();
     ref_ms = reuse->ref_ms;
   } else {
     dy = gpu::detail::lt_matmul(ax, bw, ref, job, &ref_ms);
     if (reuse) {
-      reuse->dy = std::make_shared<DeviceTensor>(dy);
+      reuse->dy = exec::PlacedTensor(dy);
       reuse->ref_ms = ref_ms;
     }
   }
