@@ -234,8 +234,9 @@ void bind_cast(nb::module_& m) {
                    })
       .def("upcast",
            [](const PyCastResult& r) -> nb::object {
-             if (r.mode() == CastMode::Virtual) return r.part(exec::Part::Values);
-             if (r.r.on_device()) return r.part(exec::Part::Values);
+             // Virtual results are their values; device results carry them (cast_resident).
+             if (r.mode() == CastMode::Virtual || r.r.on_device())
+               return r.part(exec::Part::Values);
              JobControl job;
              const CastResult& h = r.r.host();
              return to_python(run_job(job, nb::none(), [&] { return upcast(h); }), r.fw);

@@ -16,6 +16,7 @@ namespace {
 using detail::grid_start;
 using detail::grid_stride;
 using detail::stream;
+using detail::time_ms;
 
 __global__ void fill_normal(float* out, int64_t n, uint64_t seed) {
   for (int64_t i = grid_start(); i < n; i += grid_stride()) {
@@ -41,35 +42,6 @@ DeviceTensor random_tensor(int64_t rows, int64_t cols, DType dt, uint64_t seed) 
       rows * cols);
   CS_CUDA_LAUNCH("f32_to_bf16");
   return b;
-}
-
-// Median milliseconds of `iters` runs of f, each bracketed by events, after `warm` runs.
-template <class F>
-double time_ms(F&& f, int warm, int iters) {
-  for (int i = 0; i < warm; ++i) f();
-  cudaEvent_t a, b;
-  CS_CUDA(cudaEventCreate(&a));
-  CS_CUDA(cudaEventCreate(&b));
-  std::vector<float> t;
-  try {
-    for (int i = 0; i < iters; ++i) {
-      CS_CUDA(cudaEventRecord(a, stream()));
-      f();
-      CS_CUDA(cudaEventRecord(b, stream()));
-      CS_CUDA(cudaEventSynchronize(b));
-      float ms = 0;
-      CS_CUDA(cudaEventElapsedTime(&ms, a, b));
-      t.push_back(ms);
-    }
-  } catch (...) {
-    cudaEventDestroy(a);
-    cudaEventDestroy(b);
-    throw;
-  }
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
 }
 
 }  // namespace

@@ -7,8 +7,11 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <string>
+#include <vector>
 
+#include "castscope/cast.hpp"
 #include "castscope/error.hpp"
 #include "castscope/scalar.hpp"
 #include "castscope/tensor.hpp"
@@ -53,6 +56,38 @@ __device__ __forceinline__ int64_t grid_stride() {
 void* device_alloc(size_t bytes);
 void device_free(void* p);
 cudaStream_t stream();  // the stream every engine kernel runs on
+
+// Median milliseconds of `iters` runs of f on the engine's stream, each bracketed by events,
+// after `warm` untimed runs; the job (when given) is checked before each timed run.
+template <class F>
+double time_ms(F&& f, int warm, int iters, JobControl* job = nullptr) {
+  for (int i = 0; i < warm; ++i) f();
+  cudaEvent_t a, b;
+  CS_CUDA(cudaEventCreate(&a));
+  CS_CUDA(cudaEventCreate(&b));
+  std::vector<float> t;
+  try {
+    for (int i = 0; i < iters; ++i) {
+      if (job) job->check();
+      CS_CUDA(cudaEventRecord(a, stream()));
+      f();
+      CS_CUDA(cudaEventRecord(b, stream()));
+      CS_CUDA(cudaEventSynchronize(b));
+      float ms = 0;
+      CS_CUDA(cudaEventElapsedTime(&ms, a, b));
+      t.push_back(ms);
+    }
+  } catch (...) {
+    cudaEventDestroy(a);
+    cudaEventDestroy(b);
+    throw;
+  }
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  if (t.empty()) return 0.0;
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
 
 inline unsigned grid_for(int64_t work, int per_block, int64_t cap = 1 << 20) {
   int64_t g = (work + per_block - 1) / per_block;

@@ -234,11 +234,6 @@ DeviceTensor tcfp_operand(const DeviceTensor& x, GemmKind kind, bool b_order, in
   return tcfp_fold_operand(gpu::cast(x, d, o), kind == GemmKind::TCFP16, b_order, shift_s);
 }
 
-double median(std::vector<float> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0.0 : v[v.size() / 2];
-}
-
 // Host check on the leading 64 x 64 block of C: against the fp64 product of the float32 inputs
 // the operands were made from (rel_error), and against the fp64 product of the operands as the
 // GPU multiplied them, decoded codes times their scales (product_rel_error).
@@ -530,30 +525,8 @@ DeviceTensor lt_matmul(const LtOperand& a, const LtOperand& b, const LtGemm& g, 
   LtProduct prod(a, b, g);
   if (algo) *algo = prod.algo_note();
   DeviceTensor d = g.accumulate ? g.accumulate : prod.make_output();
-  for (int i = 0; i < g.warmup; ++i) prod.launch(d);
-  cudaEvent_t e0, e1;
-  CS_CUDA(cudaEventCreate(&e0));
-  CS_CUDA(cudaEventCreate(&e1));
-  std::vector<float> times;
-  try {
-    for (int i = 0; i < std::max(1, g.iters); ++i) {
-      if (job) job->check();
-      CS_CUDA(cudaEventRecord(e0, stream()));
-      prod.launch(d);
-      CS_CUDA(cudaEventRecord(e1, stream()));
-      CS_CUDA(cudaEventSynchronize(e1));
-      float t = 0;
-      CS_CUDA(cudaEventElapsedTime(&t, e0, e1));
-      times.push_back(t);
-    }
-  } catch (...) {
-    cudaEventDestroy(e0);
-    cudaEventDestroy(e1);
-    throw;
-  }
-  cudaEventDestroy(e0);
-  cudaEventDestroy(e1);
-  if (ms) *ms = median(times);
+  const double t = time_ms([&] { prod.launch(d); }, g.warmup, std::max(1, g.iters), job);
+  if (ms) *ms = t;
   return d;
 }
 
