@@ -406,9 +406,14 @@ TEST(Executor, PlacedTensorOnTheHostIsTheTensor) {
   const exec::PlacedResult pr(c);
   EXPECT_EQ(pr.part(exec::Part::Scale).host().data(), c.scale.data());
   EXPECT_EQ(pr.values().host().data(), c.values.data());
-  // Inputs split between host and device are refused, naming why (a device tensor needs a GPU:
-  // without one the borrow itself is refused).
-  EXPECT_THROW(exec::cell_counts(px, pq, nullptr, 40, 1, 1, 24, 40), Error);
+  // The mask's cell counts are counted inside the host views' own pass: host inputs are refused
+  // here, naming why, instead of being counted a second way.
+  try {
+    exec::cell_counts(px, pq, nullptr, 40, 1, 1, 24, 40);
+    ADD_FAILURE() << "cell_counts took host tensors";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("device tensors only"), std::string::npos) << e.what();
+  }
 }
 
 TEST(Executor, PlacedResultHoldsAHostCastAsItIs) {

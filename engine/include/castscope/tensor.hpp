@@ -75,6 +75,7 @@ class Tensor {
   Tensor clone() const;
 
  private:
+  static Tensor allocated(DType dtype, Shape shape, bool zeroed);
   DType dtype_ = DType::F32;
   Shape shape_;
   std::shared_ptr<const void> owner_;

@@ -204,26 +204,23 @@ static std::shared_ptr<void> allocate(size_t bytes, bool zeroed) {
   return std::shared_ptr<void>(p, [](void* q) { delete[] static_cast<uint8_t*>(q); });
 }
 
-Tensor Tensor::empty(DType dtype, Shape shape) {
+Tensor Tensor::allocated(DType dtype, Shape shape, bool zeroed) {
   check_shape(shape, dtype);
   Tensor t;
   t.dtype_ = dtype;
   t.shape_ = std::move(shape);
-  t.owner_ = allocate(t.nbytes(), true);
+  t.owner_ = allocate(t.nbytes(), zeroed);
   t.data_ = t.owner_.get();
   t.writable_ = true;
   return t;
 }
 
+Tensor Tensor::empty(DType dtype, Shape shape) {
+  return allocated(dtype, std::move(shape), true);
+}
+
 Tensor Tensor::uninitialized(DType dtype, Shape shape) {
-  check_shape(shape, dtype);
-  Tensor t;
-  t.dtype_ = dtype;
-  t.shape_ = std::move(shape);
-  t.owner_ = allocate(t.nbytes(), false);
-  t.data_ = t.owner_.get();
-  t.writable_ = true;
-  return t;
+  return allocated(dtype, std::move(shape), false);
 }
 
 Tensor Tensor::borrow(DType dtype, Shape shape, std::shared_ptr<const void> owner,

@@ -76,27 +76,20 @@ int64_t sparsity_mask(const CastPlan& p, const T* x, int64_t base, int64_t r0, i
         ++pruned;
       }
   };
-  if (p.sparse_dim == 1) {
-    for (int64_t i = r0; i < r1; ++i)
-      for (int64_t j = c0; j < c1; j += m) {
-        int cnt = 0;
-        for (int64_t q = j; q < c1 && q < j + m; ++q, ++cnt) {
-          idx_i[cnt] = i;
-          idx_j[cnt] = q;
-        }
-        run(cnt);
+  // Groups of m along the sparse dimension: along each row (sparse_dim 1) or each column.
+  const bool rows = p.sparse_dim == 1;
+  const int64_t o0 = rows ? r0 : c0, o1 = rows ? r1 : c1, s0 = rows ? c0 : r0, s1 = rows ? c1 : r1;
+  int64_t* along = rows ? idx_j : idx_i;
+  int64_t* across = rows ? idx_i : idx_j;
+  for (int64_t o = o0; o < o1; ++o)
+    for (int64_t g = s0; g < s1; g += m) {
+      int cnt = 0;
+      for (int64_t q = g; q < s1 && q < g + m; ++q, ++cnt) {
+        across[cnt] = o;
+        along[cnt] = q;
       }
-  } else {
-    for (int64_t j = c0; j < c1; ++j)
-      for (int64_t i = r0; i < r1; i += m) {
-        int cnt = 0;
-        for (int64_t q = i; q < r1 && q < i + m; ++q, ++cnt) {
-          idx_i[cnt] = q;
-          idx_j[cnt] = j;
-        }
-        run(cnt);
-      }
-  }
+      run(cnt);
+    }
   return pruned;
 }
 
