@@ -50,8 +50,11 @@ void draw_composer_panel(AppState& app) {
   ImGui::EndDisabled();
   if (app.analysis && app.analysis->dtype == app.composer.dtype) {
     ImGui::Separator();
-    ImGui::Text("on %s %s: %.4g bits per value", app.analysis->tensor.c_str(),
-                shape_str(app.analysis->shape).c_str(), app.analysis->bits_per_value);
+    // The storage figure on this tensor; the nominal one only labelled, where the rows change it.
+    const std::string bits = widgets::bits_label(
+        app.analysis->bits_per_value, app.analysis->nominal_bits, app.analysis->row_length);
+    ImGui::TextWrapped("on %s %s: %s bits per value", app.analysis->tensor.c_str(),
+                       shape_str(app.analysis->shape).c_str(), bits.c_str());
     // The axis in use on this tensor: "1..3:147" is axes 1 to 3 flattened, 147 values a row.
     // The axis comes from the tensor's resolved layout unless one is set here; a layout that
     // nothing in the file showed says so beside the figures, the layout and why on hover.

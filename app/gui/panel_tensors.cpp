@@ -50,9 +50,9 @@ void leaf_columns(AppState& app, const io::TensorInfo& t, const char* label) {
   if (ImGui::Selectable(label, sel, ImGuiSelectableFlags_SpanAllColumns) && !sel)
     select_tensor(app, t.name);
   if (ImGui::IsItemHovered())
-    ImGui::SetTooltip("%s\n%s %s, %s\n%s", t.name.c_str(), t.dtype.c_str(),
-                      shape_str(t.shape).c_str(),
-                      human_bytes(static_cast<double>(t.nbytes)).c_str(), t.file.c_str());
+    ImGui::SetTooltip(
+        "%s\n%s %s, %s\n%s", t.name.c_str(), t.dtype.c_str(), shape_str(t.shape).c_str(),
+        human_bytes(static_cast<double>(t.nbytes)).c_str(), model_relative(app, t.file).c_str());
   ImGui::TableNextColumn();
   ImGui::TextUnformatted(shape_str(t.shape).c_str());
   if (g_columns > 2) {

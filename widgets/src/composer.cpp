@@ -343,7 +343,7 @@ bool draw_composer(ComposerState& s) {
     ImGui::SameLine();
     ImGui::TextDisabled("(%s)", s.dtype.name().c_str());
   }
-  ImGui::Text("bits per value: %.4g", s.dtype.bits_per_value());
+  ImGui::Text("nominal bits per value: %.4g", s.dtype.bits_per_value());
   if (s.dtype.scaled() && !s.dtype.scale()->tiles.empty() && s.dtype.scale()->tiles[0].channel())
     help(
         "A channel scale adds (scale bits) / (channel length); the views show the exact figure "
