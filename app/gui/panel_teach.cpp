@@ -114,9 +114,13 @@ void draw_teach_panel(AppState& app) {
       const float q = qp[(r - row0) * bw + (c - col0)];
       if (el.size() < 64) el.push_back({i, xp[i], q, xp[i] / scale, q / scale});
     }
+  // An integer element under a float scale is cast on its integer grid (the codes themselves),
+  // which the format's fixed-point values are a fraction of: put the line in the cast's units.
+  if (const double ratio = widgets::clip_grid_max(d) / grid.back(); ratio != 1.0 && ratio > 0)
+    for (double& g : grid) g *= ratio;
   // Integer element formats of MX-style datatypes are fixed point: their codes stand for
   // q / 2^(bits-2). Use whichever grid the cast values actually sit on.
-  if (f.is_int() && d.scaled()) {
+  if (f.is_int() && d.scaled() && d.scale()->scale.is_exponent()) {
     const double fp = std::exp2(f.bits() - 2);
     double off_int = 0, off_fix = 0;
     for (const Element& e : el) {
