@@ -14,7 +14,12 @@ void draw_composer_panel(AppState& app) {
   }
   // Loading a tensor replaces the input under the composer: hold edits until it is in.
   app.composer.disabled = app.loader.running();
+  // Fields leave room for the widest label beside them, so that a scroll bar taking its width
+  // off a long composer narrows the fields, not their labels.
+  ImGui::PushItemWidth(-(ImGui::CalcTextSize("exponent bits").x +
+                         ImGui::GetStyle().ItemInnerSpacing.x * 2));
   if (widgets::draw_composer(app.composer)) app.recompute = true;
+  ImGui::PopItemWidth();
   // A rejected string and its error stay while the person is on it; once another change has
   // produced new views the box shows the datatype in force again.
   if (app.composer.error.empty()) {
@@ -51,10 +56,13 @@ void draw_composer_panel(AppState& app) {
   if (app.analysis && app.analysis->dtype == app.composer.dtype) {
     ImGui::Separator();
     // The storage figure on this tensor; the nominal one only labelled, where the rows change it.
-    const std::string bits = widgets::bits_label(
-        app.analysis->bits_per_value, app.analysis->nominal_bits, app.analysis->row_length);
-    ImGui::TextWrapped("on %s %s: %s bits per value", app.analysis->tensor.c_str(),
-                       shape_str(app.analysis->shape).c_str(), bits.c_str());
+    const widgets::Analysis& an = *app.analysis;
+    const std::string bits = widgets::bits_label(an.bits_per_value, an.nominal_bits, an.row_length);
+    char figure[32];
+    std::snprintf(figure, sizeof figure, "%.4g", an.bits_per_value);
+    ImGui::TextWrapped("on %s %s: %s bits per value", an.tensor.c_str(),
+                       shape_str(an.shape).c_str(), figure);
+    if (bits != figure) ImGui::TextDisabled("%s", bits.c_str());
     // The axis in use on this tensor: "1..3:147" is axes 1 to 3 flattened, 147 values a row.
     // The axis comes from the tensor's resolved layout unless one is set here; a layout that
     // nothing in the file showed says so beside the figures, the layout and why on hover.

@@ -147,12 +147,12 @@ void draw_model_map_panel(AppState& app) {
   for (const MapRow& r : m->rows)
     shape_w = std::max(shape_w, ImGui::CalcTextSize(shape_str(r.shape).c_str()).x);
   const float params_w = ImGui::CalcTextSize("params").x + fs * 0.5f;
-  const float plan_w = fs * 6;
-  const float cell_w = std::max(ImGui::CalcTextSize("-123.45").x, fs * 4.2f);
+  const float plan_w = std::max(ImGui::CalcTextSize("mxfp4e2").x, ImGui::CalcTextSize("plan").x);
+  const float cell_w = std::max(ImGui::CalcTextSize("-99.99").x, ImGui::CalcTextSize("mxfp8e4").x);
   const float pad = 2 * st.CellPadding.x + 1;
   const float others =
       shape_w + params_w + plan_w + (ncol - kFixed) * cell_w + pad * ncol + st.ScrollbarSize;
-  const float tensor_w = std::clamp(ImGui::GetContentRegionAvail().x - others, fs * 8, fs * 16);
+  const float tensor_w = std::clamp(ImGui::GetContentRegionAvail().x - others, fs * 6, fs * 16);
   if (ImGui::BeginTable("##map", ncol,
                         ImGuiTableFlags_ScrollY | ImGuiTableFlags_ScrollX |
                             ImGuiTableFlags_BordersInner | ImGuiTableFlags_SizingFixedFit,

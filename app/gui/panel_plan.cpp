@@ -132,7 +132,19 @@ void draw_plan_panel(AppState& app) {
     ImGui::TableNextColumn();
     ImGui::TextUnformatted(shape_str(r.shape).c_str());
     ImGui::TableNextColumn();
-    name_text(r.dtype);
+    {
+      // The registry name where the datatype has one (nvfp4, not its canonical string).
+      std::string shown = r.dtype;
+      for (const RegistryEntry& e : registry())
+        if (e.spec == r.dtype) {
+          shown = e.name;
+          break;
+        }
+      const std::string fitted = fit_text(shown, ImGui::GetContentRegionAvail().x);
+      ImGui::TextUnformatted(fitted.c_str());
+      if ((fitted != shown || shown != r.dtype) && ImGui::IsItemHovered())
+        ImGui::SetTooltip("%s", r.dtype.c_str());
+    }
     ImGui::TableNextColumn();
     if (r.layout_guessed) {
       ImGui::TextColored(ImVec4(1, 0.75f, 0.3f, 1), "%s guessed", r.axis.c_str());
