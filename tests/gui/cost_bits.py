@@ -20,7 +20,7 @@ import os
 import sys
 
 import numpy as np
-from app_session import prepare, run_app
+from app_session import begin, run_app
 
 PADDLE = os.path.join(os.environ.get("CASTSCOPE_TEST_MODELS",
                                      os.path.expanduser("~/.cache/castscope/models")),
@@ -110,11 +110,10 @@ def check(state, tensor, rows, length, axis, failures):
 
 
 def main():
-    app, _checker, work = sys.argv[1:4]
-    seed = prepare("cost_bits", work)
-    if seed is None:
+    started = begin("cost_bits")
+    if started is None:
         return 77
-    rng = np.random.default_rng(seed)
+    app, _checker, work, rng = started
     shapes = {"dw.weight": [16, 1, 3, 3], "conv.weight": [24, 3, 3, 3], "fc.weight": [40, 120]}
     np.savez(os.path.join(work, "short_rows.npz"),
              **{k: rng.standard_normal(v).astype(np.float32) for k, v in shapes.items()})

@@ -32,32 +32,22 @@ if(CASTSCOPE_XVFB_RUN)
     set_tests_properties(gui.session.${_session} PROPERTIES LABELS gui TIMEOUT 300 RUN_SERIAL TRUE
       SKIP_RETURN_CODE 77)
   endforeach()
-  # The mask and the teaching view of an ONNX graph's Conv and MatMul [K, N] weights, on each
-  # tensor's view [outputs, reduction], operated by the mouse (the model built with onnx).
   find_package(Python3 COMPONENTS Interpreter)
   if(Python3_FOUND)
-    add_test(NAME gui.onnx_views
-      COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/gui/onnx_views.py
-        $<TARGET_FILE:castscope> $<TARGET_FILE:castscope_gui_check>
-        ${CMAKE_CURRENT_BINARY_DIR}/gui_sessions/onnx_views)
-    set_tests_properties(gui.onnx_views PROPERTIES LABELS gui TIMEOUT 180 RUN_SERIAL TRUE
-      SKIP_RETURN_CODE 77)
-    # Every panel's bits per value is the tensor's storage (storage_bits) on short rows; a
-    # datatype that cannot run along a tensor's axis is refused by name.
-    add_test(NAME gui.cost_bits
-      COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/gui/cost_bits.py
-        $<TARGET_FILE:castscope> $<TARGET_FILE:castscope_gui_check>
-        ${CMAKE_CURRENT_BINARY_DIR}/gui_sessions/cost_bits)
-    set_tests_properties(gui.cost_bits PROPERTIES LABELS gui TIMEOUT 300 RUN_SERIAL TRUE
-      SKIP_RETURN_CODE 77)
-    # The teaching view of two-level scales (NVFP4, float32 tensor scales): plotted codes on the
-    # grid, clipped marks equal to the tile map's count and the cast's.
-    add_test(NAME gui.teach_grid
-      COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/gui/teach_grid.py
-        $<TARGET_FILE:castscope> $<TARGET_FILE:castscope_gui_check>
-        ${CMAKE_CURRENT_BINARY_DIR}/gui_sessions/teach_grid)
-    set_tests_properties(gui.teach_grid PROPERTIES LABELS gui TIMEOUT 300 RUN_SERIAL TRUE
-      SKIP_RETURN_CODE 77)
+    # onnx_views: the mask and the teaching view of an ONNX graph's Conv and MatMul [K, N]
+    # weights, on each tensor's view [outputs, reduction], operated by the mouse (the model built
+    # with onnx). cost_bits: every panel's bits per value is the tensor's storage (storage_bits)
+    # on short rows, and a datatype that cannot run along a tensor's axis is refused by name.
+    # teach_grid: the teaching view of two-level scales (NVFP4, float32 tensor scales), plotted
+    # codes on the grid, clipped marks equal to the tile map's count and the cast's.
+    foreach(_py onnx_views cost_bits teach_grid)
+      add_test(NAME gui.${_py}
+        COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/gui/${_py}.py
+          $<TARGET_FILE:castscope> $<TARGET_FILE:castscope_gui_check>
+          ${CMAKE_CURRENT_BINARY_DIR}/gui_sessions/${_py})
+      set_tests_properties(gui.${_py} PROPERTIES LABELS gui TIMEOUT 300 RUN_SERIAL TRUE
+        SKIP_RETURN_CODE 77)
+    endforeach()
     # Metrics first and frames drawn while a 4096 x 4096 tensor's views update (the frame times
     # it prints are the 30 fps figure; docs/gui.md).
     add_test(NAME gui.responsive

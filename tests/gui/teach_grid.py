@@ -16,7 +16,7 @@ import os
 import sys
 
 import numpy as np
-from app_session import prepare, run_app
+from app_session import begin, run_app
 
 # datatype, scale mode, whether it has a tensor scale
 FAMILIES = [("nvfp4", None, True),
@@ -42,11 +42,10 @@ def midmax(grid):
 
 
 def main():
-    app, _checker, work = sys.argv[1:4]
-    seed = prepare("teach_grid", work)
-    if seed is None:
+    started = begin("teach_grid")
+    if started is None:
         return 77
-    rng = np.random.default_rng(seed)
+    app, _checker, work, rng = started
     # Heavy tails, so that tiles hold both small values and ones near their tile's absmax.
     w = (rng.standard_t(3, (64, 96)) * 0.05).astype(np.float32)
     np.savez(os.path.join(work, "data.npz"), w=w)
