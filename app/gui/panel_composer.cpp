@@ -16,8 +16,8 @@ void draw_composer_panel(AppState& app) {
   app.composer.disabled = app.loader.running();
   // Fields leave room for the widest label beside them, so that a scroll bar taking its width
   // off a long composer narrows the fields, not their labels.
-  ImGui::PushItemWidth(-(ImGui::CalcTextSize("exponent bits").x +
-                         ImGui::GetStyle().ItemInnerSpacing.x * 2));
+  ImGui::PushItemWidth(
+      -(ImGui::CalcTextSize("exponent bits").x + ImGui::GetStyle().ItemInnerSpacing.x * 2));
   if (widgets::draw_composer(app.composer)) app.recompute = true;
   ImGui::PopItemWidth();
   // A rejected string and its error stay while the person is on it; once another change has
