@@ -347,6 +347,8 @@ bool draw_composer(ComposerState& s) {
     ImGui::TextWrapped("%s (%s)", s.dtype.str().c_str(), s.dtype.name().c_str());
   ImGui::PopStyleColor();
   ImGui::Text("nominal bits per value: %.4g", s.dtype.bits_per_value());
+  if (!s.tensor_bits.empty()) ImGui::TextWrapped("%s", s.tensor_bits.c_str());
+  if (!s.tensor_bits_note.empty()) ImGui::TextDisabled("%s", s.tensor_bits_note.c_str());
   if (s.dtype.scaled() && !s.dtype.scale()->tiles.empty() && s.dtype.scale()->tiles[0].channel())
     help(
         "A channel scale adds (scale bits) / (channel length); the views show the exact figure "
