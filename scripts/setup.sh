@@ -82,6 +82,16 @@ open(sys.argv[2], 'wb').write(z.read('rapidocr_onnxruntime/models/ch_PP-OCRv4_re
   fi
   rm -rf "$wheel_dir"
 fi
+# llm-compressor, the GPTQ peer of tests/interop/test_gptq_peer.py, pins torch, transformers and
+# compressed-tensors versions other than the ones the other tests use: its own virtual
+# environment over the system packages, with its pinned compressed-tensors and the packages its
+# import needs, so nothing else changes (quantize_weight needs torch only).
+llmc="$HOME/.cache/castscope/venv-llmcompressor"
+if ! "$llmc/bin/python" -c "import llmcompressor.modifiers.gptq.gptq_quantize" 2>/dev/null; then
+  python3 -m venv --system-site-packages "$llmc"
+  "$llmc/bin/python" -m pip install -q --no-deps llmcompressor==0.14.0.1 compressed-tensors==0.19.0
+  "$llmc/bin/python" -m pip install -q datasets==5.2.0
+fi
 # The layout tests (tests/interop/test_layouts.py, python/tests/test_layouts.py) build ONNX graphs
 # with the onnx package and read the same recognizer from "$models".
 python3 -c "import onnx" 2>/dev/null || python3 -m pip install -q onnx
