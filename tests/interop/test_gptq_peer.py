@@ -86,12 +86,15 @@ def ours(tmp, w_path, x_path, dtype, act_order):
     virt = os.path.join(tmp, "q.npy")
     cli("cast", w_path, virt, "-d", dtype, "--method", "gptq", "--calib", x_path,
         "--static-groups", *extra)
+    rtn = os.path.join(tmp, "rtn.safetensors")
+    cli("cast", w_path, rtn, "--mode", "actual", "-d", dtype)
     c = load_file(out)["tensor"].numpy().astype(np.int64)
+    moved = float(np.mean(c != load_file(rtn)["tensor"].numpy().astype(np.int64)))
     if dtype == "nvfp4":
         codes = np.where(c & 8, -1.0, 1.0) * E2M1[c & 7]
     else:
         codes = (c - 8).astype(np.float64)  # uint4 0..15 is compressed-tensors' int4 -8..7
-    return np.load(virt), codes
+    return np.load(virt), codes, moved
 
 
 def out_error(x, w, q):
@@ -113,7 +116,9 @@ def main():
             for act in (False, True):
                 what = f"{preset}{' act-order' if act else ''}"
                 q_lc, c_lc, dequant = peer(w, h, preset, act)
-                q_cs, c_cs = ours(tmp, w_path, x_path, dtype, act)
+                q_cs, c_cs, moved = ours(tmp, w_path, x_path, dtype, act)
+                # GPTQ must have moved codes off round-to-nearest, or agreement says nothing.
+                check(moved > 0.05, f"{what}: only {moved * 100:.2f}% of codes differ from rtn")
                 same = float(np.mean(c_lc == c_cs))
                 # The rounding choices compared on one dequantization (the peer's scales in
                 # float64): with identical codes the two libraries' own dequantized values
@@ -121,7 +126,8 @@ def main():
                 e_lc, e_cs = out_error(x, w, dequant(c_lc)), out_error(x, w, dequant(c_cs))
                 print(f"{what}: identical codes {same * 100:.3f}%  output error castscope "
                       f"{e_cs:.8g}  llm-compressor {e_lc:.8g}  (each dequantized by its own "
-                      f"library: {out_error(x, w, q_cs):.8g} / {out_error(x, w, q_lc):.8g})")
+                      f"library: {out_error(x, w, q_cs):.8g} / {out_error(x, w, q_lc):.8g}); "
+                      f"{moved * 100:.1f}% of codes off rtn")
                 check(same >= 0.99, f"{what}: {same * 100:.3f}% identical codes (< 99%)")
                 check(e_cs <= e_lc, f"{what}: output error {e_cs:.8g} > llm-compressor's {e_lc:.8g}")
     return exit_status(failures, "gptq against llm-compressor")
