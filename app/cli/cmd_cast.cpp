@@ -51,13 +51,7 @@ CastResult run_method(const Tensor& x, const DataType& d, const CastOptions& o) 
     CastResult v = r.cast;
     v.mode = CastMode::Virtual;
     v.options.mode = CastMode::Virtual;
-    v.values = upcast(r.cast);
-    // awq: the weight as the layer applies it, Q(W s) / s along the input axis.
-    if (r.pre_quant_scale) {
-      float* p = v.values.mutable_ptr<float>();
-      const int64_t n = r.pre_quant_scale.numel();
-      for (int64_t i = 0; i < v.values.numel(); ++i) p[i] /= r.pre_quant_scale.ptr<float>()[i % n];
-    }
+    v.values = method_values(r);  // awq: Q(W s) / s, the weight as the layer applies it
     return v;
   }
   if (r.pre_quant_scale)

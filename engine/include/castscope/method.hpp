@@ -63,6 +63,15 @@ MethodResult quantize(const Tensor& w, const DataType& dtype, const CastOptions&
                       const MethodOptions& m, const Calibration& calib = {},
                       const std::string& name = "weight");
 
+// The weight as the layer applies it after the method: the result's values, for awq divided by
+// the pre-quant scale along the input axis (Q(W s) / s).
+Tensor method_values(const MethodResult& r);
+// ||X W^T - X Q^T|| / ||X W^T|| on calibration inputs [tokens, in] for a weight w and its
+// quantized values q of one shape, viewed as the methods view them under `options`. Throws Error
+// naming `name` when the inputs disagree with the weight.
+double calibration_rel_error(const Tensor& inputs, const Tensor& w, const Tensor& q,
+                             const CastOptions& options, const std::string& name = "weight");
+
 // The cast of x onto given scales: every group of x rounded with the scales (scale, zero point,
 // tensor scale) of `scales`, an actual-mode cast of the same datatype and shape. With the scales
 // of cast(x) itself it gives cast(x)'s codes.

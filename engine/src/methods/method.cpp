@@ -142,3 +142,31 @@ MethodResult quantize(const Tensor& w, const DataType& dtype, const CastOptions&
 }
 
 }  // namespace castscope
+
+namespace castscope {
+
+Tensor method_values(const MethodResult& r) {
+  Tensor v = upcast(r.cast).clone();
+  if (r.pre_quant_scale) {
+    float* p = v.mutable_ptr<float>();
+    const float* s = r.pre_quant_scale.ptr<float>();
+    const int64_t n = r.pre_quant_scale.numel();
+    for (int64_t i = 0; i < v.numel(); ++i) p[i] /= s[i % n];
+  }
+  return v;
+}
+
+double calibration_rel_error(const Tensor& inputs, const Tensor& w, const Tensor& q,
+                             const CastOptions& options, const std::string& name) {
+  const methods::WeightView wv = methods::weight_view(w, options, name, "output error");
+  const methods::WeightView qv = methods::weight_view(q, options, name, "output error");
+  int64_t tokens = 0;
+  const std::vector<double> x =
+      methods::calibration_inputs({inputs}, wv, name, "output error", &tokens);
+  const std::vector<float> zero(wv.w.size(), 0.0f);
+  const double ref = methods::output_error(x, tokens, wv.w.data(), zero.data(), wv.rows, wv.cols);
+  const double err = methods::output_error(x, tokens, wv.w.data(), qv.w.data(), wv.rows, wv.cols);
+  return ref > 0 ? err / ref : (err > 0 ? HUGE_VAL : 0.0);
+}
+
+}  // namespace castscope
