@@ -17,7 +17,9 @@ within a float32 rounding of a quantization boundary can round the other way (an
 act-order two columns whose Hessian diagonals agree to float32 rounding can swap places), and its
 error then moves the later columns of its row. The test shows it instead of assuming it: where
 CastScope's error exceeds llm-compressor's, llm-compressor is run again with GPTQ_PRECISION
-float64 on the float64 Hessian, and CastScope's error must be at most that run's. Symmetric int4 (W4A16) is set aside by name: compressed-tensors
+float64 on the float64 Hessian, and CastScope's error must be at most that run's (for FP8, where
+torch's float64 -> float8_e4m3fn conversion rounds twice, through float32, a float64 run whose
+codes still differ sets the error comparison aside, by name). Symmetric int4 (W4A16) is set aside by name: compressed-tensors
 defines its scale as absmax / 7.5 with code -8 in use, CastScope's int4 datatype as absmax / 7
 (docs/formats.md, "Methods"); W4A16_ASYM (uint4 with an int8 zero point) is the same grid in both.
 Exit code 77 (skip) when llm-compressor is not importable.
@@ -162,6 +164,14 @@ def main():
                     e64 = out_error(x, w, dequant(c64))
                     print(f"  {what}: llm-compressor in float64: identical codes "
                           f"{float(np.mean(c64 == c_cs)) * 100:.3f}%, output error {e64:.8g}")
+                    if preset == "FP8_DYNAMIC" and not np.array_equal(c64, c_cs):
+                        # Set aside by name: torch converts float64 to float8_e4m3fn through
+                        # float32 (two roundings: 1.0625 + 2^-40 becomes 1.0, not 1.125), so
+                        # llm-compressor cannot round FP8 in float64 as CastScope does; the
+                        # 99% agreement above still holds.
+                        print(f"  {what}: output error comparison set aside: torch's float64 -> "
+                              "float8_e4m3fn conversion rounds twice")
+                        continue
                     check(e_cs <= e64, f"{what}: output error {e_cs:.8g} > llm-compressor's "
                           f"{e_lc:.8g} (float32) and {e64:.8g} (float64)")
     return exit_status(failures, "gptq against llm-compressor")
