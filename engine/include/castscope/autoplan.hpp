@@ -40,6 +40,11 @@ struct RankedCandidate {
 // the quantization axis, cheapest first; equal bits keep the given order.
 std::vector<RankedCandidate> rank_candidates(const std::vector<std::string>& texts,
                                              int64_t axis_length);
+// The same on one tensor: bits per value are storage_bits(d, shape, o) / values (partial tiles and
+// ggml blocks whole, the tensor scale counted); a candidate that cannot lay out along the
+// tensor's axis is ranked last, where its cast says why.
+std::vector<RankedCandidate> rank_candidates(const std::vector<std::string>& texts,
+                                             const Shape& shape, const CastOptions& o);
 
 // Casts xf (float32) to each datatype in turn, virtual values with `o` resolved for the tensor;
 // `on_cast(i, result)` returns false to stop. A datatype whose layout does not fit this tensor (a
