@@ -21,6 +21,8 @@ struct AutoPlanOptions {
   bool include_1d = false;          // norms and biases are kept unless asked
   bool include_embeddings = false;  // token / position embeddings are kept unless asked
   CastOptions cast;                 // round, scale mode, axis (axis_auto: per tensor), device
+  // The layout the plan is for: each tensor's candidates are those it holds (layout_refusal).
+  std::optional<Layout> layout;
 };
 
 // Token and position embedding tables, by the names the common stacks give them.

@@ -119,7 +119,9 @@ const FamilyOps kTable[] = {
      ggml_pack,
      ggml_unpack,
      ggml_storage_bits,
-     ggml::cast_virtual_across},
+     // No virtual cast across rows: ggml runs blocks along rows only, so a cast along another
+     // axis is refused by name (ggml::cast) rather than computed where no runtime holds it.
+     nullptr},
 };
 
 }  // namespace

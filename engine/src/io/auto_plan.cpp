@@ -136,6 +136,17 @@ std::vector<AutoPlanPick> auto_assign(const io::Model& model, const AutoPlanOpti
       // Each tensor along its own resolved layout unless the options name an axis.
       AutoPlanOptions ot = o;
       ot.cast = io::cast_options_for(o.cast, ts[i]);
+      if (o.layout) {
+        // Only what the target layout holds on this tensor; none: the tensor is kept.
+        ot.candidates.clear();
+        for (const std::string& c : o.candidates)
+          if (layout_refusal(*o.layout, DataType::parse(c), ts[i], o.cast).empty())
+            ot.candidates.push_back(c);
+        if (ot.candidates.empty()) {
+          io::release_pages(model, ts[i].name);
+          continue;
+        }
+      }
       picks.push_back(auto_pick(ts[i].name, model.load(ts[i].name), ot, job));
     } catch (const Error& e) {
       throw Error("tensor '" + ts[i].name + "' of '" + model.path() + "': " + e.what());
