@@ -1,7 +1,7 @@
 """torchao's MX scale-mode names as aliases: `--scale-mode floor|rceil|ceil|even` gives, on MXFP8
 and MXFP4, the values of torchao's own to_mx with ScaleCalculationMode FLOOR, RCEIL, CEIL and
-EVEN bit for bit (RCEIL is CastScope's topbinade, EVEN its option3); signed zeros aside, which
-torchao's FP4 path does not keep (docs/formats.md)."""
+EVEN bit for bit (RCEIL is CastScope's topbinade, EVEN its option3); a zero's sign aside
+(CastScope keeps -0, docs/formats.md), so zeros compare by value."""
 import subprocess
 
 import numpy as np
