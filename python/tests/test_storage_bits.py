@@ -38,13 +38,12 @@ def written_bytes(path):
 
 def per_tensor_scale_bits(d):
     """What a tensor stores once whatever its rows: the second (tensor) scale of a two-level
-    scale, or the one scale of a per-tensor scaled datatype."""
-    spec = d.str()
-    parts = spec.split("_")
+    scale, or the one scale of a datatype scaled per tensor."""
+    width = {"float32": 32, "float16": 16, "bfloat16": 16, "e8m0": 8}
     if d.multiscale:
-        return 32 if "float32" in parts else 16
-    if d.scaled and len(parts) == 2 and not any(p.startswith("t") for p in parts[1:]):
-        return 32
+        return width[d.second]
+    if d.scaled and not d.tiles:
+        return width[d.scale]
     return 0
 
 
@@ -69,6 +68,11 @@ def test_every_figure_equals_the_native_export(cli, model, tmp_path):
     inspect = json.loads(run(cli, "inspect", model, *dflags, "--json"))
     listed = {e["name"]: e for e in json.loads(run(cli, "list", "--model", model, "--json"))}
     pymap = castscope.open_model(model).map(DATATYPES, device="cpu")
+    # Rows by name (the file orders its tensors by name).
+    maprows = {r["name"]: r for r in cmap["rows"]}
+    pyrows = {r["name"]: r for r in pymap["rows"]}
+    reprows = {t["name"]: t for t in report["tensors"]}
+    insrows = {t["name"]: t for t in inspect["tensors"]}
     far = 0
     for di, dt in enumerate(DATATYPES):
         out = tmp_path / f"{di}.safetensors"
@@ -82,16 +86,14 @@ def test_every_figure_equals_the_native_export(cli, model, tmp_path):
             # Each stored part rounds up to whole bytes.
             assert (bits + 7) // 8 <= wrote[name] <= (bits + 7) // 8 + 4, where
             # Python's bits per value on rows of this length, the tensor scale once.
-            if not (d.scaled and "_t" in d.str() and d.str().count("_t") > 1):
+            if len(d.tiles) < 2:  # a 2-D tile spans rows: no per-row figure
                 assert d.bits_per_value(rowlen) * n + per_tensor_scale_bits(d) == \
                     pytest.approx(bits, abs=1e-6), where
-            cell = cmap["rows"][ti]["cells"][di]
-            assert cmap["rows"][ti]["name"] == name
-            assert cell["storage_bits"] == bits, where
-            assert pymap["rows"][ti]["cells"][di]["storage_bits"] == bits, where
-            res = report["tensors"][ti]["results"][di]
+            assert maprows[name]["cells"][di]["storage_bits"] == bits, where
+            assert pyrows[name]["cells"][di]["storage_bits"] == bits, where
+            res = reprows[name]["results"][di]
             assert res["storage_bits"] == bits, where
-            ib = inspect["tensors"][ti]["bits"][di]
+            ib = insrows[name]["bits"][di]
             assert ib["datatype"] == dt and ib["storage_bits"] == bits, where
             lt = [t for t in listed[dt]["tensors"] if t["name"] == name] if dt in listed else []
             if lt:  # registry datatypes are listed
@@ -99,7 +101,7 @@ def test_every_figure_equals_the_native_export(cli, model, tmp_path):
             if dt == "q4_k":
                 assert d.bits_per_value() == 4.5
                 assert "nominal 4.5" in ib["label"], ib
-                far += wrote[name] * 8 > 4 * 4.5 * n
+                far += wrote[name] * 8 > 2 * 4.5 * n  # 9.6 bits on rows of 120, 128 on 9
     assert far == len(TENSORS), "q4_k on rows shorter than 256 stores whole blocks"
     assert listed["q4_k"]["nominal_bits_per_value"] == 4.5
     # The rows of 9 of the issue: 128 bits per value for q4_k, NVFP4 4.889 before its tensor scale.
