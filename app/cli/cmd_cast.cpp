@@ -6,6 +6,7 @@
 #include "castscope/cast.hpp"
 #include "castscope/io.hpp"
 #include "castscope/metrics.hpp"
+#include "castscope/storage_bits.hpp"
 #include "cli/command.hpp"
 #include "cli/opt_method.hpp"
 
@@ -124,8 +125,8 @@ void cast_cmd(CLI::App& app) {
     }
     if (a.stats) {
       Stats s = compute_stats(x, values, r.counts.clipped);
-      std::printf("dtype %s  backend %s  %.2f ms  bits/value %.4g  axis %s\n", d.label().c_str(),
-                  r.backend.c_str(), ms, d.bits_per_value(axis_length(o, x.shape())),
+      std::printf("dtype %s  backend %s  %.2f ms  bits/value %s  axis %s\n", d.label().c_str(),
+                  r.backend.c_str(), ms, bits_label(d, x.shape(), o).c_str(),
                   describe_axis(o, x.shape()).c_str());
       std::printf(
           "mse %.6g\nsnr_db %.4f\nmax_abs_err %.6g\nclipped %lld (%.4f%%)\nnonfinite_in "

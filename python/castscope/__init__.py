@@ -308,7 +308,8 @@ class Model:
         """The model map of ``castscope-cli map``: every weight cast to every datatype along its
         resolved layout (``axis="auto"``), by the same engine sweep, so every figure equals the
         CLI's. Returns ``{"columns", "rows": [{"name", "shape", "axis", "layout",
-        "layout_guessed", "cells": [{"snr_db", "mse", ...} or {"error"}]}], "backend",
+        "layout_guessed", "cells": [{"snr_db", "mse", ..., "storage_bits", "bits_per_value"} or
+        {"error"}]}], "backend",
         "seconds"}``."""
         return _core._map(self._m, [str(d) for d in dtypes], round, scale_mode, str(axis),
                           device, filter, bool(include_1d), bool(include_embeddings), progress)

@@ -199,6 +199,10 @@ void bind_model(nb::module_& m) {
           nb::list cells;
           for (const MapCell& c : r.cells) {
             nb::dict d;
+            if (c.storage_bits) {
+              d["storage_bits"] = c.storage_bits;
+              d["bits_per_value"] = c.bits_per_value(r.numel);
+            }
             if (!c.error.empty()) {
               d["error"] = c.error;
             } else {

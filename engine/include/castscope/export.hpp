@@ -148,6 +148,21 @@ enum class Layout { Native, GptOss, CompressedTensors, GGUF };
 Layout parse_layout(std::string_view s);  // native | gpt-oss | compressed-tensors | gguf
 const char* to_string(Layout l);
 
+// Why `layout` cannot hold tensor `info` cast to `d` along its axis as that layout's exporter
+// resolves it (`cast` gives the axis, "auto" for each tensor's resolved layout), or "" where it
+// can: the datatype must be one the layout stores, along the axis and block multiple its readers
+// take. The budget planner's and auto-assignment's restriction to a target layout
+// (BudgetPlanOptions::layout), and the check of a plan made for none.
+std::string layout_refusal(Layout layout, const DataType& d, const io::TensorInfo& info,
+                           const CastOptions& cast);
+// The layouts that hold every (tensor, datatype) of a plan; per refusing layout, the first
+// tensors it refuses with the reason.
+struct PlanFit {
+  std::vector<Layout> holds;
+  std::vector<std::pair<Layout, std::vector<std::pair<std::string, std::string>>>> refused;
+};
+PlanFit plan_fit(const io::Model& model, const ExportPlan& plan, const CastOptions& cast);
+
 struct ExportOptions {
   Layout layout = Layout::Native;
   CastOptions cast;  // round, scale mode, seed, device, threads (mode and job are set per tensor)
@@ -287,6 +302,8 @@ CastOptions cast_options(const ExportOptions& o, CastMode mode, JobControl* sub)
 // gpt-oss layout to axis -2 for rank-3 experts [E, in, out] (transformers' GptOss layout).
 CastOptions cast_options(const ExportOptions& o, CastMode mode, JobControl* sub,
                          const ExportPlan& plan, const io::TensorInfo& info);
+// The compressed-tensors format that holds d ("nvfp4-pack-quantized", ...), "" for none.
+std::string ctensors_format(const DataType& d);
 bool is_mxfp4(const DataType& d);  // e2m1[fnuz] + e8m0 scale per 32, no extras
 bool axis_is_last(const CastOptions& o, const Shape& s);  // resolved, and not flattened
 Tensor pack_e2m1(const Tensor& codes, bool fnuz);         // two codes per byte, element 2i low

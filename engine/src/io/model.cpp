@@ -213,11 +213,24 @@ std::unique_ptr<Model> open_directory(const std::string& dir) {
   std::sort(files.begin(), files.end());
   std::vector<Entry> all;
   std::set<std::string> formats;
+  // Every unreadable file is reported, not only the first: a folder's fixes come all at once.
+  std::vector<std::string> bad;
   for (const std::string& f : files) {
-    const std::string fmt = sniff(f);
-    formats.insert(fmt);
-    std::vector<Entry> e = read_file(f, fmt);
-    for (Entry& x : e) all.push_back(std::move(x));
+    try {
+      const std::string fmt = sniff(f);
+      std::vector<Entry> e = read_file(f, fmt);
+      formats.insert(fmt);
+      for (Entry& x : e) all.push_back(std::move(x));
+    } catch (const Error& e) {
+      bad.push_back(e.what());
+    }
+  }
+  if (bad.size() == 1) throw Error(bad.front());
+  if (!bad.empty()) {
+    std::string msg = "directory '" + dir + "': " + std::to_string(bad.size()) + " of " +
+                      std::to_string(files.size()) + " files cannot be read:";
+    for (const std::string& b : bad) msg += "\n  " + b;
+    throw Error(msg);
   }
   std::string fmt = formats.size() == 1 ? *formats.begin() : "mixed";
   return std::make_unique<EntryModel>(dir, fmt, std::move(all));

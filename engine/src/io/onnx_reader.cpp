@@ -115,7 +115,10 @@ std::vector<Entry> read_onnx(const std::string& path) {
         "': ONNX protobuf over 2 GB (large models keep their weights in external data files)");
   auto model = std::make_shared<onnx::ModelProto>();
   if (!model->ParseFromArray(map->data(), static_cast<int>(map->size())))
-    throw Error("'" + path + "': not a valid ONNX model (protobuf parse failed)");
+    throw Error("'" + path + "': truncated or not an ONNX model: its " +
+                std::to_string(map->size()) +
+                " bytes do not parse as an ONNX protobuf (a partial download or copy, or "
+                "another format named .onnx)");
   if (!model->has_graph()) throw Error("'" + path + "': ONNX model has no graph");
   const std::filesystem::path base = std::filesystem::path(path).parent_path();
   std::map<std::string, std::shared_ptr<const MappedFile>> ext_files;

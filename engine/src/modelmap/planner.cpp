@@ -216,9 +216,24 @@ PlanTable build_plan_table(const io::Model& model, const BudgetPlanOptions& o, J
       pt.energy = energy;
       // A tensor of zeros casts exactly under every candidate: its errors stay 0 either way.
       const double scale = o.relative && energy > 0 ? 1.0 / energy : 1.0;
+      // Only the candidates the target layout holds on this tensor take part.
+      std::vector<DataType> held;
+      std::vector<size_t> idx;
+      for (size_t i = 0; i < dts.size(); ++i) {
+        if (o.layout) {
+          std::string why = layout_refusal(*o.layout, dts[i], info, o.cast);
+          if (!why.empty()) {
+            pt.failed.emplace_back(o.candidates[i], std::move(why));
+            continue;
+          }
+        }
+        held.push_back(dts[i]);
+        idx.push_back(i);
+      }
       cast_each(
-          w, dts, c, job,
-          [&](size_t i, const CastResult& cr) {
+          w, held, c, job,
+          [&](size_t h, const CastResult& cr) {
+            const size_t i = idx[h];
             const Tensor q = cr.values.to_f32();
             const float* pq = q.ptr<float>();
             double sse = 0;
@@ -249,9 +264,16 @@ PlanTable build_plan_table(const io::Model& model, const BudgetPlanOptions& o, J
             pt.options.push_back(po);
             return true;
           },
-          [&](size_t i, const std::string& why) { pt.failed.emplace_back(o.candidates[i], why); });
+          [&](size_t h, const std::string& why) {
+            pt.failed.emplace_back(o.candidates[idx[h]], why);
+          });
       if (pt.options.empty()) {
-        t.kept.emplace_back(info.name, "no candidate casts it");
+        t.kept.emplace_back(info.name, o.layout && !pt.failed.empty()
+                                           ? "no candidate the " +
+                                                 std::string(to_string(*o.layout)) +
+                                                 " layout holds casts it (" + pt.failed[0].first +
+                                                 ": " + pt.failed[0].second + ")"
+                                           : std::string("no candidate casts it"));
         t.kept_bits += 8 * info.nbytes;
       } else {
         t.values += pt.numel;
