@@ -62,7 +62,29 @@ struct InspectArgs {
   std::string axis = "auto";
   bool json = false;
   std::vector<std::string> axis_for;
+  std::string dump;
 };
+
+// "stored as DATATYPE (convention), B bits/weight" for a weight a quantized checkpoint stores as
+// codes and companions; "" for the others.
+std::string stored_column(const io::TensorInfo& t) {
+  if (t.stored.empty()) return "";
+  char bits[32];
+  std::snprintf(bits, sizeof bits, "%.4g", t.stored.bits_per_weight);
+  const std::string& d = t.stored.datatype.empty() ? t.stored.format : t.stored.datatype;
+  return "stored as " + d + " (" + t.stored.convention + "), " + bits + " bits/weight";
+}
+
+ordered_json stored_json(const io::TensorInfo& t) {
+  if (t.stored.empty()) return nullptr;
+  return {
+      {"convention", t.stored.convention},
+      {"datatype", t.stored.datatype.empty() ? ordered_json() : ordered_json(t.stored.datatype)},
+      {"format", t.stored.format},
+      {"parts", t.stored.parts},
+      {"stored_bytes", t.stored.stored_bytes},
+      {"bits_per_weight", t.stored.bits_per_weight}};
+}
 
 // The quantization axis a cast of this tensor would use ("-" for tensors that are never cast):
 // its resolved layout's unless `o` names one.
@@ -94,9 +116,18 @@ void inspect_cmd(CLI::App& app) {
   sub->add_flag("--json", a.json, "Print JSON instead of a table");
   add_axis_option(sub, a.axis);
   add_axis_for_option(sub, a.axis_for);
+  sub->add_option("--dump", a.dump,
+                  "Write each quantized weight's dequantized float32 values as DIR/NAME.npy");
   sub->callback([] {
     const CastOptions o = parse_cast_options({.axis = a.axis});
     auto m = with_layout_overrides(io::open_model(a.model), axis_override_plan(a.axis_for));
+    if (!a.dump.empty()) {
+      std::filesystem::create_directories(a.dump);
+      for (const io::TensorInfo& t : m->tensors())
+        if (!t.stored.empty())
+          io::save_npy((std::filesystem::path(a.dump) / (t.name + ".npy")).string(),
+                       m->load(t.name));
+    }
     uint64_t bytes = 0;
     int64_t elems = 0;
     for (const io::TensorInfo& t : m->tensors()) {
@@ -123,7 +154,8 @@ void inspect_cmd(CLI::App& app) {
                                   {"reason", t.layout.reason},
                                   {"guessed", t.layout.guessed},
                                   {"conflict", t.layout.conflict},
-                                  {"embedding", t.layout.embedding}}}});
+                                  {"embedding", t.layout.embedding}}},
+                                {"stored", stored_json(t)}});
       j["total"] = {{"tensors", m->tensors().size()}, {"numel", elems}, {"nbytes", bytes}};
       std::printf("%s\n", j.dump(2).c_str());
       return;
@@ -139,6 +171,8 @@ void inspect_cmd(CLI::App& app) {
                   t.name.c_str(), t.dtype.c_str(), shape_str(t.shape).c_str(),
                   human_bytes(t.nbytes).c_str(), axis_column(t, o).c_str(), static_cast<int>(lw),
                   layout_column(t).c_str(), t.layout.reason.c_str());
+    for (const io::TensorInfo& t : m->tensors())
+      if (!t.stored.empty()) std::printf("%s: %s\n", t.name.c_str(), stored_column(t).c_str());
     std::printf("%zu tensors, %lld values, %s (%s)\n", m->tensors().size(),
                 static_cast<long long>(elems), human_bytes(bytes).c_str(), m->format().c_str());
   });
