@@ -436,7 +436,9 @@ void fold_ctensors(const Source& src, Parts& parts) {
       } else if (m.codes->info.dtype == "I32") {
         fold_packed_int(src, parts, m, scheme_for(groups, m.prefix, "pack-quantized", src));
       } else {
-        const bool nv = parts.find(m.prefix + ".weight_global_scale") != nullptr;
+        // NVFP4 has an E4M3 group scale (and a global one), MXFP4 an E8M0 byte.
+        const bool nv = m.scale->info.dtype == "F8_E4M3" ||
+                        parts.find(m.prefix + ".weight_global_scale") != nullptr;
         fold_fp4(src, parts, m, nv);
       }
     } catch (const std::regex_error& e) {

@@ -64,7 +64,7 @@ void fold_fp8_block(const Source& src, Parts& parts) {
       const int64_t rows = s[s.size() - 2], cols = s[s.size() - 1];
       const int64_t sr = (rows + th - 1) / std::max<int64_t>(th, 1),
                     scn = (cols + tw - 1) / std::max<int64_t>(tw, 1);
-      const int64_t mats = rows * cols ? codes.numel() / (rows * cols) : 0;
+      const int64_t mats = rows > 0 && cols > 0 ? codes.numel() / (rows * cols) : 0;
       Tensor out = Tensor::uninitialized(DType::F32, s);
       const float* c = codes.ptr<float>();
       float* o = out.mutable_ptr<float>();

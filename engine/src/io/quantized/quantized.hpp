@@ -80,6 +80,8 @@ float e2m1(unsigned nibble);
 void fold_fp8_block(const Source& src, Parts& parts);
 void fold_ctensors(const Source& src, Parts& parts);
 void fold_gptoss(const Source& src, Parts& parts);
+void fold_gptq_awq(const Source& src, Parts& parts);
+void fold_modelopt(const Source& src, Parts& parts);
 
 }  // namespace castscope::io::detail::quantized
 
