@@ -212,4 +212,67 @@ if convert_moe_packed_tensors is not None:
         compare("gpt-oss MXFP4 (transformers convert_moe_packed_tensors)", d,
                 {name: convert_moe_packed_tensors(blocks, scales, dtype=torch.bfloat16)})
 
+# AutoAWQ GEMM and ModelOpt NVFP4: neither producer installs on a CPU-only machine (AutoAWQ needs
+# CUDA kernels, ModelOpt's export a GPU), so their files are made of random codes and scales in
+# their layouts, and the reference is compressed-tensors' own converter of each convention
+# (AutoAWQConverter, ModelOptNvfp4Converter) followed by its decompressor.
+try:
+    from compressed_tensors.entrypoints.convert.converters.autoawq import AutoAWQConverter
+    from compressed_tensors.entrypoints.convert.converters.modelopt_nvfp4 import ModelOptNvfp4Converter
+except ImportError:
+    AutoAWQConverter = ModelOptNvfp4Converter = None
+check(AutoAWQConverter is not None, "compressed-tensors has no AutoAWQ / ModelOpt converters")
+
+
+def converted_reference(tensors, converter, qc):
+    out = converter.process(dict(tensors))
+    scheme = next(iter(qc.config_groups.values()))
+    compressor = BaseCompressor.load_from_registry(qc.format)
+    ref = {}
+    for k in out:
+        if k.endswith(".weight_packed"):
+            p = k[: -len(".weight_packed")]
+            local = {n[len(p) + 1:]: v for n, v in out.items() if n.startswith(p + ".")}
+            ref[p + ".weight"] = compressor.decompress(local, scheme)["weight"]
+    return ref
+
+
+if AutoAWQConverter is not None:
+    with tempfile.TemporaryDirectory() as d:
+        IN, OUT, G = 256, 128, 128
+        p = "model.layers.0.mlp.down_proj"
+        t = {p + ".qweight": torch.randint(-2**31, 2**31 - 1, (IN, OUT // 8), dtype=torch.int32),
+             p + ".qzeros": torch.randint(-2**31, 2**31 - 1, (IN // G, OUT // 8), dtype=torch.int32),
+             p + ".scales": (torch.rand(IN // G, OUT) * 0.02 + 1e-3).to(torch.float16)}
+        save_file(t, os.path.join(d, "model.safetensors"))
+        awq_cfg = {"quant_method": "awq", "bits": 4, "group_size": G, "zero_point": True,
+                   "version": "gemm"}
+        json.dump({"model_type": "llama", "quantization_config": awq_cfg},
+                  open(os.path.join(d, "config.json"), "w"))
+        conv = AutoAWQConverter.from_autoawq_config(awq_cfg)
+        compare("AutoAWQ GEMM (compressed-tensors AutoAWQConverter)", d,
+                converted_reference(t, conv, conv._build_quant_config()))
+
+if ModelOptNvfp4Converter is not None:
+    with tempfile.TemporaryDirectory() as d:
+        p = "model.layers.0.self_attn.o_proj"
+        amax = float(torch.rand(()) * 2 + 0.1)
+        t = {p + ".weight": torch.randint(0, 256, (64, 64), dtype=torch.uint8),
+             p + ".weight_scale": (torch.rand(64, 8) * 400).to(torch.float8_e4m3fn),
+             p + ".weight_scale_2": torch.tensor(amax / (6 * 448), dtype=torch.float32),
+             p + ".input_scale": torch.tensor(0.01, dtype=torch.float32)}
+        save_file(t, os.path.join(d, "model.safetensors"))
+        json.dump({"model_type": "llama"}, open(os.path.join(d, "config.json"), "w"))
+        json.dump({"producer": {"name": "modelopt"},
+                   "quantization": {"quant_algo": "NVFP4", "group_size": 16}},
+                  open(os.path.join(d, "hf_quant_config.json"), "w"))
+        qc = QuantizationConfig.model_validate({
+            "format": "nvfp4-pack-quantized", "quant_method": "compressed-tensors",
+            "config_groups": {"group_0": {"targets": ["Linear"], **preset_name_to_scheme(
+                "NVFP4A16", ["Linear"]).model_dump(exclude={"targets"})}}})
+        j = compare("ModelOpt NVFP4 (compressed-tensors ModelOptNvfp4Converter)", d,
+                    converted_reference(t, ModelOptNvfp4Converter(targets=["re:.*"]), qc))
+        check(not any(x["name"].endswith("input_scale") for x in j["tensors"]),
+              "ModelOpt: input_scale still listed")
+
 sys.exit(exit_status(failures, "quantized-source"))

@@ -380,7 +380,10 @@ void fold_fp4(const Source& src, Parts& parts, const Module& m, bool nv) {
     expect_dtype(*m.scale, {"U8"}, "the MXFP4 E8M0 weight_scale");
   }
   const Entry codes = *m.codes, scale = *m.scale, gse = gs ? *gs : Entry{};
-  auto load = [codes, scale, gse, nv, shape, rows, cols, g] {
+  // PyTorch divides the bfloat16 scale by a 0-dim float32 global scale in bfloat16, by a [1]
+  // one (what compressed-tensors writes) in float32.
+  const std::string ratio = gs && gs->info.shape.empty() ? "BF16" : "F32";
+  auto load = [codes, scale, gse, nv, shape, rows, cols, g, ratio] {
     const Tensor p = raw(codes), s = raw(scale);
     const float global = nv ? scale_at(raw(gse), 0) : 1.0f;
     const uint8_t* pp = p.ptr<uint8_t>();
@@ -393,7 +396,7 @@ void fold_fp4(const Source& src, Parts& parts, const Module& m, bool nv) {
         const float q = e2m1((j & 1) ? b >> 4 : b & 15);
         // NVFP4: scale (bfloat16 of the E4M3 code, exact) / global in float32, then the float32
         // product rounded to bfloat16; MXFP4: 2^(e-127) in bfloat16 times the code.
-        const float f = nv ? scale_at(s, si) / global : e8m0(s.ptr<uint8_t>()[si]);
+        const float f = nv ? round_to(scale_at(s, si) / global, ratio) : e8m0(s.ptr<uint8_t>()[si]);
         o[k] = round_to(q * f, "BF16");
       }
     return out;

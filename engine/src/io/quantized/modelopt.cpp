@@ -2,8 +2,9 @@
 // NVFP4 `weight` U8 [out, in/2] (low nibble first), `weight_scale` F8_E4M3 per 16 inputs,
 // `weight_scale_2` F32 = amax / (6 * 448); FP8 `weight` F8_E4M3 with an F32 `weight_scale`.
 // NVFP4 values follow compressed-tensors' ModelOpt converter and its NVFP4 decompression:
-// global = 1 / weight_scale_2 in float32, scale / global in float32, the product rounded to
-// bfloat16. FP8 values are the float32 product code * weight_scale.
+// global = 1 / weight_scale_2 in float32, scale / global (in bfloat16 for ModelOpt's 0-dim
+// weight_scale_2, as PyTorch promotes), the product rounded to bfloat16. FP8 values are the float32
+// product code * weight_scale.
 #include "io/quantized/quantized.hpp"
 
 namespace castscope::io::detail::quantized {
@@ -47,7 +48,10 @@ void fold_modelopt(const Source& src, Parts& parts) {
                     "] weight in groups of 16 (expected [" + std::to_string(rows) + ", " +
                     std::to_string(cols / 16) + "])");
       const Entry we = w, se = ws, s2e = s2;
-      auto load = [we, se, s2e, rows, cols] {
+      // PyTorch divides a bfloat16 tensor by a 0-dim float32 one in bfloat16, by a [1] one in
+      // float32: ModelOpt's scalar weight_scale_2 rounds the scale ratio to bfloat16.
+      const std::string ratio = s2.info.shape.empty() ? "BF16" : "F32";
+      auto load = [we, se, s2e, rows, cols, ratio] {
         const Tensor pk = raw(we), s = raw(se);
         const float global = 1.0f / scale_at(raw(s2e), 0);
         const uint8_t* pp = pk.ptr<uint8_t>();
@@ -58,7 +62,8 @@ void fold_modelopt(const Source& src, Parts& parts) {
             const int64_t k = r * cols + j;
             const uint8_t b = pp[k / 2];
             const float q = e2m1((j & 1) ? b >> 4 : b & 15);
-            o[k] = round_to(q * (scale_at(s, r * (cols / 16) + j / 16) / global), "BF16");
+            o[k] = round_to(q * round_to(scale_at(s, r * (cols / 16) + j / 16) / global, ratio),
+                            "BF16");
           }
         return out;
       };
