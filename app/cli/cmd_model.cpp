@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <regex>
 
@@ -63,6 +64,7 @@ struct InspectArgs {
   bool json = false;
   std::vector<std::string> axis_for;
   std::string dump;
+  bool reproduce = false;
 };
 
 // "stored as DATATYPE (convention), B bits/weight" for a weight a quantized checkpoint stores as
@@ -118,9 +120,19 @@ void inspect_cmd(CLI::App& app) {
   add_axis_for_option(sub, a.axis_for);
   sub->add_option("--dump", a.dump,
                   "Write each quantized weight's dequantized float32 values as DIR/NAME.npy");
+  sub->add_flag(
+      "--reproduce", a.reproduce,
+      "Re-quantize each stored-quantized weight to its stored datatype (round to nearest) "
+      "and report the fraction of identical values");
   sub->callback([] {
     const CastOptions o = parse_cast_options({.axis = a.axis});
     auto m = with_layout_overrides(io::open_model(a.model), axis_override_plan(a.axis_for));
+    // "Does CastScope reproduce this file?", per weight whose stored datatype CastScope has.
+    std::map<std::string, io::Reproduction> rep;
+    if (a.reproduce)
+      for (const io::TensorInfo& t : m->tensors())
+        if (!t.stored.empty() && !t.stored.datatype.empty())
+          rep[t.name] = io::reproduce_stored(*m, t.name);
     if (!a.dump.empty()) {
       std::filesystem::create_directories(a.dump);
       for (const io::TensorInfo& t : m->tensors())
@@ -156,6 +168,16 @@ void inspect_cmd(CLI::App& app) {
                                   {"conflict", t.layout.conflict},
                                   {"embedding", t.layout.embedding}}},
                                 {"stored", stored_json(t)}});
+      if (a.reproduce) {
+        for (ordered_json& e : j["tensors"]) {
+          auto it = rep.find(e["name"].get<std::string>());
+          if (it != rep.end())
+            e["reproduce"] = {{"datatype", it->second.datatype},
+                              {"values", it->second.values},
+                              {"identical", it->second.identical},
+                              {"fraction", it->second.fraction()}};
+        }
+      }
       j["total"] = {{"tensors", m->tensors().size()}, {"numel", elems}, {"nbytes", bytes}};
       std::printf("%s\n", j.dump(2).c_str());
       return;
@@ -172,7 +194,16 @@ void inspect_cmd(CLI::App& app) {
                   human_bytes(t.nbytes).c_str(), axis_column(t, o).c_str(), static_cast<int>(lw),
                   layout_column(t).c_str(), t.layout.reason.c_str());
     for (const io::TensorInfo& t : m->tensors())
-      if (!t.stored.empty()) std::printf("%s: %s\n", t.name.c_str(), stored_column(t).c_str());
+      if (!t.stored.empty()) {
+        std::string line = t.name + ": " + stored_column(t);
+        auto it = rep.find(t.name);
+        if (it != rep.end()) {
+          char f[64];
+          std::snprintf(f, sizeof f, "; reproduced %.4f%% of values", 100 * it->second.fraction());
+          line += f;
+        }
+        std::printf("%s\n", line.c_str());
+      }
     std::printf("%zu tensors, %lld values, %s (%s)\n", m->tensors().size(),
                 static_cast<long long>(elems), human_bytes(bytes).c_str(), m->format().c_str());
   });

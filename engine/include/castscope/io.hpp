@@ -104,6 +104,18 @@ class Model {
   std::string path_;
 };
 
+// "Does CastScope reproduce this file?": the dequantized values of quantized weight `name`
+// re-quantized to its stored datatype with round-to-nearest (ties to even) along its layout, and
+// the fraction that come out bit for bit identical (1 for a file CastScope's quantizer would
+// write; GPTQ / AWQ codes chosen by error feedback do not reproduce). Throws Error for a weight
+// that is not stored quantized or whose stored format has no CastScope datatype.
+struct Reproduction {
+  std::string datatype;
+  int64_t values = 0, identical = 0;
+  double fraction() const { return values ? static_cast<double>(identical) / values : 1.0; }
+};
+Reproduction reproduce_stored(const Model& model, const std::string& name);
+
 // Drops the resident pages of a tensor that is done with (memory-mapped readers), so streaming
 // over a large checkpoint keeps its resident memory bounded. A hint: the data stays readable.
 void release_pages(const Model& model, const std::string& name);
