@@ -138,11 +138,15 @@ def compare(what, model_dir, ref):
             for c in ("weight_scale", "weight_packed", "weight_zero_point", "weight_global_scale",
                       "weight_shape", "_scale_inv", "_blocks", "_scales"):
                 check(not n.endswith(c), f"{what}: companion {n} still listed")
-        text = cli("inspect", model_dir)
+        text = cli("inspect", model_dir, "--reproduce")
         check("stored as" in text and "bits/weight" in text, f"{what}: inspect prints no stored format")
         stored = [line for line in text.splitlines() if "stored as" in line]
         check(len(stored) == len(ref), f"{what}: inspect shows {len(stored)} stored weights, not {len(ref)}")
         print(f"  {len(ref)} weights bit-exact; {stored[0] if stored else ''}")
+        rep = json.loads(cli("inspect", model_dir, "--json", "--reproduce"))
+        j["reproduce"] = {t["name"]: t["reproduce"]["fraction"] for t in rep["tensors"] if "reproduce" in t}
+        if j["reproduce"]:
+            print(f"  --reproduce: identical values {min(j['reproduce'].values()):.4f} .. {max(j['reproduce'].values()):.4f}")
         return j
 
 
@@ -189,6 +193,9 @@ if Fp8Dequantize is not None:
         t = next(t for t in j["tensors"] if t["name"].endswith("down_proj.weight"))
         check(t["stored"]["datatype"] == "e4m3fn_float32_t128_t128",
               f"block FP8: stored datatype {t['stored']['datatype']}")
+        # Made by round-to-nearest with scale amax / 448: CastScope's quantizer writes the same.
+        check(len(j["reproduce"]) == 7 and all(f == 1.0 for f in j["reproduce"].values()),
+              f"block FP8: --reproduce gives {j['reproduce']}")
 
 # gpt-oss MXFP4 experts: blocks and scales quantized from random experts; the reference is
 # transformers' convert_moe_packed_tensors.
