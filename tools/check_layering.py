@@ -51,7 +51,8 @@ LAYERS = [
         "engine/src/families/*", "engine/src/core/*",
     ]),
     ("io", [  # files, models, plans, the model map and planner
-        "engine/include/castscope/*", "engine/src/io/*", "engine/src/modelmap/*",
+        "engine/include/castscope/*", "engine/src/io/*", "engine/src/io/quantized/*",
+        "engine/src/modelmap/*",
     ]),
     ("widgets", ["widgets/**"]),
     ("apps", ["app/**", "python/**", "bench/**", "tests/**", "fuzz/**"]),

@@ -15,10 +15,6 @@ namespace castscope::io::detail::quantized {
 
 namespace {
 
-bool ends_with(const std::string& s, const std::string& suf) {
-  return s.size() >= suf.size() && s.compare(s.size() - suf.size(), suf.size(), suf) == 0;
-}
-
 struct Args {
   std::string group;  // config_groups key
   std::string format;

@@ -8,14 +8,6 @@
 
 namespace castscope::io::detail::quantized {
 
-namespace {
-
-bool ends_with(const std::string& s, const std::string& suf) {
-  return s.size() >= suf.size() && s.compare(s.size() - suf.size(), suf.size(), suf) == 0;
-}
-
-}  // namespace
-
 void fold_fp8_block(const Source& src, Parts& parts) {
   int64_t bh = 0, bw = 0;
   if (src.q.contains("weight_block_size") && !src.q["weight_block_size"].is_null()) {

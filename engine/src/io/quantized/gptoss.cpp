@@ -6,12 +6,6 @@
 
 namespace castscope::io::detail::quantized {
 
-namespace {
-bool ends_with(const std::string& s, const std::string& suf) {
-  return s.size() >= suf.size() && s.compare(s.size() - suf.size(), suf.size(), suf) == 0;
-}
-}  // namespace
-
 void fold_gptoss(const Source& src, Parts& parts) {
   for (size_t i = 0; i < parts.size(); ++i) {
     const Entry& b = parts.at(i);

@@ -14,10 +14,6 @@ namespace castscope::io::detail::quantized {
 
 namespace {
 
-bool ends_with(const std::string& s, const std::string& suf) {
-  return s.size() >= suf.size() && s.compare(s.size() - suf.size(), suf.size(), suf) == 0;
-}
-
 int get_int(const Source& src, const char* key, int def) {
   if (!src.q.contains(key) || src.q[key].is_null()) return def;
   if (!src.q[key].is_number_integer())

@@ -9,12 +9,6 @@
 
 namespace castscope::io::detail::quantized {
 
-namespace {
-bool ends_with(const std::string& s, const std::string& suf) {
-  return s.size() >= suf.size() && s.compare(s.size() - suf.size(), suf.size(), suf) == 0;
-}
-}  // namespace
-
 void fold_modelopt(const Source& src, Parts& parts) {
   std::string algo = src.q.value("quant_algo", std::string());
   for (char& c : algo) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));

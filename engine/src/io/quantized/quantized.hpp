@@ -47,6 +47,10 @@ class Parts {
   std::map<std::string, size_t> index_;
 };
 
+inline bool ends_with(const std::string& s, const std::string& suf) {
+  return s.size() >= suf.size() && s.compare(s.size() - suf.size(), suf.size(), suf) == 0;
+}
+
 // "'file': tensor 'name': " for entry e.
 std::string where_entry(const Entry& e);
 // Throws unless e's stored dtype is one of `dtypes` (safetensors names).
