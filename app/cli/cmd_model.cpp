@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <regex>
 
@@ -65,7 +66,30 @@ struct InspectArgs {
   bool json = false;
   std::vector<std::string> axis_for;
   std::vector<std::string> dtypes;  // --dtype: each one's exact bits per value per tensor
+  std::string dump;
+  bool reproduce = false;
 };
+
+// "stored as DATATYPE (convention), B bits/weight" for a weight a quantized checkpoint stores as
+// codes and companions; "" for the others.
+std::string stored_column(const io::TensorInfo& t) {
+  if (t.stored.empty()) return "";
+  char bits[32];
+  std::snprintf(bits, sizeof bits, "%.4g", t.stored.bits_per_weight);
+  const std::string& d = t.stored.datatype.empty() ? t.stored.format : t.stored.datatype;
+  return "stored as " + d + " (" + t.stored.convention + "), " + bits + " bits/weight";
+}
+
+ordered_json stored_json(const io::TensorInfo& t) {
+  if (t.stored.empty()) return nullptr;
+  return {
+      {"convention", t.stored.convention},
+      {"datatype", t.stored.datatype.empty() ? ordered_json() : ordered_json(t.stored.datatype)},
+      {"format", t.stored.format},
+      {"parts", t.stored.parts},
+      {"stored_bytes", t.stored.stored_bytes},
+      {"bits_per_weight", t.stored.bits_per_weight}};
+}
 
 // The quantization axis a cast of this tensor would use ("-" for tensors that are never cast):
 // its resolved layout's unless `o` names one.
@@ -100,6 +124,12 @@ void inspect_cmd(CLI::App& app) {
   sub->add_option("--dtype,-d", a.dtypes,
                   "Also this datatype's exact bits per value on each tensor, along its axis "
                   "(repeat for several)");
+  sub->add_option("--dump", a.dump,
+                  "Write each quantized weight's dequantized float32 values as DIR/NAME.npy");
+  sub->add_flag(
+      "--reproduce", a.reproduce,
+      "Re-quantize each stored-quantized weight to its stored datatype (round to nearest) "
+      "and report the fraction of identical values");
   sub->callback([] {
     const CastOptions o = parse_cast_options({.axis = a.axis});
     std::vector<DataType> dts;
@@ -110,6 +140,19 @@ void inspect_cmd(CLI::App& app) {
                                                                  : TensorBits{0, 0, "", "not cast"};
     };
     auto m = with_layout_overrides(io::open_model(a.model), axis_override_plan(a.axis_for));
+    // "Does CastScope reproduce this file?", per weight whose stored datatype CastScope has.
+    std::map<std::string, io::Reproduction> rep;
+    if (a.reproduce)
+      for (const io::TensorInfo& t : m->tensors())
+        if (!t.stored.empty() && !t.stored.datatype.empty())
+          rep[t.name] = io::reproduce_stored(*m, t.name);
+    if (!a.dump.empty()) {
+      std::filesystem::create_directories(a.dump);
+      for (const io::TensorInfo& t : m->tensors())
+        if (!t.stored.empty())
+          io::save_npy((std::filesystem::path(a.dump) / (t.name + ".npy")).string(),
+                       m->load(t.name));
+    }
     uint64_t bytes = 0;
     int64_t elems = 0;
     for (const io::TensorInfo& t : m->tensors()) {
@@ -136,13 +179,24 @@ void inspect_cmd(CLI::App& app) {
                                   {"reason", t.layout.reason},
                                   {"guessed", t.layout.guessed},
                                   {"conflict", t.layout.conflict},
-                                  {"embedding", t.layout.embedding}}}});
+                                  {"embedding", t.layout.embedding}}},
+                                {"stored", stored_json(t)}});
       for (size_t i = 0; i < m->tensors().size() && !dts.empty(); ++i) {
         ordered_json& jb = j["tensors"][i]["bits"] = ordered_json::array();
         for (size_t d = 0; d < dts.size(); ++d) {
           ordered_json e = tensor_bits_json<ordered_json>(bits_of(m->tensors()[i], d));
           e["datatype"] = a.dtypes[d];
           jb.push_back(e);
+        }
+      }
+      if (a.reproduce) {
+        for (ordered_json& e : j["tensors"]) {
+          auto it = rep.find(e["name"].get<std::string>());
+          if (it != rep.end())
+            e["reproduce"] = {{"datatype", it->second.datatype},
+                              {"values", it->second.values},
+                              {"identical", it->second.identical},
+                              {"fraction", it->second.fraction()}};
         }
       }
       j["total"] = {{"tensors", m->tensors().size()}, {"numel", elems}, {"nbytes", bytes}};
@@ -166,6 +220,17 @@ void inspect_cmd(CLI::App& app) {
         std::printf("  | %s", tensor_bits_text(bits_of(t, d)).c_str());
       std::printf("\n");
     }
+    for (const io::TensorInfo& t : m->tensors())
+      if (!t.stored.empty()) {
+        std::string line = t.name + ": " + stored_column(t);
+        auto it = rep.find(t.name);
+        if (it != rep.end()) {
+          char f[64];
+          std::snprintf(f, sizeof f, "; reproduced %.4f%% of values", 100 * it->second.fraction());
+          line += f;
+        }
+        std::printf("%s\n", line.c_str());
+      }
     std::printf("%zu tensors, %lld values, %s (%s)\n", m->tensors().size(),
                 static_cast<long long>(elems), human_bytes(bytes).c_str(), m->format().c_str());
   });

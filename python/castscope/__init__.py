@@ -230,6 +230,10 @@ class LazyTensor:
     dtype = property(lambda self: self.info.dtype, doc="Stored dtype (BF16, F8_E4M3, Q4_0, ...).")
     shape = property(lambda self: tuple(self.info.shape))
     nbytes = property(lambda self: self.info.nbytes)
+    stored = property(lambda self: self.info.stored,
+                      doc="How a quantized checkpoint stores it (:class:`StoredQuant`: convention, "
+                          "datatype, format, parts, stored_bytes, bits_per_weight), else None; "
+                          "numpy() gives its dequantized values.")
 
     def numpy(self, raw: bool = False) -> np.ndarray:
         """float32 values (``raw``: the stored dtype, where numpy has one)."""

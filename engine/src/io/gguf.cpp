@@ -195,7 +195,8 @@ std::vector<Entry> read_gguf(const std::string& path) {
                  : "ggml type " + std::to_string(r.type_id);
       e.info = {r.name,  r.type ? r.type->name : "ggml_type_" + std::to_string(r.type_id),
                 r.shape, r.nbytes,
-                path,    {}};
+                path,    {},
+                {}};
       e.load = [path, name, t]() -> Tensor {
         throw Error(where(path, name) + "GGUF tensor type " + t +
                     " cannot be decoded (ggml's gguf-py cannot dequantize it either)");
@@ -203,7 +204,7 @@ std::vector<Entry> read_gguf(const std::string& path) {
       out.push_back(std::move(e));
       continue;
     }
-    e.info = {r.name, r.type->name, r.shape, r.nbytes, path, {}};
+    e.info = {r.name, r.type->name, r.shape, r.nbytes, path, {}, {}};
     const uint8_t* p = map->data() + g.data_start + r.offset;
     const Shape shape = r.shape;
     if (const std::optional<DType> dt = ggml::plain_dtype(r.type_id)) {

@@ -230,7 +230,7 @@ std::vector<Entry> read_onnx(const std::string& path) {
                     ty->name + " " + shape_str(shape) + " needs " + std::to_string(numel));
     }
     Entry e;
-    e.info = {name, ty->name, shape, nbytes, path, {}};
+    e.info = {name, ty->name, shape, nbytes, path, {}, {}};
     if (!ty->known) {
       const std::string tn = ty->name;
       e.load = [path, name, tn]() -> Tensor {

@@ -90,7 +90,7 @@ std::vector<Entry> read_safetensors(const std::string& path) {
                   std::to_string(en - b));
     spans.push_back({name, b, en});
     Entry entry;
-    entry.info = {name, dname, shape, nbytes, path, {}};
+    entry.info = {name, dname, shape, nbytes, path, {}, {}};
     const uint8_t* p = map->data() + data_start + b;
     entry.raw = [map, p, dt, shape] { return view_raw(map, p, dt, shape); };
     entry.load = [map, p, dt, shape] {
