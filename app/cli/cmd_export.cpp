@@ -8,6 +8,7 @@
 #include <cstdio>
 
 #include "castscope/export.hpp"
+#include "castscope/imatrix.hpp"
 #include "castscope/io.hpp"
 #include "cli/command.hpp"
 
@@ -22,6 +23,7 @@ struct ExportArgs {
   bool quiet = false;
   std::string rotate;
   std::vector<std::string> axis_for;  // PATTERN=AXIS: per-tensor axis (layout) overrides
+  std::string imatrix;                // llama-imatrix's file (GGUF or legacy .dat)
 };
 
 JobControl* g_job = nullptr;
@@ -63,6 +65,10 @@ void export_cmd(CLI::App& app) {
                   "finite value, or become Inf / NaN where it has them (as cast)")
       ->check(CLI::IsMember({"saturate", "ieee"}));
   sub->add_option("--seed", a.seed, "Seed of stochastic rounding");
+  sub->add_option("--imatrix", a.imatrix,
+                  "llama-imatrix's importance matrix (.gguf or legacy .dat): ggml's quantizers "
+                  "weigh each tensor's columns by its entry, as llama-quantize --imatrix does")
+      ->check(CLI::ExistingFile);
   add_axis_option(sub, a.axis);
   add_axis_for_option(sub, a.axis_for);
   add_device_option(sub, a.device);
@@ -90,6 +96,10 @@ void export_cmd(CLI::App& app) {
         parse_cast_options({"", a.round, a.scale_mode, a.overflow, a.axis, "", a.device}, o.cast);
     o.cast.seed = a.seed;
     o.config_path = a.config;
+    if (!a.imatrix.empty()) {
+      o.imatrix = std::make_shared<const io::Imatrix>(io::read_imatrix(a.imatrix));
+      o.imatrix_file = a.imatrix;
+    }
     o.metadata["castscope.plan"] = plan_to_json(p);
     std::string out = a.out;
     if (is_dir(out)) out += o.layout == Layout::GGUF ? "/model.gguf" : "/model.safetensors";

@@ -367,6 +367,7 @@ ExportReport export_gguf(const io::Model& model, const std::string& out, const E
   if (src)
     for (const io::detail::GgufKv& kv : src->kvs) {
       if (kv.key.rfind("castscope.", 0) == 0) continue;
+      if (opt.imatrix && kv.key.rfind("quantize.imatrix.", 0) == 0) continue;
       has_name |= kv.key == "general.name";
       if (kv.key == "general.alignment") {
         has_alignment = true;
@@ -385,8 +386,21 @@ ExportReport export_gguf(const io::Model& model, const std::string& out, const E
   for (const auto& [k, v] : opt.metadata) kv.push_back({k, v});
   for (const Planned& p : planned)
     if (p.dtype) kv.push_back({"castscope.dtype." + p.info->name, p.dtype->str()});
+  // The importance matrix as llama-quantize records it.
+  std::vector<std::pair<std::string, uint32_t>> kv_u32;
+  if (opt.imatrix) {
+    kv.push_back({"quantize.imatrix.file", opt.imatrix_file});
+    if (!opt.imatrix->datasets.empty())
+      kv.push_back({"quantize.imatrix.dataset", opt.imatrix->datasets.front()});
+    kv_u32.push_back(
+        {"quantize.imatrix.entries_count", static_cast<uint32_t>(opt.imatrix->entries.size())});
+    if (opt.imatrix->chunk_count > 0)
+      kv_u32.push_back(
+          {"quantize.imatrix.chunks_count", static_cast<uint32_t>(opt.imatrix->chunk_count)});
+  }
   const bool add_ftype = ftype && !has_ftype;
-  h.u64(kept_kv.size() + kv.size() + (has_alignment ? 0 : 1) + (add_ftype ? 1 : 0));
+  h.u64(kept_kv.size() + kv.size() + kv_u32.size() + (has_alignment ? 0 : 1) +
+        (add_ftype ? 1 : 0));
   if (!has_alignment) h.kv_u32("general.alignment", kAlign);
   if (add_ftype) h.kv_u32("general.file_type", *ftype);
   for (const KeptKv& k : kept_kv) {
@@ -396,6 +410,7 @@ ExportReport export_gguf(const io::Model& model, const std::string& out, const E
       h.raw(src->map->data() + k.begin, k.end - k.begin);
   }
   for (const auto& [k, v] : kv) h.kv_str(k, v);
+  for (const auto& [k, v] : kv_u32) h.kv_u32(k, v);
   for (const Planned& p : planned) {
     h.str(p.info->name);
     h.u32(static_cast<uint32_t>(p.info->shape.size()));

@@ -462,6 +462,7 @@ CastOptions cast_options(const ExportOptions& o, CastMode mode, JobControl* sub,
                          const ExportPlan& plan, const io::TensorInfo& info) {
   CastOptions c = cast_options(o, mode, sub);
   if (const std::optional<AxisSpec> a = plan.axis_for(info)) a->apply(c);
+  if (o.imatrix) c.importance = o.imatrix->weights_for(info.name, info.shape);
   // The stacks of these layouts fix the axis: ggml quantizes rows; transformers' gpt-oss experts
   // [E, in, out] reduce over axis -2, and other tensors of that layout over their last axis.
   if (o.layout == Layout::GGUF && c.axis_auto) {

@@ -210,8 +210,9 @@ void poison(uint32_t id, uint8_t* b, uint32_t bytes) {
 
 }  // namespace
 
-// Q2_K ... Q6_K, IQ4_NL, IQ4_XS (ggml_kquant.cpp).
-void quantize_k(uint32_t id, const float* x, uint8_t* block);
+// Q2_K ... Q6_K, IQ4_NL, IQ4_XS (ggml_kquant.cpp); `qw` the block's importance weights or null.
+void quantize_k(uint32_t id, const float* x, uint8_t* block, const float* qw);
+void quantize_legacy_weighted(uint32_t id, const float* xb, const float* weight, uint8_t* b);
 
 bool can_quantize(uint32_t id) {
   switch (id) {
@@ -236,13 +237,32 @@ bool can_quantize(uint32_t id) {
   }
 }
 
-void quantize(uint32_t id, const float* x, uint64_t n, uint8_t* out) {
+void quantize(uint32_t id, const float* x, uint64_t n, uint8_t* out, const float* qw) {
   const TypeInfo& t = *type_info(id);
+  // Q8_0, MXFP4 and the ternary types take no importance (ggml ignores it for them too).
+  const bool legacy = id == 2 || id == 3 || id == 6 || id == 7;
+  const bool weighted = qw && takes_importance(id);
+  // The legacy types' sigma2 is the mean square of the whole row (non-finite values left out,
+  // where ggml's is undefined).
+  float sigma2 = 0;
+  if (weighted && legacy) {
+    float s = 0;
+    for (uint64_t j = 0; j < n; ++j)
+      if (std::isfinite(x[j])) s += x[j] * x[j];
+    sigma2 = s / static_cast<float>(n);
+  }
   for (uint64_t i = 0; i < n / t.block; ++i) {
     const float* xb = x + i * t.block;
     uint8_t* b = out + i * t.block_bytes;
     if (!std::all_of(xb, xb + t.block, [](float v) { return std::isfinite(v); })) {
       poison(id, b, t.block_bytes);
+      continue;
+    }
+    if (weighted && legacy) {
+      float w[32];
+      const float* q = qw + i * t.block;
+      for (int j = 0; j < 32; ++j) w[j] = q[j] * std::sqrt(sigma2 + xb[j] * xb[j]);
+      quantize_legacy_weighted(id, xb, w, b);
       continue;
     }
     switch (id) {
@@ -271,9 +291,28 @@ void quantize(uint32_t id, const float* x, uint64_t n, uint8_t* out) {
         mxfp4(xb, b);
         break;
       default:
-        quantize_k(id, xb, b);
+        quantize_k(id, xb, b, weighted ? qw + i * t.block : nullptr);
         break;
     }
+  }
+}
+
+bool takes_importance(uint32_t id) {
+  switch (id) {
+    case 2:
+    case 3:
+    case 6:
+    case 7:
+    case 10:
+    case 11:
+    case 12:
+    case 13:
+    case 14:
+    case 20:
+    case 23:
+      return true;
+    default:
+      return false;
   }
 }
 
