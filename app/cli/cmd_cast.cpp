@@ -84,8 +84,8 @@ void cast_cmd(CLI::App& app) {
     if (!a.imatrix.empty()) {
       if (ends_with(a.imatrix, ".npy")) {
         const Tensor w = io::load_npy(a.imatrix).to_f32();
-        o.importance = std::make_shared<const std::vector<float>>(
-            w.ptr<float>(), w.ptr<float>() + w.numel());
+        o.importance =
+            std::make_shared<const std::vector<float>>(w.ptr<float>(), w.ptr<float>() + w.numel());
       } else {
         if (a.imatrix_entry.empty())
           throw Error("--imatrix '" + a.imatrix + "' needs --imatrix-entry NAME");

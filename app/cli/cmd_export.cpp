@@ -24,6 +24,7 @@ struct ExportArgs {
   std::string rotate;
   std::vector<std::string> axis_for;  // PATTERN=AXIS: per-tensor axis (layout) overrides
   std::string imatrix;                // llama-imatrix's file (GGUF or legacy .dat)
+  std::string gguf_file_type;         // llama.cpp's name of the mix, for general.file_type
 };
 
 JobControl* g_job = nullptr;
@@ -69,6 +70,9 @@ void export_cmd(CLI::App& app) {
                   "llama-imatrix's importance matrix (.gguf or legacy .dat): ggml's quantizers "
                   "weigh each tensor's columns by its entry, as llama-quantize --imatrix does")
       ->check(CLI::ExistingFile);
+  sub->add_option("--gguf-file-type", a.gguf_file_type,
+                  "gguf: general.file_type by llama.cpp's name of the mix (Q4_K_S, Q4_K_M, ...; "
+                  "default: the dominant type's)");
   add_axis_option(sub, a.axis);
   add_axis_for_option(sub, a.axis_for);
   add_device_option(sub, a.device);
@@ -96,6 +100,7 @@ void export_cmd(CLI::App& app) {
         parse_cast_options({"", a.round, a.scale_mode, a.overflow, a.axis, "", a.device}, o.cast);
     o.cast.seed = a.seed;
     o.config_path = a.config;
+    o.gguf_file_type = a.gguf_file_type;
     if (!a.imatrix.empty()) {
       o.imatrix = std::make_shared<const io::Imatrix>(io::read_imatrix(a.imatrix));
       o.imatrix_file = a.imatrix;

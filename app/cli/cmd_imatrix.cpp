@@ -19,7 +19,8 @@ struct ImatrixArgs {
 void imatrix_cmd(CLI::App& app) {
   static ImatrixArgs a;
   auto* sub = app.add_subcommand(
-      "imatrix", "Read llama-imatrix's importance matrix (.gguf or legacy .dat), list or convert it");
+      "imatrix",
+      "Read llama-imatrix's importance matrix (.gguf or legacy .dat), list or convert it");
   sub->add_option("input", a.in, "Importance matrix (GGUF or legacy .dat)")
       ->required()
       ->check(CLI::ExistingFile);
@@ -30,16 +31,16 @@ void imatrix_cmd(CLI::App& app) {
   sub->callback([] {
     const io::Imatrix m = io::read_imatrix(a.in);
     if (!a.out.empty()) {
-      const bool dat = a.format.empty() ? a.out.size() >= 4 && a.out.substr(a.out.size() - 4) == ".dat"
-                                        : a.format == "dat";
+      const bool dat = a.format.empty()
+                           ? a.out.size() >= 4 && a.out.substr(a.out.size() - 4) == ".dat"
+                           : a.format == "dat";
       io::write_imatrix(a.out, m, dat);
       return;
     }
     nlohmann::json j = nlohmann::json::array();
     if (!a.json)
       std::printf("%s: %s, %zu entries, %d chunks of %d, datasets:", a.in.c_str(),
-                  m.legacy ? "legacy .dat" : "GGUF", m.entries.size(), m.chunk_count,
-                  m.chunk_size);
+                  m.legacy ? "legacy .dat" : "GGUF", m.entries.size(), m.chunk_count, m.chunk_size);
     if (!a.json)
       for (const std::string& d : m.datasets) std::printf(" %s", d.c_str());
     if (!a.json) std::printf("\n");

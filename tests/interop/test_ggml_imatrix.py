@@ -5,7 +5,9 @@ baseline x86-64 instruction set by scripts/setup-llama-cpp.sh) on fresh random r
 and `castscope-cli cast --mode actual --imatrix W.npy` on the same: the blocks must be the same
 bytes for every type whose quantizer takes weights, for Q8_0 (which ignores them, as in ggml),
 with weights of several sets for stacked experts [E, out, in] (llama.cpp gives expert e the
-weights e * n_per_row ...), and without weights (ggml's unweighted quantizers).
+weights e * n_per_row ...), and without weights (ggml's unweighted quantizers); Q1_0 and NVFP4
+(ggml types 41 and 40, which gguf-py 0.19 cannot quantize) too, with their values against
+ggml's dequantize_row_*.
 
 usage: test_ggml_imatrix.py PATH/TO/castscope-cli   (exit 77: numpy, safetensors or llama_cpp
 missing; scripts/setup-llama-cpp.sh installs llama_cpp)
@@ -34,7 +36,11 @@ TYPES = {
     "q4_k": ("quantize_q4_K", 256, 144), "q5_k": ("quantize_q5_K", 256, 176),
     "q6_k": ("quantize_q6_K", 256, 210),
     "iq4_nl": ("quantize_iq4_nl", 32, 18), "iq4_xs": ("quantize_iq4_xs", 256, 136),
+    # Types llama.cpp added lately, which take no weights: ggml's own quantizers and decoders.
+    "q1_0": ("quantize_q1_0", 128, 18), "nvfp4_ggml": ("quantize_nvfp4", 64, 36),
 }
+IGNORE_WEIGHTS = {"q8_0", "q1_0", "nvfp4_ggml"}
+DEQUANTIZE = {"q1_0": "dequantize_row_q1_0", "nvfp4_ggml": "dequantize_row_nvfp4"}
 
 
 def ggml_lib():
@@ -44,7 +50,8 @@ def ggml_lib():
         f = getattr(lib, fn)
         f.argtypes = [fp, ctypes.c_void_p, i64, i64, fp]
         f.restype = ctypes.c_size_t
-    lib.ggml_quantize_init.argtypes = [ctypes.c_int]
+    for fn in DEQUANTIZE.values():
+        getattr(lib, fn).argtypes = [ctypes.c_void_p, fp, i64]
     return lib
 
 
@@ -103,9 +110,23 @@ def main():
             qw = np.exp(rng.normal(0, 2, size=(1, 512))).astype(np.float32)
             a = ggml_quantize(lib, dtype, x, qw, 8)
             b = ggml_quantize(lib, dtype, x, None, 8)
-            check((dtype == "q8_0") == np.array_equal(a, b),
+            ignore = dtype in IGNORE_WEIGHTS
+            check(ignore == np.array_equal(a, b),
                   f"{dtype}: ggml's weighted and unweighted bytes should "
-                  f"{'agree' if dtype == 'q8_0' else 'differ'}")
+                  f"{'agree' if ignore else 'differ'}")
+            if dtype in DEQUANTIZE:
+                # CastScope's values of those blocks are ggml's decoder's, bit for bit.
+                want = np.zeros(x.size, np.float32)
+                getattr(lib, DEQUANTIZE[dtype])(b.ctypes.data, want.ctypes.data_as(
+                    ctypes.POINTER(ctypes.c_float)), x.size)
+                src, out = os.path.join(work, "v.npy"), os.path.join(work, "v_out.npy")
+                np.save(src, x)
+                cli("cast", src, out, "--dtype", dtype, "--device", "cpu")
+                got = np.load(out).reshape(-1)
+                same = np.array_equal(got.view(np.uint32), want.view(np.uint32))
+                print(f"  {dtype:7s} values: {'identical to' if same else 'DIFFER from'} ggml's "
+                      f"{DEQUANTIZE[dtype]}")
+                check(same, f"{dtype}: values differ from ggml's {DEQUANTIZE[dtype]}")
     return exit_status(failures, "ggml importance-weight")
 
 

@@ -13,6 +13,7 @@ Debian's base-files package installs it (/usr/share/common-licenses/GPL-3).
     the same tensor types and bytes; Q4_K once more with the .dat matrix;
   * the Q4_K_M and Q4_K_S mixes: llama-quantize's per-tensor choice for this model, given to
     CastScope as a plan (tensor name -> datatype), gives the same bytes;
+  * general.file_type is llama-quantize's (Q4_K_S 14, Q4_K_M 15, ...);
   * every pair loads in llama.cpp (llama-cpp-python) and gives identical logits on a fixed
     sequence; the KL divergence from the F16 model is printed with and without the matrix.
 
@@ -87,8 +88,10 @@ def compare(label, ours, theirs):
             differ += 1
             check(False, f"{label}: {name} ({tb.tensor_type.name}) bytes differ")
     types = sorted({t.tensor_type.name for t in b.values()})
+    fa, fb = tl.file_type(ours), tl.file_type(theirs)
+    check(fa == fb, f"{label}: general.file_type {fa}, llama-quantize's {fb}")
     print(f"  {label:22s} {same}/{same + differ} tensors byte-identical to llama-quantize "
-          f"({', '.join(types)})")
+          f"({', '.join(types)}); general.file_type {fa} (llama-quantize {fb})")
 
 
 def plan_from(path, work, label):
@@ -100,6 +103,15 @@ def plan_from(path, work, label):
     p = os.path.join(work, f"plan_{label}.json")
     with open(p, "w") as f:
         json.dump({"rules": rules}, f)
+    return p
+
+
+def plan_all(dtype, work):
+    """Every tensor to `dtype`, token embedding included, as llama-quantize --pure does (the 1-D
+    norms stay float32 in a GGUF export)."""
+    p = os.path.join(work, f"plan_all_{dtype}.json")
+    with open(p, "w") as f:
+        json.dump({"rules": [{"pattern": "*", "dtype": dtype}]}, f)
     return p
 
 
@@ -153,13 +165,14 @@ def main():
         for qt, dt in PURE.items():
             k_im, same = both(f"{qt}+imatrix",
                               lambda o, qt=qt: ["--imatrix", im["gguf"], "--pure", f16, o, qt, "2"],
-                              lambda o, dt=dt: ["--dtype", dt, "--imatrix", im["gguf"]])
+                              lambda o, dt=dt: ["--plan", plan_all(dt, work), "--imatrix",
+                                                im["gguf"]])
             k_no, _ = both(f"{qt}", lambda o, qt=qt: ["--pure", f16, o, qt, "2"],
-                           lambda o, dt=dt: ["--dtype", dt])
+                           lambda o, dt=dt: ["--plan", plan_all(dt, work)])
             print(f"    {qt}: logits {'identical' if same else 'DIFFER'}; KL from F16 "
                   f"{k_no:.4e} without the imatrix, {k_im:.4e} with it")
         both("Q4_K+imatrix.dat", lambda o: ["--imatrix", im["dat"], "--pure", f16, o, "Q4_K", "2"],
-             lambda o: ["--dtype", "q4_k", "--imatrix", im["dat"]])
+             lambda o: ["--plan", plan_all("q4_k", work), "--imatrix", im["dat"]])
         print("the mixes, llama-quantize's per-tensor choice as a CastScope plan:")
         for mix in ("Q4_K_M", "Q4_K_S"):
             k, same = both(f"{mix}+imatrix",

@@ -4,11 +4,11 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
-#include <optional>
 #include <memory>
+#include <optional>
 #include <string>
-#include <vector>
 #include <string_view>
+#include <vector>
 
 #include "castscope/datatype.hpp"
 #include "castscope/rotation.hpp"

@@ -165,6 +165,9 @@ struct ExportOptions {
   // quantize.imatrix.* keys as llama-quantize records it.
   std::shared_ptr<const io::Imatrix> imatrix;
   std::string imatrix_file;
+  // GGUF: general.file_type by llama.cpp's name of the mix ("Q4_K_S", "Q4_K_M", "IQ4_XS" ...);
+  // empty: named after the file's dominant type (docs/export-formats.md, "GGUF").
+  std::string gguf_file_type;
 };
 
 struct ExportedTensor {

@@ -110,9 +110,8 @@ Imatrix read_legacy(const std::string& path) {
   uint64_t pos = 0;
   auto i32 = [&](const char* what) {
     if (size - pos < 4)
-      throw Error("imatrix '" + path + "' is neither GGUF nor a complete legacy imatrix (" +
-                  what + " missing at byte " + std::to_string(pos) + " of " +
-                  std::to_string(size) + ")");
+      throw Error("imatrix '" + path + "' is neither GGUF nor a complete legacy imatrix (" + what +
+                  " missing at byte " + std::to_string(pos) + " of " + std::to_string(size) + ")");
     int32_t v;
     std::memcpy(&v, p + pos, 4);
     pos += 4;

@@ -28,6 +28,10 @@ std::optional<DType> plain_dtype(uint32_t id);
 // Bytes of `n` elements (n a multiple of the block).
 uint64_t row_bytes(const TypeInfo& t, uint64_t n);
 
+// NVFP4's UE4M3 block scale as ggml decodes it (ggml_ue4m3_to_fp32): halved, for the doubled
+// E2M1 table; 0 and 0x7F give 0.
+float ue4m3_half(uint8_t x);
+
 // Decodes `n` elements (a multiple of the block) of a type with `decodes` set into float32.
 void dequantize(uint32_t id, const uint8_t* src, uint64_t n, float* out);
 
