@@ -27,34 +27,13 @@ void check_values(const std::string& path, const std::string& name, const std::v
                   " (importance sums must be finite and non-negative)");
 }
 
-// A GGUF value read from its key-value record's bytes (key, type, value).
-struct KvCursor {
-  const uint8_t* p;
-  uint64_t end, pos;
-  const std::string& path;
-  template <class T>
-  T get() {
-    if (sizeof(T) > end - pos) throw Error("imatrix '" + path + "': truncated key-value");
-    T v;
-    std::memcpy(&v, p + pos, sizeof(T));
-    pos += sizeof(T);
-    return v;
-  }
-  std::string str() {
-    const uint64_t n = get<uint64_t>();
-    if (n > end - pos) throw Error("imatrix '" + path + "': truncated string");
-    std::string s(reinterpret_cast<const char*>(p + pos), n);
-    pos += n;
-    return s;
-  }
-};
-
 Imatrix read_gguf_imatrix(const std::string& path) {
   const detail::GgufHeader g = detail::parse_gguf(path);
   Imatrix m;
   bool has_ds = false, has_cc = false, has_cs = false;
   for (const detail::GgufKv& kv : g.kvs) {
-    KvCursor c{g.map->data(), kv.end, kv.begin, path};
+    // The record's bytes: key, value type, value.
+    detail::GgufCursor c{g.map->data(), kv.end, kv.begin, path};
     c.str();
     const uint32_t type = c.get<uint32_t>();
     if (kv.key == "imatrix.datasets" && type == 9) {

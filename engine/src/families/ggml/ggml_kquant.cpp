@@ -204,9 +204,13 @@ float mean_sq(const float* x, int n, float k) {
   for (int j = 0; j < n; ++j) s += x[j] * x[j];
   return k * s / static_cast<float>(n);
 }
-// The element weights of quantize_row_*_impl: qw * sqrt(sigma2 + x^2).
-void impl_weights(const float* x, const float* qw, int n, float sigma2, float* w) {
+// The element weights of quantize_row_*_impl: qw * sqrt(sigma2 + x^2); returns their sum (in
+// index order), the sub-block's weight when its scale is quantized.
+float impl_weights(const float* x, const float* qw, int n, float sigma2, float* w) {
+  float sum = 0;
   for (int l = 0; l < n; ++l) w[l] = qw[l] * std::sqrt(sigma2 + x[l] * x[l]);
+  for (int l = 0; l < n; ++l) sum += w[l];
+  return sum;
 }
 
 // The 2-bit codes of Q2_K and Q3_K: four per byte, from elements 32 apart.
@@ -230,10 +234,7 @@ void q2_k(const float* x, uint8_t* b, const float* qw) {
     const float sigma2 = mean_sq(x, QK_K, 1.f);
     float sw[16];
     for (int j = 0; j < 16; ++j) {
-      impl_weights(x + 16 * j, qw + 16 * j, 16, sigma2, w);
-      float sumw = 0;
-      for (int l = 0; l < 16; ++l) sumw += w[l];
-      sw[j] = sumw;
+      sw[j] = impl_weights(x + 16 * j, qw + 16 * j, 16, sigma2, w);
       scales[j] = qkx2(16, 3, x + 16 * j, w, L + 16 * j, &mins[j], -0.9f, 0.05f, 36);
     }
     uint8_t Ls[16], Lm[16];
@@ -332,10 +333,7 @@ void q3_k(const float* x, uint8_t* b, const float* qw) {
     const float sigma2 = mean_sq(x, QK_K, 2.f);
     float w[16], sw[16];
     for (int j = 0; j < 16; ++j) {
-      impl_weights(x + 16 * j, qw + 16 * j, 16, sigma2, w);
-      float sumw = 0;
-      for (int l = 0; l < 16; ++l) sumw += w[l];
-      sw[j] = sumw;
+      sw[j] = impl_weights(x + 16 * j, qw + 16 * j, 16, sigma2, w);
       scales[j] = qx(16, 4, x + 16 * j, L + 16 * j, w);
     }
     int8_t Ls[16];
@@ -399,10 +397,7 @@ void q45_k(const float* x, uint8_t* b, int nmax, const float* qw) {
     const float sigma2 = mean_sq(x, QK_K, 2.f);
     float sw[8];
     for (int j = 0; j < 8; ++j) {
-      impl_weights(x + 32 * j, qw + 32 * j, 32, sigma2, w);
-      float sumw = 0;
-      for (int l = 0; l < 32; ++l) sumw += w[l];
-      sw[j] = sumw;
+      sw[j] = impl_weights(x + 32 * j, qw + 32 * j, 32, sigma2, w);
       scales[j] = qkx2(32, nmax, x + 32 * j, w, L + 32 * j, &mins[j], -0.9f, 0.05f, 36);
     }
     dh = float_to_half(qp(8, 63, scales, ls, sw));

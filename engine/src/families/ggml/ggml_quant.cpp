@@ -266,29 +266,16 @@ void poison(uint32_t id, uint8_t* b, uint32_t bytes) {
 void quantize_k(uint32_t id, const float* x, uint8_t* block, const float* qw);
 void quantize_legacy_weighted(uint32_t id, const float* xb, const float* weight, uint8_t* b);
 
+// The types with a quantizer here, and those of them that take importance weights.
+constexpr uint32_t kQuantized[] = {2, 3, 6, 7, 8, 10, 11, 12, 13, 14, 20, 23, 34, 35, 39, 40, 41};
+constexpr uint32_t kWeighted[] = {2, 3, 6, 7, 10, 11, 12, 13, 14, 20, 23};
+
 bool can_quantize(uint32_t id) {
-  switch (id) {
-    case 10:
-    case 11:
-    case 12:
-    case 13:
-    case 14:
-    case 20:
-    case 23:
-    case 2:
-    case 3:
-    case 6:
-    case 7:
-    case 8:
-    case 34:
-    case 35:
-    case 39:
-    case 40:
-    case 41:
-      return true;
-    default:
-      return false;
-  }
+  return std::find(std::begin(kQuantized), std::end(kQuantized), id) != std::end(kQuantized);
+}
+
+bool takes_importance(uint32_t id) {
+  return std::find(std::begin(kWeighted), std::end(kWeighted), id) != std::end(kWeighted);
 }
 
 void quantize(uint32_t id, const float* x, uint64_t n, uint8_t* out, const float* qw) {
@@ -354,25 +341,6 @@ void quantize(uint32_t id, const float* x, uint64_t n, uint8_t* out, const float
         quantize_k(id, xb, b, weighted ? qw + i * t.block : nullptr);
         break;
     }
-  }
-}
-
-bool takes_importance(uint32_t id) {
-  switch (id) {
-    case 2:
-    case 3:
-    case 6:
-    case 7:
-    case 10:
-    case 11:
-    case 12:
-    case 13:
-    case 14:
-    case 20:
-    case 23:
-      return true;
-    default:
-      return false;
   }
 }
 
