@@ -73,7 +73,8 @@ def tensors(path):
 def compare(label, ours, theirs):
     """Tensor types and bytes of two GGUF files, name by name."""
     a, b = tensors(ours), tensors(theirs)
-    check(list(a) == list(b), f"{label}: tensor lists differ")
+    # llama-quantize writes the tensors in its own order, CastScope in the source's.
+    check(sorted(a) == sorted(b), f"{label}: tensor names differ")
     same = differ = 0
     for name, tb in b.items():
         ta = a.get(name)

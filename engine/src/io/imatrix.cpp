@@ -83,7 +83,7 @@ Imatrix read_gguf_imatrix(const std::string& path) {
 }
 
 Imatrix read_legacy(const std::string& path) {
-  const auto map = MappedFile::open(path);
+  const auto map = detail::MappedFile::open(path);
   const uint8_t* p = map->data();
   const uint64_t size = map->size();
   uint64_t pos = 0;
@@ -267,7 +267,7 @@ std::shared_ptr<const std::vector<float>> Imatrix::weights_for(const std::string
 
 Imatrix read_imatrix(const std::string& path) {
   {
-    const auto map = MappedFile::open(path);
+    const auto map = detail::MappedFile::open(path);
     if (map->size() < 4 || std::memcmp(map->data(), "GGUF", 4) != 0) return read_legacy(path);
   }
   return read_gguf_imatrix(path);
