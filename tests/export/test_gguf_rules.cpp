@@ -52,7 +52,7 @@ const exporttest::GgufTensor& tensor(const exporttest::GgufFile& g, const std::s
 }  // namespace
 
 // A plan that casts the norms to float16, bfloat16 or a block type writes them float32 (the
-// source values, uncast), as llama-quantize does; a bfloat16 norm of a safetensors source too.
+// source values, uncast), a bfloat16 source norm too; kept tensors keep their stored type.
 TEST(ExportGgufRules, OneDimensionalTensorsStayFloat32) {
   std::mt19937_64 rng(castscope::test::test_seed());
   Dir dir;
@@ -63,7 +63,10 @@ TEST(ExportGgufRules, OneDimensionalTensorsStayFloat32) {
   m.add("blk.0.ffn_norm.weight", n2);
   m.add("output_norm.weight", n3);
   m.add("blk.0.attn_q.weight", random_tensor({4, 256}, rng));
-  const ExportPlan p = plan_of({{{"pattern", "*attn_norm*"}, {"dtype", "float16"}},
+  const Tensor kept = random_tensor({256}, rng, DType::BF16);
+  m.add("kept.bias", kept);
+  const ExportPlan p = plan_of({{{"pattern", "kept.*"}, {"dtype", "keep"}},
+                                {{"pattern", "*attn_norm*"}, {"dtype", "float16"}},
                                 {{"pattern", "*ffn_norm*"}, {"dtype", "q8_0"}},
                                 {{"pattern", "*"}, {"dtype", "q4_k"}}});
   const ExportReport rep = export_model(m, dir / "m.gguf", p, ExportOptions{Layout::GGUF});
@@ -77,8 +80,10 @@ TEST(ExportGgufRules, OneDimensionalTensorsStayFloat32) {
   EXPECT_EQ(std::memcmp(tensor(g, "blk.0.attn_norm.weight").data, n1.data(), 256 * 4), 0);
   const Tensor n3f = n3.to_f32();
   EXPECT_EQ(std::memcmp(tensor(g, "output_norm.weight").data, n3f.data(), 256 * 4), 0);
+  EXPECT_EQ(tensor(g, "kept.bias").type, 30u);  // BF16, as stored
+  EXPECT_EQ(std::memcmp(tensor(g, "kept.bias").data, kept.data(), 256 * 2), 0);
   for (const ExportedTensor& t : rep.tensors)
-    if (t.shape.size() == 1) EXPECT_EQ(t.dtype, "keep:F32") << t.name;
+    if (t.shape.size() == 1 && t.name != "kept.bias") EXPECT_EQ(t.dtype, "keep:F32") << t.name;
 }
 
 // Q4_K dominant: Q5_K on the mix's attn_v / ffn_down without Q6_K is llama.cpp's Q4_K_S (14),

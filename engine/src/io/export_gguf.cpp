@@ -370,11 +370,12 @@ ExportReport export_gguf(const io::Model& model, const std::string& out, const E
     try {
       if (info.name.size() >= 64) throw Error("GGUF tensor names are limited to 63 bytes");
       Planned p{&info, plan.dtype_for(info), 0, 0, 0, 0, nullptr};
-      // 1-D tensors (norms, biases) stay float32, as llama-quantize leaves them (it quantizes
-      // only tensors of two or more dimensions) and as llama.cpp's kernels need them: an F16 /
-      // BF16 / block norm aborts its binary ops. A GGUF source's are copied as they are.
-      const bool one_d = info.shape.size() <= 1;
-      if (one_d && p.dtype && p.dtype->str() != "float32") p.dtype.reset();
+      // A 1-D tensor (norm, bias) that the plan casts is written float32, as llama.cpp's
+      // converter writes them and its kernels need them (an F16 / BF16 / block norm aborts its
+      // binary ops); llama-quantize never casts them. Kept ones keep their stored type, and a
+      // GGUF source's are copied as they are.
+      const bool to_f32 = info.shape.size() <= 1 && p.dtype && p.dtype->str() != "float32";
+      if (to_f32) p.dtype.reset();
       const auto st = src_tensor.find(info.name);
       if (!p.dtype && st != src_tensor.end()) {
         if (!st->second->type)
@@ -386,7 +387,7 @@ ExportReport export_gguf(const io::Model& model, const std::string& out, const E
       } else {
         p.co = cast_options(opt, CastMode::Actual, nullptr, plan, info);
         p.type = choose_type(info, p.dtype, p.co);
-        if (one_d && !p.dtype && (p.type == F16 || p.type == BF16)) p.type = F32;
+        if (to_f32) p.type = F32;
         p.size = type_size(p.type, numel(info.shape));
       }
       p.offset = off;
