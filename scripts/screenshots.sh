@@ -31,7 +31,16 @@ for script in "$PWD"/tests/gui/scripts/*.txt; do
   [ -n "$wanted" ] || continue
   name=$(basename "$script" .txt)
   echo "== $name:$wanted"
-  sh tests/gui/run_session.sh "$app" "$checker" "$script" "$work/$name"
+  rc=0
+  sh tests/gui/run_session.sh "$app" "$checker" "$script" "$work/$name" || rc=$?
+  if [ "$rc" = 77 ]; then
+    # A session on a test model that is not here (scripts/setup.sh --dev fetches it): its images
+    # stay as they are.
+    echo "screenshots: $name skipped; kept$wanted" >&2
+    made="$made $wanted"
+    continue
+  fi
+  [ "$rc" = 0 ] || exit "$rc"
   for p in $wanted; do
     cp "$work/$name/$p" "$out/$p"
     made="$made $p"

@@ -30,7 +30,8 @@ PACKAGES=(
 )
 if [ "$DEV" = 1 ]; then
   # Tests, benchmarks, fuzzers (clang), the GUI tests' virtual display, the Python package.
-  PACKAGES+=(git clang libgtest-dev libgmock-dev libbenchmark-dev xvfb xauth python3 python3-pip)
+  PACKAGES+=(git clang libgtest-dev libgmock-dev libbenchmark-dev xvfb xauth python3 python3-pip
+    python3-venv)
 fi
 missing=()
 for p in "${PACKAGES[@]}"; do
@@ -84,6 +85,16 @@ open(sys.argv[2], 'wb').write(z.read('rapidocr_onnxruntime/models/ch_PP-OCRv4_re
       mv "$models/ch_PP-OCRv4_rec_infer.onnx.part" "$models/ch_PP-OCRv4_rec_infer.onnx"
   fi
   rm -rf "$wheel_dir"
+fi
+# llm-compressor, the GPTQ peer of tests/interop/test_gptq_peer.py, pins torch, transformers and
+# compressed-tensors versions other than the ones the other tests use: its own virtual
+# environment over the system packages, with its pinned compressed-tensors and the packages its
+# import needs, so nothing else changes (quantize_weight needs torch only).
+llmc="$HOME/.cache/castscope/venv-llmcompressor"
+if ! "$llmc/bin/python" -c "import llmcompressor.modifiers.gptq.gptq_quantize" 2>/dev/null; then
+  python3 -m venv --system-site-packages "$llmc"
+  "$llmc/bin/python" -m pip install -q --no-deps llmcompressor==0.14.0.1 compressed-tensors==0.19.0
+  "$llmc/bin/python" -m pip install -q datasets==5.2.0
 fi
 # The layout tests (tests/interop/test_layouts.py, python/tests/test_layouts.py) build ONNX graphs
 # with the onnx package and read the same recognizer from "$models".

@@ -40,7 +40,7 @@ LAYERS = [
         "engine/include/castscope/matmul.hpp", "engine/include/castscope/device.hpp",
         "engine/src/rotation/*", "engine/src/metrics/*", "engine/src/backends/**",
         "engine/src/families/tcfp/*", "engine/src/families/codebook/*",
-        "engine/src/families/ggml/*",
+        "engine/src/families/ggml/*", "engine/src/families/scaled_quantizer.hpp",
     ]),
     ("executor", [  # where work runs (CPU or GPU), fallback, device cache, progress
         "engine/include/castscope/executor.hpp", "engine/include/castscope/placed.hpp",
@@ -49,6 +49,9 @@ LAYERS = [
     ("dispatch", [  # the family table and cast dispatch (the rest of core/): reach every kernel
         "engine/include/castscope/layout.hpp", "engine/include/castscope/storage_bits.hpp",
         "engine/src/families/*", "engine/src/core/*",
+    ]),
+    ("methods", [  # quantization methods: drive the family table's quantizers
+        "engine/include/castscope/method.hpp", "engine/src/methods/*",
     ]),
     ("io", [  # files, models, plans, the model map and planner
         "engine/include/castscope/*", "engine/src/io/*", "engine/src/modelmap/*",

@@ -8,6 +8,7 @@
 #include "castscope/io.hpp"
 #include "castscope/metrics.hpp"
 #include "cli/command.hpp"
+#include "cli/opt_method.hpp"
 
 namespace castscope::cli {
 namespace {
@@ -21,14 +22,49 @@ struct CastArgs {
   bool stats = false;
   bool no_tcfp_nf = false;
   std::string imatrix, imatrix_entry;  // importance weights: a .npy, or an imatrix file's entry
+  MethodArgs method;
 };
 
 bool ends_with(const std::string& s, const std::string& suf) {
   return s.size() >= suf.size() && s.compare(s.size() - suf.size(), suf.size(), suf) == 0;
 }
 
-void cast_cmd(CLI::App& app) {
+CastArgs& cast_args() {
   static CastArgs a;
+  return a;
+}
+
+// The cast itself, or the chosen method's (an actual-mode result, made virtual when asked).
+CastResult run_method(const Tensor& x, const DataType& d, const CastOptions& o) {
+  MethodOptions m = cast_args().method.opt;
+  m.method = cast_args().method.methods.empty() ? Method::RTN
+                                                : parse_method(cast_args().method.methods[0]);
+  if (m.method == Method::RTN && cast_args().method.calib.empty()) return cast(x, d, o);
+  if (!method_needs_calibration(m.method) && !cast_args().method.calib.empty())
+    throw Error("--calib is for gptq and awq; method " + std::string(to_string(m.method)) +
+                " takes no calibration");
+  Calibration c;
+  if (!cast_args().method.calib.empty()) c.inputs = io::load_npy(cast_args().method.calib);
+  MethodResult r =
+      quantize(x, d, o, m, c, std::filesystem::path(cast_args().in).filename().string());
+  if (method_needs_calibration(m.method))
+    std::printf("%s output error ||XW^T - XQ^T|| %.6g\n", to_string(m.method), r.output_error);
+  if (o.mode == CastMode::Virtual) {
+    CastResult v = r.cast;
+    v.mode = CastMode::Virtual;
+    v.options.mode = CastMode::Virtual;
+    v.values = method_values(r);  // awq: Q(W s) / s, the weight as the layer applies it
+    return v;
+  }
+  if (r.pre_quant_scale)
+    throw Error(
+        "awq's codes need their pre-quant scale beside them, which a packed cast file "
+        "does not hold; use --mode virtual (values Q(W s) / s)");
+  return o.mode == CastMode::Compress ? pack(r.cast) : r.cast;
+}
+
+void cast_cmd(CLI::App& app) {
+  CastArgs& a = cast_args();
   auto* sub = app.add_subcommand("cast",
                                  "Cast a .npy tensor to a datatype (virtual: .npy out; "
                                  "compress/actual: packed .safetensors out)");
@@ -58,7 +94,8 @@ void cast_cmd(CLI::App& app) {
   sub->add_flag("--stats", a.stats, "Print MSE, SNR, max error, clipped and non-finite counts");
   sub->add_flag("--tcfp-absmax", a.no_tcfp_nf,
                 "TCFP-8: choose block scales at absmax instead of 3 sigma");
-  sub->callback([] {
+  add_method_options(sub, a.method, false);
+  sub->callback([&a] {
     const DataType d = DataType::parse(a.dtype);
     CastOptions o =
         parse_cast_options({a.mode, a.round, a.scale_mode, a.overflow, a.axis, a.rotate, a.device});
@@ -95,7 +132,7 @@ void cast_cmd(CLI::App& app) {
       }
     }
     const auto t0 = std::chrono::steady_clock::now();
-    CastResult r = cast(x, d, o);
+    CastResult r = run_method(x, d, o);
     const double ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     Tensor values;

@@ -12,6 +12,7 @@
 #include "castscope/metrics_json.hpp"
 #include "castscope/modelmap.hpp"
 #include "cli/command.hpp"
+#include "cli/opt_method.hpp"
 
 namespace castscope::cli {
 namespace {
@@ -25,6 +26,7 @@ struct MapArgs {
   int64_t tokens = 64;
   bool json = false, csv = false, embeddings = false;
   std::vector<std::string> axis_for;
+  MethodArgs method;
 };
 
 std::atomic<JobControl*> g_job{nullptr};
@@ -96,6 +98,7 @@ void map_cmd(CLI::App& app) {
   add_device_option(sub, a.device);
   sub->add_option("--filter", a.filter, "Only tensors whose name matches this regular expression");
   sub->add_flag("--embeddings", a.embeddings, "Include token / position embeddings");
+  add_method_options(sub, a.method, true);
   sub->add_flag("--json", a.json, "Print JSON");
   sub->add_flag("--csv", a.csv, "Print CSV");
   sub->callback([] {
@@ -109,6 +112,21 @@ void map_cmd(CLI::App& app) {
     o.include_embeddings = a.embeddings;
     o.max_tokens = a.tokens;
     const MapMetric metric = parse_map_metric(a.metric);
+    for (const std::string& name : a.method.methods) {
+      MethodOptions m = a.method.opt;
+      m.method = parse_method(name);
+      o.methods.push_back(m);
+    }
+    // Calibration inputs keyed by weight name, read one at a time as their rows come.
+    std::shared_ptr<io::Model> calib;
+    if (!a.method.calib.empty()) {
+      calib = io::open_model(a.method.calib);
+      o.calib = [calib](const std::string& name) {
+        for (const io::TensorInfo& t : calib->tensors())
+          if (t.name == name) return calib->load(name);
+        return Tensor();
+      };
+    }
     auto model = with_layout_overrides(io::open_model(a.model), axis_override_plan(a.axis_for));
     if (!a.activations.empty()) {
       int64_t hint = 0;
@@ -172,6 +190,7 @@ void map_cmd(CLI::App& app) {
         if (act)
           std::printf(",%s,%s", csv_quote(c + ":out_snr_db").c_str(),
                       csv_quote(c + ":out_product").c_str());
+        if (calib) std::printf(",%s", csv_quote(c + ":calib_relerr").c_str());
       }
       std::printf("\n");
       for (const MapRow& r : m.rows) {
@@ -189,6 +208,7 @@ void map_cmd(CLI::App& app) {
             else
               std::printf(",,");
           }
+          if (calib) c.has_calib ? std::printf(",%.6g", c.calib_rel_err) : std::printf(",");
         }
         std::printf("\n");
       }
@@ -201,7 +221,8 @@ void map_cmd(CLI::App& app) {
     j["backend"] = m.backend;
     j["columns"] = ordered_json::array();
     for (size_t d = 0; d < m.columns.size(); ++d)
-      j["columns"].push_back({{"datatype", m.columns[d]},
+      j["columns"].push_back({{"datatype", m.columns[d].substr(0, m.columns[d].find('@'))},
+                              {"method", to_string(m.methods[d])},
                               {"label", m.dtypes[d].label()},
                               {"bits_per_value", num(m.bits[d])}});
     j["rows"] = ordered_json::array();
@@ -226,6 +247,7 @@ void map_cmd(CLI::App& app) {
           jc["out_relerr"] = num(c.out_rel_err);
           jc["out_product"] = c.out_product;
         }
+        if (c.has_calib) jc["calib_out_relerr"] = num(c.calib_rel_err);
         cells.push_back(jc);
       }
       j["rows"].push_back({{"name", r.name},

@@ -181,7 +181,7 @@ void update_decision_jobs(AppState& app) {
             if (const std::optional<AxisSpec> ax = plan.axis_for(t)) ax->apply(co);
             row.layout_guessed = t.layout.guessed && co.axis_auto;
             try {
-              co = io::cast_options_for(co, t);  // auto: the tensor's resolved layout
+              co = plan_tensor_options(plan, t, o);  // auto: the tensor's resolved layout
               row.axis = describe_axis(co, t.shape);
             } catch (const Error&) {
               // an axis out of range: the cast below reports it

@@ -1,10 +1,12 @@
 // Model map and activation jobs: the sweep and the linear-layer error run on workers with
 // progress and cancel; a click on a map cell becomes a plan rule for that tensor.
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <sstream>
 
 #include "app_state.hpp"
+#include "castscope/storage_bits.hpp"
 
 namespace castscope::gui {
 
@@ -148,18 +150,46 @@ void assign_from_map(AppState& app, size_t row, size_t col) {
   }
 }
 
+CastOptions plan_tensor_options(const ExportPlan& plan, const io::TensorInfo& t, CastOptions base) {
+  if (const std::optional<AxisSpec> ax = plan.axis_for(t)) ax->apply(base);
+  return io::cast_options_for(base, t);
+}
+
+double map_cell_bits(const AppState& app, const MapRow& r, size_t col, double* nominal,
+                     int64_t* row_length) {
+  const ModelMap* m = app.model_map.get();
+  if (!m || col >= m->dtypes.size()) return std::numeric_limits<double>::quiet_NaN();
+  try {
+    const CastOptions o = options_for(app.map_request.o.cast, r.shape, r.layout);
+    return widgets::storage_bits_per_value(m->dtypes[col], r.shape, o, nominal, row_length);
+  } catch (const Error&) {
+    return std::numeric_limits<double>::quiet_NaN();
+  }
+}
+
 MapTotals plan_totals_over_map(const AppState& app) {
   MapTotals t;
   const ModelMap* m = app.model_map.get();
   if (!m) return t;
+  const CastOptions base = composer_cast_options(app);
   for (const MapRow& r : m->rows) {
     const double n = static_cast<double>(r.numel);
     const double stored = 8.0 * static_cast<double>(r.stored_bytes);
     t.values += r.numel;
     t.stored_bits += stored;
-    const auto d =
-        app.plan.dtype_for({r.name, r.stored_dtype, r.shape, r.stored_bytes, "", r.layout});
-    t.bits += d ? d->bits_per_value(r.channel()) * n : stored;
+    const io::TensorInfo info{r.name, r.stored_dtype, r.shape, r.stored_bytes, "", r.layout};
+    const auto d = app.plan.dtype_for(info);
+    if (!d) {
+      t.bits += stored;
+      continue;
+    }
+    // The export's own size: storage_bits on the axis the plan casts the tensor along.
+    try {
+      t.bits +=
+          static_cast<double>(storage_bits(*d, r.shape, plan_tensor_options(app.plan, info, base)));
+    } catch (const Error&) {
+      t.bits += d->bits_per_value(r.channel()) * n;
+    }
   }
   return t;
 }

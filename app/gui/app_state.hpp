@@ -280,6 +280,15 @@ struct AppState {
   uint64_t teach_block_of = ~0ull;
   int64_t teach_block_tile = -1;
   Tensor teach_block;
+  // What the teaching view plotted last (for scripted checks): the tile, the whole scale the
+  // elements are divided by (tile scale x tensor scale), the grid, each element's x / scale and
+  // rounded / scale, and how many it marked clipped against the tile map's count for the tile.
+  struct TeachShown {
+    int64_t tile = -1;
+    double scale = 0, tensor_scale = 0;
+    std::vector<double> grid, xs, qs;
+    int64_t clipped = 0, tile_clipped = -1;
+  } teach_shown;
   bool teach_linear = false;
   int focus_panel = -1;  // panel to bring to front next frame
   bool hist_log_y = true;
@@ -343,6 +352,14 @@ void redo_map_rows(AppState& app, const std::vector<std::string>& names);
 void sync_layout_overrides(AppState& app, bool new_file);
 Rotation map_rotation(const AppState& app);
 MapTotals plan_totals_over_map(const AppState& app);  // the plan's size over the map's rows
+// The options a plan casts tensor `t` with: `base` with the plan's axis for it, resolved for its
+// layout (throws Error for an axis that does not fit).
+CastOptions plan_tensor_options(const ExportPlan& plan, const io::TensorInfo& t, CastOptions base);
+// Storage bits per value of the map's column `col` on row `r` (storage_bits, the axis its cells
+// were cast on), with the nominal figure and the row length for the label; NaN where the
+// datatype has no storage on that axis.
+double map_cell_bits(const AppState& app, const MapRow& r, size_t col, double* nominal = nullptr,
+                     int64_t* row_length = nullptr);
 bool save_text(AppState& app, const std::string& path, const std::string& text);
 // Metrics of the current analysis (.csv or .json by extension).
 bool save_metrics(AppState& app, const std::string& path);

@@ -1,5 +1,7 @@
 #include <imgui.h>
 
+#include <filesystem>
+
 #include <cstdio>
 
 #include "panels.hpp"
@@ -65,6 +67,17 @@ void error_text(const std::string& s) {
   ImGui::PushStyleColor(ImGuiCol_Text, ImVec4(1, 0.45f, 0.35f, 1));
   ImGui::TextWrapped("%s", s.c_str());
   ImGui::PopStyleColor();
+}
+
+std::string model_relative(const AppState& app, const std::string& file) {
+  if (file.empty() || app.model_path.empty() || app.model_path == "demo") return file;
+  std::error_code ec;
+  std::filesystem::path base = app.model_path;
+  if (!std::filesystem::is_directory(base, ec)) base = base.parent_path();
+  const std::filesystem::path f = std::filesystem::path(file).lexically_normal();
+  const std::filesystem::path rel = f.lexically_relative(base.lexically_normal());
+  if (rel.empty() || *rel.begin() == "..") return file;
+  return rel.string();
 }
 
 std::string human_bytes(double b) {

@@ -188,6 +188,10 @@ void draw_compare_panel(AppState& app) {
         ImGui::SetTooltip("%s\n%s", a.dtype.label().c_str(), a.dtype.describe().c_str());
       ImGui::TableNextColumn();
       ImGui::Text("%.4g", a.bits_per_value);
+      if (ImGui::IsItemHovered())
+        ImGui::SetTooltip(
+            "storage bits per value on %s: %s", a.tensor.c_str(),
+            widgets::bits_label(a.bits_per_value, a.nominal_bits, a.row_length).c_str());
       ImGui::TableNextColumn();
       ImGui::Text(std::isinf(a.stats.snr_db) ? "exact" : "%.3f", a.stats.snr_db);
       ImGui::TableNextColumn();

@@ -14,7 +14,25 @@ void draw_composer_panel(AppState& app) {
   }
   // Loading a tensor replaces the input under the composer: hold edits until it is in.
   app.composer.disabled = app.loader.running();
+  // The storage figure on the loaded tensor, under the datatype's nominal one; that one only
+  // labelled, where the tensor's rows change it.
+  app.composer.tensor_bits.clear();
+  app.composer.tensor_bits_note.clear();
+  if (app.analysis && app.analysis->dtype == app.composer.dtype) {
+    const widgets::Analysis& an = *app.analysis;
+    const std::string bits = widgets::bits_label(an.bits_per_value, an.nominal_bits, an.row_length);
+    char figure[32];
+    std::snprintf(figure, sizeof figure, "%.4g", an.bits_per_value);
+    app.composer.tensor_bits =
+        "on " + an.tensor + " " + shape_str(an.shape) + ": " + figure + " bits per value";
+    if (bits != figure) app.composer.tensor_bits_note = bits;
+  }
+  // Fields leave room for the widest label beside them, so that a scroll bar taking its width
+  // off a long composer narrows the fields, not their labels.
+  ImGui::PushItemWidth(
+      -(ImGui::CalcTextSize("exponent bits").x + ImGui::GetStyle().ItemInnerSpacing.x * 2));
   if (widgets::draw_composer(app.composer)) app.recompute = true;
+  ImGui::PopItemWidth();
   // A rejected string and its error stay while the person is on it; once another change has
   // produced new views the box shows the datatype in force again.
   if (app.composer.error.empty()) {
@@ -50,8 +68,6 @@ void draw_composer_panel(AppState& app) {
   ImGui::EndDisabled();
   if (app.analysis && app.analysis->dtype == app.composer.dtype) {
     ImGui::Separator();
-    ImGui::Text("on %s %s: %.4g bits per value", app.analysis->tensor.c_str(),
-                shape_str(app.analysis->shape).c_str(), app.analysis->bits_per_value);
     // The axis in use on this tensor: "1..3:147" is axes 1 to 3 flattened, 147 values a row.
     // The axis comes from the tensor's resolved layout unless one is set here; a layout that
     // nothing in the file showed says so beside the figures, the layout and why on hover.

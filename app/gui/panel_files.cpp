@@ -103,6 +103,27 @@ void draw_files_panel(AppState& app) {
       ImGui::EndChild();
       ImGui::EndTabItem();
     }
+    // The open model's files, relative to the folder opened (a checkpoint's shards).
+    if (app.model && app.model_path != "demo" && ImGui::BeginTabItem("Model")) {
+      std::vector<std::pair<std::string, int>> files;
+      for (const io::TensorInfo& t : app.model->tensors()) {
+        const std::string f = model_relative(app, t.file.empty() ? app.model_path : t.file);
+        auto it =
+            std::find_if(files.begin(), files.end(), [&](const auto& e) { return e.first == f; });
+        if (it == files.end())
+          files.emplace_back(f, 1);
+        else
+          ++it->second;
+      }
+      name_text(app.model_path);
+      for (const auto& [f, n] : files) {
+        const std::string line =
+            f + "  (" + std::to_string(n) + (n == 1 ? " tensor)" : " tensors)");
+        ImGui::Bullet();
+        name_text(line);
+      }
+      ImGui::EndTabItem();
+    }
     if (ImGui::BeginTabItem("Demo")) {
       ImGui::TextWrapped("Small tensors built into the program:");
       for (const EmbeddedFile& f : embedded_demo_files()) {

@@ -138,18 +138,33 @@ void draw_model_map_panel(AppState& app) {
   constexpr int kFixed = 4;  // tensor, shape, parameters, plan
   const int ncol = std::min(static_cast<int>(m->columns.size()) + kFixed, 64);
   const float fs = ImGui::GetFontSize();
+  // Shapes are never shortened (their column is as wide as the widest); the datatype columns
+  // are as wide as their values; the tensor column gives up what the columns need to fit the
+  // panel, down to a floor, and past that the table scrolls sideways (a hovered or clicked cell
+  // is scrolled to).
+  const ImGuiStyle& st = ImGui::GetStyle();
+  float shape_w = ImGui::CalcTextSize("shape").x;
+  for (const MapRow& r : m->rows)
+    shape_w = std::max(shape_w, ImGui::CalcTextSize(shape_str(r.shape).c_str()).x);
+  const float params_w = ImGui::CalcTextSize("params").x + fs * 0.5f;
+  const float plan_w = std::max(ImGui::CalcTextSize("mxfp4e2").x, ImGui::CalcTextSize("plan").x);
+  const float cell_w = std::max(ImGui::CalcTextSize("-99.99").x, ImGui::CalcTextSize("mxfp8e4").x);
+  const float pad = 2 * st.CellPadding.x + 1;
+  const float others =
+      shape_w + params_w + plan_w + (ncol - kFixed) * cell_w + pad * ncol + st.ScrollbarSize;
+  const float tensor_w = std::clamp(ImGui::GetContentRegionAvail().x - others, fs * 6, fs * 16);
   if (ImGui::BeginTable("##map", ncol,
                         ImGuiTableFlags_ScrollY | ImGuiTableFlags_ScrollX |
                             ImGuiTableFlags_BordersInner | ImGuiTableFlags_SizingFixedFit,
                         ImVec2(0, 0))) {
     ImGui::TableSetupScrollFreeze(1, 1);
-    ImGui::TableSetupColumn("tensor", ImGuiTableColumnFlags_WidthFixed, fs * 14);
-    ImGui::TableSetupColumn("shape", ImGuiTableColumnFlags_WidthFixed, fs * 6.5f);
-    ImGui::TableSetupColumn("params", ImGuiTableColumnFlags_WidthFixed, fs * 3.5f);
-    ImGui::TableSetupColumn("plan", ImGuiTableColumnFlags_WidthFixed, fs * 6);
+    ImGui::TableSetupColumn("tensor", ImGuiTableColumnFlags_WidthFixed, tensor_w);
+    ImGui::TableSetupColumn("shape", ImGuiTableColumnFlags_WidthFixed, shape_w);
+    ImGui::TableSetupColumn("params", ImGuiTableColumnFlags_WidthFixed, params_w);
+    ImGui::TableSetupColumn("plan", ImGuiTableColumnFlags_WidthFixed, plan_w);
     for (int c = 0; c + kFixed < ncol; ++c)
       ImGui::TableSetupColumn(m->columns[static_cast<size_t>(c)].c_str(),
-                              ImGuiTableColumnFlags_WidthFixed, fs * 5.5f);
+                              ImGuiTableColumnFlags_WidthFixed, cell_w);
     // Headers wrap (a datatype string breaks after its '_') instead of being cut.
     ImGui::TableNextRow(ImGuiTableRowFlags_Headers);
     for (int c = 0; c < ncol; ++c) {
@@ -201,7 +216,7 @@ void draw_model_map_panel(AppState& app) {
                           describe_layout(r.layout, r.shape).c_str());
       ImGui::Unindent(fs * 0.6f);
       ImGui::TableNextColumn();
-      name_text(shape_str(r.shape));
+      ImGui::TextUnformatted(shape_str(r.shape).c_str());
       ImGui::TableNextColumn();
       ImGui::TextUnformatted(count_str(static_cast<double>(r.numel)).c_str());
       const auto assigned =
@@ -230,13 +245,16 @@ void draw_model_map_panel(AppState& app) {
         if (ImGui::Selectable(label.c_str(), chosen)) assign_from_map(app, i, c);
         if (ImGui::IsItemHovered()) {
           if (cell.error.empty()) {
+            double nominal = 0;
+            int64_t row_len = 0;
+            const double bits = map_cell_bits(app, r, c, &nominal, &row_len);
+            const std::string bits_text = widgets::bits_label(bits, nominal, row_len);
             ImGui::SetTooltip(
                 "%s -> %s\nSNR %.3f dB   rel. error %.4g\nmax error %.4g   clipped %.4f%%\n"
-                "%.3f bits/value%s%s",
+                "%s bits per value%s%s",
                 r.name.c_str(), m->columns[c].c_str(), cell.stats.snr_db,
                 metric_value(cell.stats, MapMetric::RelErr), cell.stats.max_abs_err,
-                cell.stats.clipped_pct(), m->dtypes[c].bits_per_value(r.channel()),
-                cell.has_output ? "\noutput SNR " : "",
+                cell.stats.clipped_pct(), bits_text.c_str(), cell.has_output ? "\noutput SNR " : "",
                 cell.has_output ? std::to_string(cell.out_snr_db).c_str() : "");
             char hv[256];
             std::snprintf(hv, sizeof hv, "%s | %s: %s", r.name.c_str(), m->columns[c].c_str(), buf);

@@ -91,11 +91,11 @@ void draw_plan_panel(AppState& app) {
     ImGui::End();
     return;
   }
-  ImGui::Text("total %s -> %s (%.1f%%), average %.3f bits per value over %llu values",
-              human_bytes(static_cast<double>(p->bytes_in)).c_str(),
-              human_bytes(static_cast<double>(p->bytes_out)).c_str(),
-              p->bytes_in ? 100.0 * p->bytes_out / p->bytes_in : 0.0, p->avg_bits,
-              static_cast<unsigned long long>(p->values));
+  ImGui::TextWrapped("total %s -> %s (%.1f%%), average %.3f bits per value over %llu values",
+                     human_bytes(static_cast<double>(p->bytes_in)).c_str(),
+                     human_bytes(static_cast<double>(p->bytes_out)).c_str(),
+                     p->bytes_in ? 100.0 * p->bytes_out / p->bytes_in : 0.0, p->avg_bits,
+                     static_cast<unsigned long long>(p->values));
   draw_plan_evaluate(app);
   const ImGuiTableFlags tf = ImGuiTableFlags_RowBg | ImGuiTableFlags_BordersInnerV |
                              ImGuiTableFlags_ScrollY | ImGuiTableFlags_Resizable;
@@ -107,11 +107,77 @@ void draw_plan_panel(AppState& app) {
   for (const PlanRow& r : p->rows)
     axis_w = std::max(
         axis_w, ImGui::CalcTextSize((r.axis + (r.layout_guessed ? " guessed" : "")).c_str()).x);
+  // Shapes are never shortened: their column is as wide as the widest.
+  float shape_w = ImGui::CalcTextSize("shape").x;
+  for (const PlanRow& r : p->rows)
+    shape_w = std::max(shape_w, ImGui::CalcTextSize(shape_str(r.shape).c_str()).x);
+  // The cast tensors first, in the model's order; the kept ones (1-D norms and biases,
+  // embeddings, rules' keep) under one folded "kept" row below them.
+  std::vector<const PlanRow*> cast_rows, kept_rows;
+  uint64_t kept_bytes = 0;
+  for (const PlanRow& r : p->rows) {
+    if (r.dtype == "keep") {
+      kept_rows.push_back(&r);
+      kept_bytes += r.bytes_out;
+    } else {
+      cast_rows.push_back(&r);
+    }
+  }
+  auto row = [&](const PlanRow& r, float indent) {
+    ImGui::TableNextRow();
+    ImGui::TableNextColumn();
+    if (indent > 0) ImGui::Indent(indent);
+    name_text(r.name);
+    if (indent > 0) ImGui::Unindent(indent);
+    ImGui::TableNextColumn();
+    ImGui::TextUnformatted(shape_str(r.shape).c_str());
+    ImGui::TableNextColumn();
+    {
+      // The registry name where the datatype has one (nvfp4, not its canonical string).
+      std::string shown = r.dtype;
+      for (const RegistryEntry& e : registry())
+        if (e.spec == r.dtype) {
+          shown = e.name;
+          break;
+        }
+      const std::string fitted = fit_text(shown, ImGui::GetContentRegionAvail().x);
+      ImGui::TextUnformatted(fitted.c_str());
+      if ((fitted != shown || shown != r.dtype) && ImGui::IsItemHovered())
+        ImGui::SetTooltip("%s", r.dtype.c_str());
+    }
+    ImGui::TableNextColumn();
+    if (r.layout_guessed) {
+      ImGui::TextColored(ImVec4(1, 0.75f, 0.3f, 1), "%s guessed", r.axis.c_str());
+      if (ImGui::IsItemHovered())
+        ImGui::SetTooltip(
+            "layout guessed: nothing in the file shows which axis this tensor sums over, so the "
+            "rule by rank decided (set an axis in a rule to override it)");
+    } else {
+      ImGui::TextUnformatted(r.axis.c_str());
+    }
+    ImGui::TableNextColumn();
+    ImGui::Text("%.3g", r.bits);
+    ImGui::TableNextColumn();
+    if (!r.error.empty()) {
+      ImGui::TextColored(ImVec4(1, 0.45f, 0.35f, 1), "error");
+      if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", r.error.c_str());
+    } else if (std::isinf(r.snr_db)) {
+      ImGui::TextDisabled("exact");
+    } else {
+      const bool low = r.snr_db < app.snr_target;
+      ImGui::TextColored(low ? ImVec4(1, 0.6f, 0.3f, 1) : ImGui::GetStyle().Colors[ImGuiCol_Text],
+                         "%.2f", r.snr_db);
+    }
+    ImGui::TableNextColumn();
+    ImGui::Text("%s", human_bytes(static_cast<double>(r.bytes_out)).c_str());
+    if (ImGui::IsItemHovered())
+      ImGui::SetTooltip("stored: %s", human_bytes(static_cast<double>(r.bytes_in)).c_str());
+  };
   if (ImGui::BeginTable("##plan", 7, tf)) {
     ImGui::TableSetupScrollFreeze(0, 1);
     ImGui::TableSetupColumn("tensor", ImGuiTableColumnFlags_WidthStretch, 1.0f);
-    ImGui::TableSetupColumn("shape", ImGuiTableColumnFlags_WidthFixed);
-    ImGui::TableSetupColumn("datatype", ImGuiTableColumnFlags_WidthStretch, 1.2f);
+    ImGui::TableSetupColumn("shape", ImGuiTableColumnFlags_WidthFixed, shape_w);
+    ImGui::TableSetupColumn("datatype", ImGuiTableColumnFlags_WidthStretch, 1.0f);
     ImGui::TableSetupColumn("axis", ImGuiTableColumnFlags_WidthFixed, axis_w);
     // Widths for the widest figures: a plan of kept tensors lays the table out first.
     ImGui::TableSetupColumn("bits", ImGuiTableColumnFlags_WidthFixed,
@@ -121,41 +187,25 @@ void draw_plan_panel(AppState& app) {
     ImGui::TableSetupColumn("size", ImGuiTableColumnFlags_WidthFixed,
                             ImGui::CalcTextSize("999.9 KiB").x);
     ImGui::TableHeadersRow();
-    for (const PlanRow& r : p->rows) {
+    for (const PlanRow* r : cast_rows) row(*r, 0);
+    if (!kept_rows.empty()) {
       ImGui::TableNextRow();
       ImGui::TableNextColumn();
-      ImGui::TextUnformatted(r.name.c_str());
-      ImGui::TableNextColumn();
-      ImGui::TextUnformatted(shape_str(r.shape).c_str());
-      ImGui::TableNextColumn();
-      ImGui::TextUnformatted(r.dtype.c_str());
-      ImGui::TableNextColumn();
-      if (r.layout_guessed) {
-        ImGui::TextColored(ImVec4(1, 0.75f, 0.3f, 1), "%s guessed", r.axis.c_str());
-        if (ImGui::IsItemHovered())
-          ImGui::SetTooltip(
-              "layout guessed: nothing in the file shows which axis this tensor sums over, so the "
-              "rule by rank decided (set an axis in a rule to override it)");
-      } else {
-        ImGui::TextUnformatted(r.axis.c_str());
-      }
-      ImGui::TableNextColumn();
-      ImGui::Text("%.3g", r.bits);
-      ImGui::TableNextColumn();
-      if (!r.error.empty()) {
-        ImGui::TextColored(ImVec4(1, 0.45f, 0.35f, 1), "error");
-        if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", r.error.c_str());
-      } else if (std::isinf(r.snr_db)) {
-        ImGui::TextDisabled("exact");
-      } else {
-        const bool low = r.snr_db < app.snr_target;
-        ImGui::TextColored(low ? ImVec4(1, 0.6f, 0.3f, 1) : ImGui::GetStyle().Colors[ImGuiCol_Text],
-                           "%.2f", r.snr_db);
-      }
-      ImGui::TableNextColumn();
-      ImGui::Text("%s", human_bytes(static_cast<double>(r.bytes_out)).c_str());
+      char label[96];
+      std::snprintf(label, sizeof label, "kept (%zu)###kept", kept_rows.size());
+      const bool open = ImGui::TreeNodeEx(label, ImGuiTreeNodeFlags_SpanFullWidth);
       if (ImGui::IsItemHovered())
-        ImGui::SetTooltip("stored: %s", human_bytes(static_cast<double>(r.bytes_in)).c_str());
+        ImGui::SetTooltip(
+            "%zu tensors kept as stored (1-D norms and biases, embeddings, rules' "
+            "keep): %s",
+            kept_rows.size(), human_bytes(static_cast<double>(kept_bytes)).c_str());
+      for (int c = 0; c < 5; ++c) ImGui::TableNextColumn();
+      ImGui::TableNextColumn();
+      ImGui::Text("%s", human_bytes(static_cast<double>(kept_bytes)).c_str());
+      if (open) {
+        for (const PlanRow* r : kept_rows) row(*r, ImGui::GetStyle().IndentSpacing);
+        ImGui::TreePop();
+      }
     }
     ImGui::EndTable();
   }

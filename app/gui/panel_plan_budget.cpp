@@ -53,8 +53,7 @@ void draw_plan_budget(AppState& app) {
         "models)");
   ImGui::EndDisabled();
   job_line(app.budget_job);
-  if (!app.budget_error.empty())
-    ImGui::TextColored(ImVec4(1, 0.45f, 0.35f, 1), "%s", app.budget_error.c_str());
+  if (!app.budget_error.empty()) error_text(app.budget_error);
   const BudgetTable* t = app.budget_table.get();
   if (!t) {
     ImGui::TextDisabled("Plan: the least predicted error within a size budget (exact)");
@@ -79,19 +78,21 @@ void draw_plan_budget(AppState& app) {
   job_line(app.pick_job);
   if (!pick) return;
   if (!pick->choice.feasible) {
-    ImGui::TextColored(ImVec4(1, 0.6f, 0.3f, 1),
-                       "%.4f bits per weight is below the smallest plan: %.4f bits per weight",
+    ImGui::PushStyleColor(ImGuiCol_Text, ImVec4(1, 0.6f, 0.3f, 1));
+    ImGui::TextWrapped("%.4f bits per weight is below the smallest plan: %.4f bits per weight",
                        pick->budget_bpw, static_cast<double>(pick->choice.min_bits) / v);
+    ImGui::PopStyleColor();
     return;
   }
-  ImGui::Text(
+  // The button first, so that a long summary wraps beside it instead of pushing it off the panel.
+  if (ImGui::Button("Use this plan")) apply_budget_plan(app);
+  ImGui::SameLine();
+  ImGui::TextWrapped(
       "plan %.4f bits per weight (%s) for %.4f; predicted error %.5g; %zu tensors, %zu "
       "kept as stored",
       pick->choice.bits_per_weight(t->table),
       human_bytes(static_cast<double>(pick->choice.bits) / 8).c_str(), pick->budget_bpw,
       pick->choice.error, t->table.tensors.size(), t->table.kept.size());
-  ImGui::SameLine();
-  if (ImGui::Button("Use this plan")) apply_budget_plan(app);
 }
 
 }  // namespace castscope::gui

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "castscope/widgets/tile_clipped.hpp"
 #include "panels.hpp"
 
 namespace castscope::gui {
@@ -80,9 +81,14 @@ void draw_teach_panel(AppState& app) {
   ImGui::SameLine();
   ImGui::Checkbox("linear axis", &app.teach_linear);
   const int64_t k = app.teach_tile, row0 = (k / cols) * tr, col0 = (k % cols) * tc;
-  double scale = 1.0;
-  if (m) scale = m->scale_value[k];
-  if (!(scale > 0) || !std::isfinite(scale)) scale = 1.0;
+  // The elements are divided by the whole scale the cast divided them by: the tile's scale
+  // times the tensor scale of a two-level datatype (NVFP4's float32 scale), so they land on the
+  // element grid as the cast placed them.
+  double tile_scale = 1.0, tensor_scale = 1.0;
+  if (m) tile_scale = m->scale_value[k];
+  if (!(tile_scale > 0) || !std::isfinite(tile_scale)) tile_scale = 1.0;
+  if (std::isfinite(a->tensor_scale) && a->tensor_scale > 0) tensor_scale = a->tensor_scale;
+  const double scale = tile_scale * tensor_scale;
   if (app.teach_block_of != app.analyses_done || app.teach_block_tile != k) {
     try {
       app.teach_block = widgets::values_block(*a, row0, col0, tr, tc);
@@ -108,9 +114,13 @@ void draw_teach_panel(AppState& app) {
       const float q = qp[(r - row0) * bw + (c - col0)];
       if (el.size() < 64) el.push_back({i, xp[i], q, xp[i] / scale, q / scale});
     }
+  // An integer element under a float scale is cast on its integer grid (the codes themselves),
+  // which the format's fixed-point values are a fraction of: put the line in the cast's units.
+  if (const double ratio = widgets::clip_grid_max(d) / grid.back(); ratio != 1.0 && ratio > 0)
+    for (double& g : grid) g *= ratio;
   // Integer element formats of MX-style datatypes are fixed point: their codes stand for
   // q / 2^(bits-2). Use whichever grid the cast values actually sit on.
-  if (f.is_int() && d.scaled()) {
+  if (f.is_int() && d.scaled() && d.scale()->scale.is_exponent()) {
     const double fp = std::exp2(f.bits() - 2);
     double off_int = 0, off_fix = 0;
     for (const Element& e : el) {
@@ -120,9 +130,37 @@ void draw_teach_panel(AppState& app) {
     if (off_fix < off_int)
       for (double& g : grid) g /= fp;
   }
-  ImGui::Text("%s: %zu finite values in [%g, %g]; tile %lld (rows %lld.., cols %lld..), scale %.6g",
-              f.name().c_str(), grid.size(), grid.front(), grid.back(), static_cast<long long>(k),
-              static_cast<long long>(row0), static_cast<long long>(col0), scale);
+  // Clipped: x / scale saturates once rounded (the engine's quantizer decides, as for the tile
+  // map's count and the cast's statistics), on the grid the cast rounds on.
+  const double unit = widgets::clip_grid_max(d) / grid.back();
+  std::vector<char> clipped_el(el.size());
+  int64_t clipped_n = 0;
+  for (size_t i = 0; i < el.size(); ++i)
+    clipped_n += clipped_el[i] =
+        widgets::clips_after_rounding(d, a->options.round, el[i].xs * unit);
+  AppState::TeachShown& shown = app.teach_shown;
+  shown = {};
+  shown.tile = k;
+  shown.scale = scale;
+  shown.tensor_scale = tensor_scale;
+  shown.grid = grid;
+  for (const Element& e : el) shown.xs.push_back(e.xs), shown.qs.push_back(e.qs);
+  shown.clipped = clipped_n;
+  if (static_cast<size_t>(k) < a->tile_clipped.size()) shown.tile_clipped = a->tile_clipped[k];
+  char scale_buf[160];
+  if (tensor_scale != 1.0 || d.multiscale())
+    std::snprintf(scale_buf, sizeof scale_buf,
+                  "scale %.6g = tile scale %.6g x tensor scale %.6g (the axis is in its units)",
+                  scale, tile_scale, tensor_scale);
+  else
+    std::snprintf(scale_buf, sizeof scale_buf, "scale %.6g", scale);
+  const std::string scale_text = scale_buf;
+  ImGui::TextWrapped("%s: %zu finite values in [%g, %g]; tile %lld (rows %lld.., cols %lld..), %s",
+                     f.name().c_str(), grid.size(), grid.front(), grid.back(),
+                     static_cast<long long>(k), static_cast<long long>(row0),
+                     static_cast<long long>(col0), scale_text.c_str());
+  ImGui::Text("clipped in this tile: %lld%s", static_cast<long long>(clipped_n),
+              el.size() < static_cast<size_t>(tr * tc) ? " (of the elements shown)" : "");
 
   ImDrawList* dl = ImGui::GetWindowDrawList();
   const float fs = ImGui::GetFontSize();
@@ -159,7 +197,7 @@ void draw_teach_panel(AppState& app) {
     if (!std::isfinite(e.xs)) continue;
     const float y = top + span * static_cast<float>(i % 8) / 8.0f;
     const float xi = X(e.xs), xq = X(e.qs);
-    const bool clipped = std::fabs(e.xs) > grid.back() * 1.0000001;
+    const bool clipped = clipped_el[i];
     const bool exact = e.xs == e.qs;
     const ImU32 c = exact                    ? IM_COL32(90, 200, 120, 255)
                     : clipped                ? IM_COL32(235, 80, 70, 255)
@@ -174,9 +212,13 @@ void draw_teach_panel(AppState& app) {
   }
   if (hover)
     ImGui::SetTooltip(
-        "element %lld\nx = %.9g  (x / scale = %.9g)\nrounds to %.9g  (cast value %.9g)\nerror %.3g",
+        "element %lld\nx = %.9g  (x / scale = %.9g)\nrounds to %.9g  (cast value %.9g)\nerror "
+        "%.3g%s",
         static_cast<long long>(hover->index), hover->x, hover->xs, hover->qs, hover->q,
-        static_cast<double>(hover->q) - hover->x);
+        static_cast<double>(hover->q) - hover->x,
+        clipped_el[static_cast<size_t>(hover - el.data())]
+            ? "\nclipped: past the largest value once rounded"
+            : "");
   ImGui::TextColored(ImVec4(0.35f, 0.8f, 0.47f, 1), "exact");
   ImGui::SameLine();
   ImGui::TextColored(ImVec4(0.96f, 0.63f, 0.16f, 1), "rounded");

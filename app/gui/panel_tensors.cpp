@@ -2,6 +2,8 @@
 // stored dtype and size; a filter box switches to a flat list of matches.
 #include <imgui.h>
 
+#include <filesystem>
+
 #include <algorithm>
 #include <cctype>
 #include <map>
@@ -50,9 +52,9 @@ void leaf_columns(AppState& app, const io::TensorInfo& t, const char* label) {
   if (ImGui::Selectable(label, sel, ImGuiSelectableFlags_SpanAllColumns) && !sel)
     select_tensor(app, t.name);
   if (ImGui::IsItemHovered())
-    ImGui::SetTooltip("%s\n%s %s, %s\n%s", t.name.c_str(), t.dtype.c_str(),
-                      shape_str(t.shape).c_str(),
-                      human_bytes(static_cast<double>(t.nbytes)).c_str(), t.file.c_str());
+    ImGui::SetTooltip(
+        "%s\n%s %s, %s\n%s", t.name.c_str(), t.dtype.c_str(), shape_str(t.shape).c_str(),
+        human_bytes(static_cast<double>(t.nbytes)).c_str(), model_relative(app, t.file).c_str());
   ImGui::TableNextColumn();
   ImGui::TextUnformatted(shape_str(t.shape).c_str());
   if (g_columns > 2) {
@@ -129,9 +131,14 @@ void draw_tensors_panel(AppState& app) {
   }
   uint64_t total = 0;
   for (const auto& t : ts) total += t.nbytes;
-  ImGui::TextWrapped("%s (%s): %zu tensors, %s", app.model_path.c_str(),
-                     app.model->format().c_str(), ts.size(),
-                     human_bytes(static_cast<double>(total)).c_str());
+  {
+    // The file's own name (a path wrapped over lines reads badly), the full path on hover.
+    const std::string base = std::filesystem::path(app.model_path).filename().string();
+    ImGui::TextWrapped(
+        "%s (%s): %zu tensors, %s", base.empty() ? app.model_path.c_str() : base.c_str(),
+        app.model->format().c_str(), ts.size(), human_bytes(static_cast<double>(total)).c_str());
+    if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", app.model_path.c_str());
+  }
   ImGui::SetNextItemWidth(-FLT_MIN);
   ImGui::InputTextWithHint("##filter", "filter by name", app.filter, sizeof app.filter);
   if (!app.load_error.empty()) error_text(app.load_error);

@@ -185,7 +185,8 @@ void draw_views_panel(AppState& app) {
   const widgets::Analysis* ma = part ? part : a;
   cell(app, "##metrics", part ? "Metrics (new datatype)" : "Metrics", ImVec2(cw, ch), "metrics",
        [&] { return widgets::metrics_csv({ma}); });
-  widgets::draw_metrics_table("metrics", ma->stats, ma->bits_per_value);
+  widgets::draw_metrics_table("metrics", ma->stats, ma->bits_per_value, ma->nominal_bits,
+                              ma->row_length);
   ImGui::EndChild();
 
   cell(app, "##heat", "Tile scales", ImVec2(cw, ch), "tile-map",

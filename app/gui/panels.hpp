@@ -81,6 +81,10 @@ void hint_field(const char* id, const char* hint, char (&buf)[N], float em,
   if (tip && ImGui::IsItemHovered()) ImGui::SetTooltip("%s", tip);
 }
 
+// `file` relative to the opened folder when a folder is open and holds it ("shards/a.safetensors"),
+// else its own name within the opened file's folder; `file` itself otherwise.
+std::string model_relative(const AppState& app, const std::string& file);
+
 // Formats a byte count as "12.3 MiB".
 std::string human_bytes(double bytes);
 

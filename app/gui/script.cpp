@@ -123,7 +123,10 @@ void Script::step(AppState& app) {
     return;
   }
   if (waiting_) {
-    const bool idle = !app.busy() && !app.recompute && !app.pending && !plan_evaluate_running();
+    // A recompute waits for a loaded tensor: after a failed open there is none, and the wait
+    // is over (the open's error is in load_error and the messages).
+    const bool recompute_due = app.recompute && app.loaded && app.loaded->data;
+    const bool idle = !app.busy() && !recompute_due && !app.pending && !plan_evaluate_running();
     if (!idle) {
       if (glfwGetTime() - wait_started_ > wait_limit_s_) {
         errors_.push_back("line wait: still busy after " +
@@ -458,6 +461,8 @@ std::string state_json(const AppState& app, const std::vector<std::string>& scri
     r["nonfinite_in"] = a->stats.nonfinite_in;
     r["count"] = a->stats.count;
     r["bits_per_value"] = a->bits_per_value;
+    r["nominal_bits"] = a->nominal_bits;
+    r["row_length"] = a->row_length;
     r["axis"] = a->axis;
     r["view"] = {a->view.rows, a->view.cols};
     uint64_t vo = 0, vc = 0;
@@ -571,10 +576,12 @@ std::string state_json(const AppState& app, const std::vector<std::string>& scri
       // The metric per column; SNR metrics add the parallel exact flags.
       const bool snr = metric == MapMetric::SNR || metric == MapMetric::OutputSNR;
       nlohmann::json v = nlohmann::json::array(), exact = nlohmann::json::array();
-      for (const MapCell& c : r.cells) {
-        const double x = cell_value(c, metric);
+      nlohmann::json bits = nlohmann::json::array();
+      for (size_t k = 0; k < r.cells.size(); ++k) {
+        const double x = cell_value(r.cells[k], metric);
         v.push_back(metrics_json::number<nlohmann::json>(x));
         exact.push_back(snr && std::isinf(x) && x > 0);
+        bits.push_back(metrics_json::number<nlohmann::json>(map_cell_bits(app, r, k)));
       }
       const auto d =
           app.plan.dtype_for({r.name, r.stored_dtype, r.shape, r.stored_bytes, "", r.layout});
@@ -585,6 +592,7 @@ std::string state_json(const AppState& app, const std::vector<std::string>& scri
                       {"layout_guessed", r.layout.guessed},
                       {"values", v},
                       {metrics_json::exact_key("values"), exact},
+                      {"bits", bits},
                       {"plan", d ? d->str() : std::string("keep")}});
     }
     const MapTotals t = plan_totals_over_map(app);
@@ -611,6 +619,17 @@ std::string state_json(const AppState& app, const std::vector<std::string>& scri
   }
   j["act_error"] = app.act_error;
   j["teach_tile"] = app.teach_tile;
+  if (app.teach_shown.tile >= 0) {
+    const AppState::TeachShown& t = app.teach_shown;
+    j["teach"] = {{"tile", t.tile},
+                  {"scale", t.scale},
+                  {"tensor_scale", t.tensor_scale},
+                  {"grid", t.grid},
+                  {"xs", t.xs},
+                  {"qs", t.qs},
+                  {"clipped", t.clipped},
+                  {"tile_clipped", t.tile_clipped}};
+  }
   // The teaching view's block of cast values (its tile's rows x columns), once it drew.
   j["teach_block"] = app.teach_block ? nlohmann::json(app.teach_block.shape()) : nlohmann::json();
   // The views' zoom, pan and what the mouse is over, for tests that operate them.

@@ -17,8 +17,9 @@ namespace castscope::gui {
 namespace {
 
 const char* const kInputCommands[] = {
-    "click", "double-click", "right-click",     "hover",          "drag",           "scroll",
-    "type",  "choose",       "expect-disabled", "expect-enabled", "expect-tooltip", "check-layout"};
+    "click",          "double-click", "right-click", "hover",           "drag",
+    "scroll",         "type",         "choose",      "expect-disabled", "expect-enabled",
+    "expect-tooltip", "expect-text",  "check-layout"};
 
 // Splits on spaces; "double quotes" keep spaces inside one word.
 std::vector<std::string> words(const std::string& s) {
@@ -151,18 +152,27 @@ ScriptInput::Target ScriptInput::resolve(const std::string& spec, bool* scrolled
   t.disabled = it.disabled;
   if (!it.visible || t.clip.GetWidth() < 1 || t.clip.GetHeight() < 1) {
     // Scrolled out of its window: turn the wheel over that window towards it, as a person would.
+    // Sideways (a table's columns past its edge) with the horizontal wheel once it is level.
     ImGuiWindow* w = it.window;
-    if (!w || w->ScrollMax.y <= 0 || ++retries_ > 80)
+    const ImRect& in = w ? w->InnerClipRect : it.rect;
+    const bool level = it.rect.Max.y > in.Min.y && it.rect.Min.y < in.Max.y;
+    const bool sideways =
+        w && level && w->ScrollMax.x > 0 &&
+        (it.rect.Max.x <= in.Min.x + 1 || it.rect.Min.x >= in.Max.x - 1 || t.clip.GetWidth() < 1);
+    if (!w || (!sideways && w->ScrollMax.y <= 0) || ++retries_ > 80)
       throw Error("widget " + t.what + " is not visible in window '" + window_name(w) + "'");
     Frame f;
     f.move = true;
-    f.pos = w->InnerClipRect.GetCenter();
+    f.pos = in.GetCenter();
     f.what = t.what;
     frames_.push_back(f);
     f.move = false;
-    f.wheel = it.rect.Min.y < w->InnerClipRect.Min.y ? 1.0f : -1.0f;
+    if (sideways)
+      f.wheel_h = it.rect.Min.x < in.Min.x + 1 ? 1.0f : -1.0f;
+    else
+      f.wheel = it.rect.Min.y < in.Min.y ? 1.0f : -1.0f;
     frames_.push_back(f);
-    f.wheel = 0;
+    f.wheel = f.wheel_h = 0;
     frames_.push_back(f);
     *scrolled = true;
   }
@@ -216,6 +226,17 @@ ScriptInput::Next ScriptInput::start(const std::string& cmd, const std::string& 
                   (tip.empty() ? std::string("is not shown") : "reads '" + tip + "'") + ", not '" +
                   arg + "'");
     return Next::Continue;
+  }
+  if (cmd == "expect-text") {
+    // Text drawn in the last frame outside tooltips, as it reads on screen; "^TEXT": a run that
+    // starts with TEXT.
+    const bool start = !arg.empty() && arg[0] == '^';
+    const std::string want = start ? arg.substr(1) : arg;
+    for (const probe::TextRun& t : probe::texts())
+      if (!t.tooltip &&
+          (start ? t.text.rfind(want, 0) == 0 : t.text.find(want) != std::string::npos))
+        return Next::Continue;
+    throw Error("no text of the last frame reads '" + arg + "'");
   }
   if (w.empty()) throw Error(cmd + " needs a target");
   if (cmd == "hover" && w[0] == "none") {  // the pointer leaves the window
@@ -404,7 +425,7 @@ void ScriptInput::apply(ImGuiIO& io) {
   io.MousePos = mouse_;
   for (int b = 0; b < 3; ++b) io.MouseDown[b] = f.down[b];
   io.MouseWheel = f.wheel;
-  io.MouseWheelH = 0;
+  io.MouseWheelH = f.wheel_h;
   io.MouseDoubleClickTime = f.double_click ? 1e6f : default_dclick_;
   io.KeyCtrl = f.ctrl;
   io.KeyShift = io.KeyAlt = io.KeySuper = false;

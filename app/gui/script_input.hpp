@@ -33,7 +33,7 @@ class ScriptInput {
     bool move = false;
     ImVec2 pos;
     bool down[3] = {false, false, false};
-    float wheel = 0;
+    float wheel = 0, wheel_h = 0;  // vertical, horizontal (positive: towards the start)
     bool ctrl = false;
     std::vector<int> keys;
     std::string chars;

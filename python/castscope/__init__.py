@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Union
+from typing import Any, Callable, Dict, Iterator, List, Mapping, NamedTuple, Optional, Union
 
 import numpy as np
 
@@ -57,6 +57,7 @@ __all__ = [
     "metrics",
     "open_model",
     "plan",
+    "quantize",
     "transfer_counters",
 ]
 
@@ -143,6 +144,62 @@ def cast(
     r = _core._cast(arr, _dtype(dtype), round, scale_mode, overflow, int(seed), str(axis), mode,
                     device, bool(tcfp_absmax), int(threads), as_dtype, fw)
     return r.values if mode == "virtual" else r
+
+
+class QuantizeResult(NamedTuple):
+    """What :func:`quantize` returns with ``mode="actual"``: the cast (codes and scales), awq's
+    pre-quant scale (inputs divide by it; None for the other methods) and the layer output error
+    ||X W^T - X Q^T|| on the calibration inputs (0 without them)."""
+
+    cast: "CastResult"
+    pre_quant_scale: Any
+    output_error: float
+
+
+def quantize(
+    w: Any,
+    dtype: Union[str, DataType],
+    method: str = "rtn",
+    calib: Any = None,
+    mode: str = "virtual",
+    axis: Union[int, str] = "auto",
+    damp: float = 0.01,
+    block: int = 128,
+    act_order: bool = False,
+    static_groups: bool = False,
+    four_over_six: bool = False,
+    name: str = "weight",
+) -> Any:
+    """Quantize weight ``w`` [out, in] to ``dtype`` with a method, as ``castscope-cli cast
+    --method`` does (docs/formats.md, "Methods"); on the CPU.
+
+    Args:
+        method: ``rtn`` (the cast) | ``gptq`` | ``mse`` | ``awq``.
+        calib: activations [tokens, in] (gptq and awq need them).
+        mode: ``virtual`` returns the weight as the layer applies it (awq: Q(W s) / s);
+            ``actual`` a :class:`QuantizeResult`.
+        damp, block, act_order, static_groups: gptq's options (llm-compressor's
+            dampening_frac, block_size, actorder "weight"; static_groups chooses every group
+            scale from the original weight, as llm-compressor does).
+        four_over_six: mse: NVFP4 blocks map their absmax onto 6 or 4, whichever errs less.
+    """
+    if mode not in ("virtual", "actual"):
+        raise Error(f"quantize: mode must be 'virtual' or 'actual' (got {mode!r})")
+    arr, as_dtype, fw = _prepare(w, "the weight")
+    c = None
+    if calib is not None:
+        if _is_torch(calib):
+            calib = calib.detach().cpu().float().numpy()
+        c = np.ascontiguousarray(np.asarray(calib, dtype=np.float32))
+    r, s, err = _core._quantize(arr, _dtype(dtype), method, c, str(axis), float(damp),
+                                int(block), bool(act_order), bool(static_groups),
+                                bool(four_over_six), name, as_dtype, fw)
+    if mode == "actual":
+        return QuantizeResult(r, s, err)
+    v = r.upcast()
+    if s is not None:
+        v = v / s
+    return v
 
 
 def metrics(x: Any, y: Any, clipped: int = 0) -> Dict[str, float]:

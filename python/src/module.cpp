@@ -11,6 +11,7 @@
 #include "castscope/device.hpp"
 #include "castscope/executor.hpp"
 #include "castscope/io.hpp"
+#include "castscope/method.hpp"
 #include "castscope/metrics.hpp"
 #include "common.hpp"
 
@@ -70,6 +71,41 @@ PyCastResult do_cast(nb::ndarray<nb::ro, nb::c_contig> x, const DataType& dtype,
     r.r = exec::PlacedResult(run_job(job, nb::none(), [&] { return cast(hx, dtype, o); }));
   }
   return r;
+}
+
+// castscope.quantize: a method's cast (host tensors; the methods run on the CPU). Returns the
+// actual-mode result, awq's pre-quant scale (None for the others) and the layer output error on
+// the calibration inputs (0 without).
+nb::tuple do_quantize(nb::ndarray<nb::ro, nb::c_contig> x, const DataType& dtype,
+                      const std::string& method, nb::object calib, const std::string& axis,
+                      double damp, int block, bool act_order, bool static_groups,
+                      bool four_over_six, const std::string& name, const std::string& as_dtype,
+                      const std::string& framework) {
+  CastOptions o = parse_cast_options({"actual", "", "", "", axis, "", "cpu"}, {}, "");
+  MethodOptions m;
+  m.method = parse_method(method);
+  m.damp = damp;
+  m.block = block;
+  m.act_order = act_order;
+  m.static_groups = static_groups;
+  m.four_over_six = four_over_six;
+  const Input in = read_input(std::move(x), as_dtype, "the weight");
+  if (in.cuda) throw Error("quantize runs on the CPU; move the weight to the host first");
+  Calibration c;
+  if (!calib.is_none()) {
+    const Input ci = read_input(nb::cast<nb::ndarray<nb::ro, nb::c_contig>>(calib), "",
+                                "the calibration inputs");
+    if (ci.cuda) throw Error("calibration inputs must be on the host");
+    c.inputs = host_tensor(ci).clone();
+  }
+  const Tensor hx = host_tensor(in);
+  JobControl job;
+  MethodResult r = run_job(job, nb::none(), [&] { return quantize(hx, dtype, o, m, c, name); });
+  PyCastResult pr;
+  pr.fw = framework == "torch" ? Framework::Torch : Framework::Numpy;
+  pr.r = exec::PlacedResult(std::move(r.cast));
+  nb::object s = r.pre_quant_scale ? to_python(r.pre_quant_scale, pr.fw) : nb::none();
+  return nb::make_tuple(pr, s, r.output_error);
 }
 
 nb::dict stats_dict(const Stats& s) {
@@ -255,6 +291,9 @@ void bind_cast(nb::module_& m) {
   m.def("_cast", &do_cast, "x"_a, "dtype"_a, "round"_a, "scale_mode"_a, "overflow"_a, "seed"_a,
         "axis"_a, "mode"_a, "device"_a, "tcfp_absmax"_a, "threads"_a, "as_dtype"_a, "framework"_a);
   m.def("_metrics", &do_metrics, "x"_a, "y"_a, "x_as"_a, "clipped"_a);
+  m.def("_quantize", &do_quantize, "x"_a, "dtype"_a, "method"_a, "calib"_a.none(), "axis"_a,
+        "damp"_a, "block"_a, "act_order"_a, "static_groups"_a, "four_over_six"_a, "name"_a,
+        "as_dtype"_a, "framework"_a);
   m.def("backend_info", [] {
     const BackendInfo b = backend_info();
     nb::dict d;

@@ -18,6 +18,19 @@ def prepare(what, work):
     return seed
 
 
+def begin(what):
+    """A test's start from its command line (APP CHECKER WORKDIR): app, checker, work directory
+    and a numpy generator seeded as prepare() gives it; None where the test is to be skipped."""
+    import sys
+
+    import numpy as np
+    app, checker, work = sys.argv[1:4]
+    seed = prepare(what, work)
+    if seed is None:
+        return None
+    return app, checker, work, np.random.default_rng(seed)
+
+
 def run_app(app, work, name, script_text):
     """The app run under xvfb-run on a script (written to work as NAME.txt), with its settings in
     work: the finished process and the path of the state file it wrote (NAME_state.json)."""

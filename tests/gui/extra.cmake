@@ -21,24 +21,33 @@ if(CASTSCOPE_XVFB_RUN)
   file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/gui_sessions/errors/hostile.npy "NUMPY? no: a truncated, hostile file\n")
   file(COPY ${PROJECT_SOURCE_DIR}/assets/demo_outliers.npy DESTINATION ${CMAKE_CURRENT_BINARY_DIR}/gui_sessions/npy)
   file(COPY ${PROJECT_SOURCE_DIR}/assets/demo_outliers.npy DESTINATION ${CMAKE_CURRENT_BINARY_DIR}/gui_sessions/mouse_files/data)
+  file(COPY ${PROJECT_SOURCE_DIR}/assets/demo_outliers.npy ${PROJECT_SOURCE_DIR}/assets/demo_layer.npy
+       DESTINATION ${CMAKE_CURRENT_BINARY_DIR}/gui_sessions/files_relative/data)
   file(GLOB _gui_sessions ${CMAKE_CURRENT_SOURCE_DIR}/gui/scripts/*.txt)
   foreach(_script ${_gui_sessions})
     get_filename_component(_session ${_script} NAME_WE)
     add_test(NAME gui.session.${_session}
       COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/gui/run_session.sh $<TARGET_FILE:castscope>
         $<TARGET_FILE:castscope_gui_check> ${_script} ${CMAKE_CURRENT_BINARY_DIR}/gui_sessions/${_session})
-    set_tests_properties(gui.session.${_session} PROPERTIES LABELS gui TIMEOUT 180 RUN_SERIAL TRUE)
+    set_tests_properties(gui.session.${_session} PROPERTIES LABELS gui TIMEOUT 300 RUN_SERIAL TRUE
+      SKIP_RETURN_CODE 77)
   endforeach()
-  # The mask and the teaching view of an ONNX graph's Conv and MatMul [K, N] weights, on each
-  # tensor's view [outputs, reduction], operated by the mouse (the model built with onnx).
   find_package(Python3 COMPONENTS Interpreter)
   if(Python3_FOUND)
-    add_test(NAME gui.onnx_views
-      COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/gui/onnx_views.py
-        $<TARGET_FILE:castscope> $<TARGET_FILE:castscope_gui_check>
-        ${CMAKE_CURRENT_BINARY_DIR}/gui_sessions/onnx_views)
-    set_tests_properties(gui.onnx_views PROPERTIES LABELS gui TIMEOUT 180 RUN_SERIAL TRUE
-      SKIP_RETURN_CODE 77)
+    # onnx_views: the mask and the teaching view of an ONNX graph's Conv and MatMul [K, N]
+    # weights, on each tensor's view [outputs, reduction], operated by the mouse (the model built
+    # with onnx). cost_bits: every panel's bits per value is the tensor's storage (storage_bits)
+    # on short rows, and a datatype that cannot run along a tensor's axis is refused by name.
+    # teach_grid: the teaching view of two-level scales (NVFP4, float32 tensor scales), plotted
+    # codes on the grid, clipped marks equal to the tile map's count and the cast's.
+    foreach(_py onnx_views cost_bits teach_grid)
+      add_test(NAME gui.${_py}
+        COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/gui/${_py}.py
+          $<TARGET_FILE:castscope> $<TARGET_FILE:castscope_gui_check>
+          ${CMAKE_CURRENT_BINARY_DIR}/gui_sessions/${_py})
+      set_tests_properties(gui.${_py} PROPERTIES LABELS gui TIMEOUT 300 RUN_SERIAL TRUE
+        SKIP_RETURN_CODE 77)
+    endforeach()
     # Metrics first and frames drawn while a 4096 x 4096 tensor's views update (the frame times
     # it prints are the 30 fps figure; docs/gui.md).
     add_test(NAME gui.responsive

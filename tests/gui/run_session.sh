@@ -13,6 +13,16 @@ rm -f ./*.png state.json
 XDG_CONFIG_HOME="$out/config"
 export XDG_CONFIG_HOME
 rm -rf "$out/config"
+# "@MODELS@" in a script is the test models' folder (scripts/setup.sh --dev fills it); a line
+# "#needs FILE" skips the session (exit 77) when FILE is missing.
+models=${CASTSCOPE_TEST_MODELS:-$HOME/.cache/castscope/models}
+needs=$(sed -n 's/^#needs //p' "$script" | head -n 1 | sed "s|@MODELS@|$models|g")
+if [ -n "$needs" ] && [ ! -e "$needs" ]; then
+  echo "skipped: $needs not found (scripts/setup.sh --dev fetches it)"
+  exit 77
+fi
+sed "s|@MODELS@|$models|g" "$script" > "$out/session.txt"
+script=$out/session.txt
 expect=$(sed -n 's/^#check //p' "$script" | head -n 1)
 args=$(sed -n 's/^#args //p' "$script" | head -n 1)
 envs=$(sed -n 's/^#env //p' "$script" | head -n 1)

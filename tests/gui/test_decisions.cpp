@@ -136,7 +136,11 @@ TEST(Decisions, MetricsExportsCarryTheNumbers) {
   const auto j = nlohmann::json::parse(metrics_json({a.get(), b.get()}));
   ASSERT_EQ(j.size(), 2u);
   EXPECT_NEAR(j[0]["snr_db"].get<double>(), a->stats.snr_db, 1e-9);
-  EXPECT_EQ(j[0]["bits_per_value"].get<double>(), 4.5);
+  // The storage on this tensor, not the nominal 4.5: 256 e2m1 codes, 16 e4m3 scales and one
+  // float32 tensor scale over 256 values.
+  EXPECT_EQ(j[0]["bits_per_value"].get<double>(), (256 * 4 + 16 * 8 + 32) / 256.0);
+  EXPECT_EQ(a->nominal_bits, 4.5);
+  EXPECT_EQ(a->row_length, 64);
   EXPECT_TRUE(j[1]["snr_db"].is_null());
   EXPECT_TRUE(j[1]["exact"].get<bool>());
 }

@@ -4,12 +4,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <string>
 
 #include "backends/cpu/cast_cpu.hpp"
 #include "castscope/device.hpp"
+#include "castscope/storage_bits.hpp"
 #include "host_views.hpp"
 
 #if defined(__GLIBC__)
@@ -43,6 +45,33 @@ View2D view_2d(const Shape& shape, const CastOptions& opt) {
   for (int i = ax + 1; i < rank; ++i) v.inner *= s[i];
   v.rows = v.cols ? numel(shape) / v.cols : 0;
   return v;
+}
+
+double storage_bits_per_value(const DataType& d, const Shape& shape, const CastOptions& o,
+                              double* nominal, int64_t* row_length) {
+  const int64_t n = numel(shape);
+  if (nominal) *nominal = d.bits_per_value();
+  if (row_length) *row_length = n > 0 ? axis_length(o, shape) : 0;
+  if (n <= 0) return 0;
+  return static_cast<double>(storage_bits(d, shape, o)) / static_cast<double>(n);
+}
+
+std::string bits_label(double bits, double nominal, int64_t row_length) {
+  char a[32], b[32];
+  std::snprintf(a, sizeof a, "%.4g", bits);
+  std::snprintf(b, sizeof b, "%.4g", nominal);
+  if (std::strcmp(a, b) == 0 || row_length <= 0) return a;
+  return std::string("nominal ") + b + ", on rows of " + std::to_string(row_length) + ": " + a;
+}
+
+std::string refused_along(const DataType& d, const View2D& view, const std::string& axis) {
+  // ggml's blocks run along a row in memory: a reduction axis that is not the last one in
+  // memory cannot hold them, and computing them along the rows instead would show another cast.
+  if (!family_traits(d.family()).gguf_blocks || view.contiguous()) return "";
+  return d.str() +
+         " quantizes blocks along the last axis in memory (ggml's rows); this tensor's "
+         "quantization axis " +
+         axis + " is not, so it is not cast along another axis";
 }
 
 std::pair<double, double> representable_log2(const NumberSpec& n) {
@@ -437,9 +466,12 @@ std::shared_ptr<const Analysis> analyze(const Tensor& x_in, const DataType& dtyp
   options.job = job;
   a->options = options;
   a->options.job = nullptr;
-  a->bits_per_value = dtype.bits_per_value(axis_length(options, x.shape()));
+  a->bits_per_value =
+      storage_bits_per_value(dtype, x.shape(), options, &a->nominal_bits, &a->row_length);
   a->axis = describe_axis(options, x.shape());
   a->view = view_2d(x.shape(), options);
+  if (const std::string why = refused_along(dtype, a->view, a->axis); !why.empty())
+    throw Error("tensor '" + name + "': " + why);
   if (ao.keep_values) a->input = x;
 
   // The executor places the views: on the host while the app's GPU context is still starting

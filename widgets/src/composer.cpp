@@ -338,12 +338,17 @@ bool draw_composer(ComposerState& s) {
   ImGui::Separator();
   ImGui::Text("datatype");
   ImGui::SameLine();
-  ImGui::TextColored(ImVec4(0.45f, 0.75f, 1.0f, 1.0f), "%s", s.dtype.str().c_str());
-  if (!s.dtype.name().empty()) {
-    ImGui::SameLine();
-    ImGui::TextDisabled("(%s)", s.dtype.name().c_str());
-  }
-  ImGui::Text("bits per value: %.4g", s.dtype.bits_per_value());
+  // The canonical string and its registry name wrap together at the panel's edge (a long
+  // string and its name do not fit one line of a narrow panel).
+  ImGui::PushStyleColor(ImGuiCol_Text, ImVec4(0.45f, 0.75f, 1.0f, 1.0f));
+  if (s.dtype.name().empty())
+    ImGui::TextWrapped("%s", s.dtype.str().c_str());
+  else
+    ImGui::TextWrapped("%s (%s)", s.dtype.str().c_str(), s.dtype.name().c_str());
+  ImGui::PopStyleColor();
+  ImGui::Text("nominal bits per value: %.4g", s.dtype.bits_per_value());
+  if (!s.tensor_bits.empty()) ImGui::TextWrapped("%s", s.tensor_bits.c_str());
+  if (!s.tensor_bits_note.empty()) ImGui::TextDisabled("%s", s.tensor_bits_note.c_str());
   if (s.dtype.scaled() && !s.dtype.scale()->tiles.empty() && s.dtype.scale()->tiles[0].channel())
     help(
         "A channel scale adds (scale bits) / (channel length); the views show the exact figure "

@@ -3,6 +3,9 @@
 #include <imgui.h>
 
 #include <cmath>
+#include <string>
+
+#include "castscope/widgets/analysis.hpp"
 
 namespace castscope::widgets {
 
@@ -20,7 +23,8 @@ void row(const char* name, const char* shown, double exact, const char* what) {
 
 }  // namespace
 
-void draw_metrics_table(const char* id, const Stats& s, double bits) {
+void draw_metrics_table(const char* id, const Stats& s, double bits, double nominal,
+                        int64_t row_length) {
   if (!ImGui::BeginTable(id, 2,
                          ImGuiTableFlags_RowBg | ImGuiTableFlags_BordersInnerV |
                              ImGuiTableFlags_SizingStretchProp))
@@ -46,8 +50,18 @@ void draw_metrics_table(const char* id, const Stats& s, double bits) {
   row("flushed to 0", buf, static_cast<double>(s.zeros_out), "non-zero inputs that became zero");
   std::snprintf(buf, sizeof buf, "%.4g", s.mean_err);
   row("bias", buf, s.mean_err, "mean of (q - x)");
+  // The storage figure; the nominal one only beside it, labelled, where the rows differ from it.
+  const std::string label = bits_label(bits, nominal, row_length);
   std::snprintf(buf, sizeof buf, "%.4g", bits);
-  row("bits per value", buf, bits, "storage bits per value including scale overhead");
+  const bool differs = label != buf;
+  std::string shown = buf;
+  if (differs) {
+    std::snprintf(buf, sizeof buf, "%.4g", nominal);
+    shown += std::string(" (nominal ") + buf + ")";
+  }
+  const std::string what = "storage bits per value on this tensor, every scale included" +
+                           (differs ? "; " + label : std::string());
+  row("bits per value", shown.c_str(), bits, what.c_str());
   std::snprintf(buf, sizeof buf, "%lld", static_cast<long long>(s.count));
   row("values", buf, static_cast<double>(s.count), "finite elements compared");
   ImGui::EndTable();

@@ -4,9 +4,32 @@
 #include <cmath>
 #include <cstring>
 
+#include "castscope/scalar.hpp"
 #include "castscope/widgets/analysis.hpp"
 
 namespace castscope::widgets {
+
+namespace {
+// The grid the cast quantizes scaled elements on (core/plan.cpp picks it the same way).
+scalar::Format clip_grid(const DataType& d) {
+  const NumberSpec& f = d.number();
+  const bool int_grid =
+      d.scaled() && ((f.is_int() && !d.scale()->scale.is_exponent()) || f.is_uint());
+  return int_grid ? f.integer_grid() : f.format();
+}
+}  // namespace
+
+bool clips_after_rounding(const DataType& d, Round round, double xs) {
+  if (!std::isfinite(xs)) return false;
+  // Stochastic rounding clips by chance; nearest is what the view can say.
+  const Round r = round == Round::Stochastic ? Round::Even : round;
+  return scalar::quantize(xs, clip_grid(d), r, scalar::Overflow::Saturate, 0).clipped;
+}
+
+double clip_grid_max(const DataType& d) {
+  const scalar::Format g = clip_grid(d);
+  return std::ldexp(static_cast<double>(g.maxr), g.maxe);
+}
 
 std::vector<int64_t> tile_clipped(const Tensor& x, const View2D& view, const TileMap& m,
                                   const CastResult& r, std::string* why) {
@@ -44,8 +67,9 @@ std::vector<int64_t> tile_clipped(const Tensor& x, const View2D& view, const Til
     for (int64_t tj = 0; tj < m.cols; ++tj) {
       const size_t k = static_cast<size_t>(ti * m.cols + tj);
       const double s = static_cast<double>(m.scale_value[k]) * t;
-      // Most tiles clip nothing: their absmax (over finite inputs) already says so.
-      if (!(s > 0) || !(static_cast<double>(m.absmax[k]) / s > limit)) continue;
+      // Most tiles clip nothing: their absmax (over finite inputs) already says so (a value at
+      // exactly the limit may round up, so the limit itself is tested exactly).
+      if (!(s > 0) || !(static_cast<double>(m.absmax[k]) / s >= limit * (1 - 1e-9))) continue;
       // A cheap comparison rules out most elements; the exact test decides the rest.
       const double near = limit * s * (1 - 1e-9);
       const int64_t i0 = ti * m.tile_rows, j0 = tj * m.tile_cols;
@@ -54,7 +78,7 @@ std::vector<int64_t> tile_clipped(const Tensor& x, const View2D& view, const Til
       for (int64_t i = i0; i < i1; ++i)
         for (int64_t j = j0; j < j1; ++j) {
           const double a = std::fabs(static_cast<double>(xp[view.at(i, j)]));
-          if (a > near) n += std::isfinite(a) && a / s > limit;
+          if (a > near) n += clips_after_rounding(d, o.round, a / s);
         }
       out[k] = n;
       total += n;

@@ -12,6 +12,7 @@
 #include "castscope/export.hpp"
 #include "castscope/io.hpp"
 #include "castscope/linear_error.hpp"
+#include "castscope/method.hpp"
 #include "castscope/metrics.hpp"
 
 namespace castscope {
@@ -36,15 +37,23 @@ struct MapOptions {
   std::optional<DataType> act_dtype;
   bool act_keep = false;    // activations stay float32
   int64_t max_tokens = 64;  // rows of the activations used (0: all)
+  // Quantization methods: each datatype gets one column per method, in this order ("D" for rtn,
+  // "D@gptq" for the others); empty: rtn only.
+  std::vector<MethodOptions> methods;
+  // Calibration inputs [tokens, in] of a weight by name (an empty tensor where there are none):
+  // what gptq / awq need, and every column's output error on them.
+  std::function<Tensor(const std::string&)> calib;
 };
 
 struct MapCell {
   Stats stats;
-  std::string error;        // the cast failed (e.g. a tile longer than the axis); stats unset
-  bool has_output = false;  // activations given and the row's shape fits them
-  double out_snr_db = 0;    // matmul output SNR
-  double out_rel_err = 0;   // matmul output ||yq - y|| / ||y||
-  std::string out_product;  // which product of the cast operands ran (LinearError::product)
+  std::string error;         // the cast failed (e.g. a tile longer than the axis); stats unset
+  bool has_output = false;   // activations given and the row's shape fits them
+  double out_snr_db = 0;     // matmul output SNR
+  double out_rel_err = 0;    // matmul output ||yq - y|| / ||y||
+  std::string out_product;   // which product of the cast operands ran (LinearError::product)
+  bool has_calib = false;    // the weight has calibration inputs (MapOptions::calib)
+  double calib_rel_err = 0;  // ||X W^T - X Q^T|| / ||X W^T|| on them
 };
 // The cell's value of a metric: NaN for a failed cast, or for OutputSNR without activations.
 double cell_value(const MapCell& c, MapMetric m);
@@ -69,7 +78,8 @@ struct MapRow {
 
 struct ModelMap {
   std::vector<DataType> dtypes;
-  std::vector<std::string> columns;  // the datatype strings as given
+  std::vector<std::string> columns;  // the datatype strings as given (D@method for methods)
+  std::vector<Method> methods;       // each column's method
   std::vector<double> bits;          // bits per value of each column (channel = last axis)
   Rotation rotate;                   // the rotation every cell was cast with
   std::string backend;               // "cuda" (tensor kept on the GPU across its cells) or "cpu"

@@ -76,6 +76,7 @@ constexpr FamilyOps tcfp_row() {
           tcfp::pack,
           tcfp::unpack,
           tcfp_storage_bits<F>,
+          nullptr,
           nullptr};
 }
 
@@ -91,7 +92,8 @@ const FamilyOps kTable[] = {
      pack_standard,
      unpack_standard,
      standard_storage_bits,
-     nullptr},
+     nullptr,
+     standard_scaled_quantizer},
     tcfp_row<Family::TCFP8>(),
     tcfp_row<Family::TCFP12>(),
     tcfp_row<Family::TCFP16>(),
@@ -107,6 +109,7 @@ const FamilyOps kTable[] = {
      codebook::pack,
      codebook::unpack,
      codebook_storage_bits,
+     nullptr,
      nullptr},
     {{Family::GGML, "ggml", "ggml block", false, true, false, false, false,
       "ggml block scales live inside the GGUF blocks; no tile map", nullptr, false, 0, 0, true},
@@ -118,7 +121,8 @@ const FamilyOps kTable[] = {
      ggml_pack,
      ggml_unpack,
      ggml_storage_bits,
-     ggml::cast_virtual_across},
+     ggml::cast_virtual_across,
+     nullptr},
 };
 
 }  // namespace

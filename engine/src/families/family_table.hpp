@@ -10,6 +10,7 @@
 
 #include "castscope/cast.hpp"
 #include "castscope/datatype.hpp"
+#include "families/scaled_quantizer.hpp"
 
 namespace castscope::detail {
 
@@ -32,6 +33,11 @@ struct FamilyOps {
   // common path; null for none (ggml: a cast across rows, see ggml_cast.hpp).
   std::optional<CastResult> (*virtual_cast)(const Tensor& x, const DataType& d,
                                             const CastOptions& o);
+  // The quantizer the methods layer drives (choose a group's scale, cast with given scales) for
+  // a weight viewed as [rows, cols] under options with the axis last; null where the family has
+  // none yet (the methods then refuse the datatype by name).
+  std::unique_ptr<ScaledQuantizer> (*scaled_quantizer)(const DataType& d, const CastOptions& o,
+                                                       int64_t rows, int64_t cols);
 };
 
 const FamilyOps& family_ops(Family f);

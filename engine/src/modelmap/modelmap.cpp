@@ -104,10 +104,18 @@ ModelMap sweep_model(const io::Model& model, const MapOptions& o, JobControl* jo
                      const std::function<void(const MapRow&)>& on_row) {
   const auto t0 = std::chrono::steady_clock::now();
   ModelMap map;
-  map.columns = o.dtypes;
   map.rotate = o.cast.rotate;
   if (o.dtypes.empty()) throw Error("model map: no datatypes given");
-  for (const std::string& s : o.dtypes) map.dtypes.push_back(DataType::parse(s));
+  const std::vector<MethodOptions> methods =
+      o.methods.empty() ? std::vector<MethodOptions>{MethodOptions{}} : o.methods;
+  std::vector<const MethodOptions*> column_method;
+  for (const std::string& s : o.dtypes)
+    for (const MethodOptions& m : methods) {
+      map.dtypes.push_back(DataType::parse(s));
+      map.columns.push_back(m.method == Method::RTN ? s : s + "@" + to_string(m.method));
+      map.methods.push_back(m.method);
+      column_method.push_back(&m);
+    }
   validate_rotation(o.cast.rotate, "model map rotation");
   std::optional<std::regex> re;
   if (!o.filter.empty()) {
@@ -213,7 +221,23 @@ ModelMap sweep_model(const io::Model& model, const MapOptions& o, JobControl* jo
         co.job = job ? &sub.inner : nullptr;
         MapCell cell;
         try {
-          cell.stats = sweep.cast_stats(host_x, map.dtypes[d], co);
+          const Tensor calib = o.calib ? o.calib(info->name) : Tensor();
+          Tensor q;  // the cell's values, where the output error on the calibration needs them
+          if (map.methods[d] != Method::RTN) {
+            CastOptions mo = tensor_cast;
+            mo.mode = CastMode::Actual;
+            const MethodResult r =
+                quantize(host_x(), map.dtypes[d], mo, *column_method[d], {calib}, info->name);
+            q = method_values(r);
+            cell.stats = compute_stats(host_x(), q, r.cast.counts.clipped);
+          } else {
+            cell.stats = sweep.cast_stats(host_x, map.dtypes[d], co);
+            if (calib) q = cast(host_x(), map.dtypes[d], co).values;
+          }
+          if (calib) {
+            cell.calib_rel_err = calibration_rel_error(calib, host_x(), q, tensor_cast, info->name);
+            cell.has_calib = true;
+          }
           // The activations meet the weight along its resolved reduction axis.
           if (o.activations && info->shape.size() >= 2 && o.activations.rank() == 2 &&
               o.activations.shape()[1] == axis_length(tensor_cast, info->shape)) {

@@ -30,6 +30,16 @@ struct View2D {
 // it). Throws Error for an axis out of range.
 View2D view_2d(const Shape& shape, const CastOptions& o);
 
+// Storage bits per value of `d` on a tensor of `shape` under `o` (storage_bits over the element
+// count), with the nominal figure and the row length it is counted on where asked for.
+double storage_bits_per_value(const DataType& d, const Shape& shape, const CastOptions& o,
+                              double* nominal = nullptr, int64_t* row_length = nullptr);
+// "128" where the nominal figure says the same; otherwise "nominal 4.5, on rows of 9: 128".
+std::string bits_label(double bits, double nominal, int64_t row_length);
+// Why `d` cannot be cast along the quantization axis of `view` (blocks laid along a row in
+// memory, such as ggml's, on a view whose reduction axis is not the last one in memory), or "".
+std::string refused_along(const DataType& d, const View2D& view, const std::string& axis);
+
 // A 2-D boolean image of a tensor's view [outputs, reduction] (View2D), reduced to
 // at most max_side cells per side: each cell holds the fraction of its elements that are set.
 struct MaskImage {
@@ -88,9 +98,14 @@ struct Analysis {
   CastOptions options;  // the job pointer is cleared
   std::string backend;
   Stats stats;
-  double bits_per_value = 0;  // at the length of the quantization axis
-  std::string axis;           // the quantization axis in use (describe_axis: "-1:4096", "1..3:147")
-  View2D view;                // the 2-D view [outputs, reduction] the tiles and the mask lie on
+  // The storage this cast costs on this tensor (storage_bits over its element count): the one
+  // size every panel shows. The datatype's nominal figure and the row length it differs on
+  // (bits_label) are kept for the label only.
+  double bits_per_value = 0;
+  double nominal_bits = 0;
+  int64_t row_length = 0;  // length of the quantization axis
+  std::string axis;        // the quantization axis in use (describe_axis: "-1:4096", "1..3:147")
+  View2D view;             // the 2-D view [outputs, reduction] the tiles and the mask lie on
   double absmax = 0;
   // Value histograms of the original and the cast over the same symmetric range, linear in x
   // and over log2|x|.

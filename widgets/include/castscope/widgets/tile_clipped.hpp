@@ -16,6 +16,14 @@ namespace castscope::widgets {
 // datatype or does not add up to r.counts.clipped.
 struct View2D;
 
+// Whether xs, an input over its group's whole scale (tile scale x tensor scale), saturates when
+// the cast rounds it onto d's element grid under `round`: the engine's own quantizer decides, so
+// the teaching view, the tile map and the cast's clipped count mean the same. xs is in the units
+// of the grid the cast quantizes on, whose largest value clip_grid_max gives (the integer grid of
+// an int element under a float scale).
+bool clips_after_rounding(const DataType& d, Round round, double xs);
+double clip_grid_max(const DataType& d);
+
 // The tiles lie on `view`, the tensor's 2-D view [outputs, reduction] (analysis.hpp).
 std::vector<int64_t> tile_clipped(const Tensor& x, const View2D& view, const TileMap& m,
                                   const CastResult& r, std::string* why);
