@@ -13,6 +13,7 @@
 #include "castscope/error.hpp"
 #include "castscope/export.hpp"
 #include "castscope/io.hpp"
+#include "export_test_util.hpp"
 #include "st_reader.hpp"
 #include "test_seed.hpp"
 
@@ -21,14 +22,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct Dir {
-  fs::path dir;
-  Dir() {
-    dir = fs::temp_directory_path() / ("castscope_ggufrules_" + std::to_string(::getpid()));
-    fs::create_directories(dir);
-  }
-  ~Dir() { fs::remove_all(dir); }
-  std::string operator/(const std::string& f) const { return (dir / f).string(); }
+struct Dir : exporttest::ScratchDir {
+  Dir() : ScratchDir("castscope_ggufrules_") {}
 };
 
 Tensor random_tensor(Shape shape, std::mt19937_64& rng, DType dt = DType::F32) {
