@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "castscope/cast.hpp"
+#include "castscope/imatrix.hpp"
 #include "castscope/io.hpp"
 #include "castscope/tensor.hpp"
 
@@ -174,6 +175,14 @@ struct ExportOptions {
   // file maps to the shard of that name in it, and `index_name` ("" = none) lists the shards.
   std::map<std::string, std::string> shards;
   std::string index_name;
+  // llama.cpp's importance matrix (io::read_imatrix), given to ggml's quantizers tensor by tensor
+  // as llama-quantize --imatrix gives it; `imatrix_file` is recorded in a GGUF export's
+  // quantize.imatrix.* keys as llama-quantize records it.
+  std::shared_ptr<const io::Imatrix> imatrix;
+  std::string imatrix_file;
+  // GGUF: general.file_type by llama.cpp's name of the mix ("Q4_K_S", "Q4_K_M", "IQ4_XS" ...);
+  // empty: named after the file's dominant type (docs/export-formats.md, "GGUF").
+  std::string gguf_file_type;
 };
 
 struct ExportedTensor {

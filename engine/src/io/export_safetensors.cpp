@@ -473,6 +473,12 @@ CastOptions cast_options(const ExportOptions& o, CastMode mode, JobControl* sub,
                          const ExportPlan& plan, const io::TensorInfo& info) {
   CastOptions c = cast_options(o, mode, sub);
   if (const std::optional<AxisSpec> a = plan.axis_for(info)) a->apply(c);
+  // Importance weights go to the tensors cast to ggml's block formats, the only ones that take
+  // them (a kept tensor's entry is never looked at, as in llama-quantize).
+  if (o.imatrix)
+    if (const std::optional<DataType> d = plan.dtype_for(info);
+        d && family_traits(d->family()).gguf_blocks)
+      c.importance = o.imatrix->weights_for(info.name, info.shape);
   // The stacks of these layouts fix the axis: ggml quantizes rows; transformers' gpt-oss experts
   // [E, in, out] reduce over axis -2, and other tensors of that layout over their last axis.
   if (o.layout == Layout::GGUF && c.axis_auto) {
