@@ -29,6 +29,7 @@ MethodRow run_one(const Tensor& w, const DataType& d, const CastOptions& o, cons
                   const Calibration& calib, const std::string& name, bool detail) {
   MethodRow row;
   row.dtype = d.str();
+  row.name = d.name().empty() ? row.dtype : d.name();
   const CastResult rtn = cast(w, d, o);
   row.rtn = compute_stats(w, rtn.values, rtn.counts.clipped);
   row.rtn_out_relerr = calibration_rel_error(calib.inputs, w, rtn.values, o, name);
@@ -152,7 +153,7 @@ void update_method_jobs(AppState& app) {
             r->rows.push_back(run_one(w, dtypes[i], o, set.opt, calib, in->tensor, i == 0));
           } catch (const Error& e) {
             MethodRow row;
-            row.dtype = dtypes[i].str();
+            row.dtype = row.name = dtypes[i].str();
             row.error = e.what();
             r->rows.push_back(std::move(row));
           }

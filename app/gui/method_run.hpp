@@ -26,6 +26,7 @@ struct MethodSettings {
 // One datatype: round to nearest and the method on the same tensor and calibration.
 struct MethodRow {
   std::string dtype;  // canonical string
+  std::string name;   // the registry's name where it has one, else the canonical string
   std::string error;  // the method refused this datatype or tensor (why)
   Stats rtn, method;  // weight statistics against the original
   // ||X W^T - X Q^T|| / ||X W^T|| on the calibration inputs, and the method's absolute

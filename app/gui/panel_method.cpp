@@ -63,12 +63,14 @@ void draw_method_controls(AppState& app) {
     // Calibration: inputs of this weight [tokens, in], or the activations panel's generator.
     ImGui::SetNextItemWidth(-ImGui::CalcTextSize("calibration").x -
                             ImGui::GetStyle().ItemInnerSpacing.x * 2);
-    if (ImGui::InputTextWithHint("calibration", ".npy [tokens, in] (empty: synthetic)",
-                                 s.calib_edit, sizeof s.calib_edit,
-                                 ImGuiInputTextFlags_EnterReturnsTrue))
+    if (ImGui::InputTextWithHint("calibration", ".npy, empty: synthetic", s.calib_edit,
+                                 sizeof s.calib_edit, ImGuiInputTextFlags_EnterReturnsTrue))
       std::memcpy(s.calib_path, s.calib_edit, sizeof s.calib_path);
     if (ImGui::IsItemHovered())
-      ImGui::SetTooltip("activations of the loaded tensor [tokens, in], press Enter to apply");
+      ImGui::SetTooltip(
+          "a .npy of activations of the loaded tensor [tokens, in] (press Enter);\nempty: "
+          "synthetic "
+          "tokens, N(0, 1) with outlier channels, from the seed");
     if (!s.calib_path[0]) {
       ImGui::SetNextItemWidth(ImGui::GetFontSize() * 4);
       ImGui::InputInt("tokens##calib", &s.calib_tokens, 0, 0, ImGuiInputTextFlags_EnterReturnsTrue);
@@ -80,7 +82,7 @@ void draw_method_controls(AppState& app) {
                       ImGuiInputTextFlags_EnterReturnsTrue);
       ImGui::SameLine();
       ImGui::SetNextItemWidth(ImGui::GetFontSize() * 3);
-      ImGui::InputFloat("x##calibscale", &s.calib_outlier_scale, 0, 0, "%.1f",
+      ImGui::InputFloat("scale##calib", &s.calib_outlier_scale, 0, 0, "%.1f",
                         ImGuiInputTextFlags_EnterReturnsTrue);
       if (ImGui::IsItemHovered()) ImGui::SetTooltip("outlier channels scaled by this factor");
       s.calib_tokens = std::clamp(s.calib_tokens, 1, 65536);
@@ -160,7 +162,7 @@ void draw_method_compare(AppState& app) {
     for (const MethodRow& row : r->rows) {
       ImGui::TableNextRow();
       ImGui::TableNextColumn();
-      ImGui::TextUnformatted(fit_text(row.dtype, ImGui::GetContentRegionAvail().x).c_str());
+      ImGui::TextUnformatted(fit_text(row.name, ImGui::GetContentRegionAvail().x).c_str());
       if (ImGui::IsItemHovered())
         ImGui::SetTooltip("%s%s%s", row.dtype.c_str(), row.error.empty() ? "" : "\n",
                           row.error.c_str());
