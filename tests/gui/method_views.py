@@ -3,7 +3,7 @@
 A random weight and calibration inputs (recorded seed) are opened in the app; the method is
 chosen in the composer's combo, its options typed and ticked, the calibration file typed in.
 The state JSON's figures for round to nearest and for the method (weight SNR, MSE, the layer
-output error on the calibration, gptq's absolute output error) must equal, as numbers, what
+output error on the calibration, gptq's absolute output error) (gptq, mse with four over six, awq) must equal, as numbers, what
 `castscope-cli map --method rtn --method M --calib` writes for the same tensor, and what
 `castscope-cli cast --method M --calib X.npy --stats` prints. The teaching view of a GPTQ tile
 must show GPTQ's values (the CLI's cast output at those elements) beside the nearest ones,
@@ -72,10 +72,11 @@ def main():
         "panel teach", f"teach-tile {TILE}", "frames 3", "expect-text nearest code",
         "hide views", "hide compare", "frames 2", "check-layout", "state gptq_teach.json", "panel compare",
         'choose "Datatype::method" mse', 'click "Datatype::four over six (NVFP4)"', "wait",
-        "state mse.json"])
+        "state mse.json", 'choose "Datatype::method" awq', "wait", "state awq.json"])
     g = json.load(open(os.path.join(work, "gptq_compare.json")))["method"]
     t = json.load(open(os.path.join(work, "gptq_teach.json")))
     m = json.load(open(os.path.join(work, "mse.json")))["method"]
+    aw = json.load(open(os.path.join(work, "awq.json")))["method"]
     if g["damp"] != 0.02 or g["block"] != 32 or g["calib"]["path"] != "x.npy":
         failures.append(f"gptq settings not recorded: {g}")
     if not m["four_over_six"] or m["method"] != "mse":
@@ -137,6 +138,15 @@ def main():
                   "--four-over-six", "--stats")
         if printed(out, "snr_db") != f"{m['run']['rows'][0]['method']['snr_db']:.4f}":
             failures.append(f"mse snr: cli {printed(out, 'snr_db')}")
+
+    if "run" not in aw:
+        failures.append("awq: no result in the state")
+    else:
+        against_map("awq", aw["run"], "awq", [])
+        out = cli(binary, work, "cast", "w.npy", "a.npy", "--dtype", DT_NAME, "--method", "awq",
+                  "--calib", "x.npy", "--stats")
+        if printed(out, "snr_db") != f"{aw['run']['rows'][0]['method']['snr_db']:.4f}":
+            failures.append(f"awq snr: cli {printed(out, 'snr_db')}")
 
     # Static groups and act-order ticked: GPTQ's scales are round to nearest's, so the nearest
     # codes are the plain cast's and every code GPTQ moved differs from it.
