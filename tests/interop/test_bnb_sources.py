@@ -18,7 +18,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from interop_common import CLI, SEED, check, cli, exit_status, failures, same_bits  # noqa: E402
+from interop_common import CLI, SEED, check, cli, exit_status, failures, tiny_llama, same_bits  # noqa: E402
 
 try:
     import numpy as np
@@ -33,17 +33,6 @@ except ImportError as e:  # pragma: no cover
 torch.manual_seed(SEED)
 COMPANIONS = (".absmax", ".quant_map", ".nested_absmax", ".nested_quant_map",
               ".quant_state.bitsandbytes__nf4", ".quant_state.bitsandbytes__fp4")
-
-
-def tiny_llama(d):
-    cfg = transformers.LlamaConfig(hidden_size=256, intermediate_size=384, num_hidden_layers=1,
-                                   num_attention_heads=4, num_key_value_heads=2, vocab_size=128,
-                                   max_position_embeddings=64)
-    model = transformers.LlamaForCausalLM(cfg).to(torch.bfloat16)
-    with torch.no_grad():
-        for p in model.parameters():
-            p.normal_(0, 0.05)
-    model.save_pretrained(d)
 
 
 def bnb_reference(sd):
@@ -66,7 +55,7 @@ def refused(model_dir, name):
 
 
 with tempfile.TemporaryDirectory() as base:
-    tiny_llama(base)
+    tiny_llama().save_pretrained(base)
     for quant_type in ("nf4", "fp4"):
         for double in (False, True):
             what = f"bitsandbytes {quant_type} double_quant={double}"

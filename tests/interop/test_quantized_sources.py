@@ -18,7 +18,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from interop_common import CLI, SEED, check, cli, exit_status, failures  # noqa: E402
+from interop_common import CLI, SEED, check, cli, exit_status, failures, tiny_llama  # noqa: E402
 
 try:
     import numpy as np
@@ -34,17 +34,6 @@ except ImportError as e:  # pragma: no cover
     sys.exit(77)
 
 torch.manual_seed(SEED)
-
-
-def tiny_llama():
-    cfg = transformers.LlamaConfig(hidden_size=256, intermediate_size=384, num_hidden_layers=1,
-                                   num_attention_heads=4, num_key_value_heads=2, vocab_size=128,
-                                   max_position_embeddings=64)
-    model = transformers.LlamaForCausalLM(cfg).to(torch.bfloat16)
-    with torch.no_grad():
-        for p in model.parameters():
-            p.normal_(0, 0.05)
-    return model
 
 
 def observe(module, args):
