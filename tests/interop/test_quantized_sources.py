@@ -212,6 +212,8 @@ if Fp8Dequantize is not None:
         # Made by round-to-nearest with scale amax / 448: CastScope's quantizer writes the same.
         check(len(j["reproduce"]) == 7 and all(f == 1.0 for f in j["reproduce"].values()),
               f"block FP8: --reproduce gives {j['reproduce']}")
+        check(len(j["codes"]) == 7 and all(c == 1.0 and s == 1.0 for c, s in j["codes"].values()),
+              f"block FP8: --reproduce codes / scales {j['codes']}")
 
 # gpt-oss MXFP4 experts: blocks and scales quantized from random experts; the reference is
 # transformers' convert_moe_packed_tensors.
