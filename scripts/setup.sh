@@ -60,6 +60,9 @@ python3 -c "import torch, transformers, compressed_tensors, accelerate" 2>/dev/n
 # torchao's MX reference (to_mx / to_dtype) for the Python package's parity test: pinned, since
 # that API is a prototype and moves between releases.
 python3 -c "import torchao" 2>/dev/null || python3 -m pip install -q torchao==0.18.0
+# bitsandbytes' own 4-bit quantization and dequantize_4bit (its CPU backend) for the NF4 / FP4
+# checkpoint test.
+python3 -c "import bitsandbytes" 2>/dev/null || python3 -m pip install -q bitsandbytes==0.50.2
 # The GGUF tests read and write GGUF with ggml's own Python package.
 python3 -c "import gguf" 2>/dev/null || python3 -m pip install -q gguf
 # llama.cpp itself, through its Python binding, for tests/interop/test_llama_cpp.py: compiled once

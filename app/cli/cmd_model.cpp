@@ -197,6 +197,15 @@ void inspect_cmd(CLI::App& app) {
                               {"values", it->second.values},
                               {"identical", it->second.identical},
                               {"fraction", it->second.fraction()}};
+          if (it != rep.end() && it->second.has_codes) {
+            const io::Reproduction& r = it->second;
+            e["reproduce"]["codes"] = {{"count", r.codes},
+                                       {"identical", r.identical_codes},
+                                       {"fraction", r.code_fraction()}};
+            e["reproduce"]["scales"] = {{"count", r.scales},
+                                        {"identical", r.identical_scales},
+                                        {"fraction", r.scale_fraction()}};
+          }
         }
       }
       j["total"] = {{"tensors", m->tensors().size()}, {"numel", elems}, {"nbytes", bytes}};
@@ -228,6 +237,11 @@ void inspect_cmd(CLI::App& app) {
           char f[64];
           std::snprintf(f, sizeof f, "; reproduced %.4f%% of values", 100 * it->second.fraction());
           line += f;
+          if (it->second.has_codes) {
+            std::snprintf(f, sizeof f, ", %.4f%% of codes, %.4f%% of scales",
+                          100 * it->second.code_fraction(), 100 * it->second.scale_fraction());
+            line += f;
+          }
         }
         std::printf("%s\n", line.c_str());
       }

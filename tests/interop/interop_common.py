@@ -44,3 +44,17 @@ def exit_status(failures, what):
         return 1
     print(f"all {what} checks passed")
     return 0
+
+
+def tiny_llama():
+    """A one-layer transformers Llama in bfloat16 with N(0, 0.05) weights (from torch's seed)."""
+    import torch
+    import transformers
+    cfg = transformers.LlamaConfig(hidden_size=256, intermediate_size=384, num_hidden_layers=1,
+                                   num_attention_heads=4, num_key_value_heads=2, vocab_size=128,
+                                   max_position_embeddings=64)
+    model = transformers.LlamaForCausalLM(cfg).to(torch.bfloat16)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.normal_(0, 0.05)
+    return model

@@ -18,7 +18,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from interop_common import CLI, SEED, check, cli, exit_status, failures  # noqa: E402
+from interop_common import CLI, SEED, check, cli, exit_status, failures, tiny_llama  # noqa: E402
 
 try:
     import numpy as np
@@ -34,17 +34,6 @@ except ImportError as e:  # pragma: no cover
     sys.exit(77)
 
 torch.manual_seed(SEED)
-
-
-def tiny_llama():
-    cfg = transformers.LlamaConfig(hidden_size=256, intermediate_size=384, num_hidden_layers=1,
-                                   num_attention_heads=4, num_key_value_heads=2, vocab_size=128,
-                                   max_position_embeddings=64)
-    model = transformers.LlamaForCausalLM(cfg).to(torch.bfloat16)
-    with torch.no_grad():
-        for p in model.parameters():
-            p.normal_(0, 0.05)
-    return model
 
 
 def observe(module, args):
@@ -145,6 +134,8 @@ def compare(what, model_dir, ref):
         print(f"  {len(ref)} weights bit-exact; {stored[0] if stored else ''}")
         rep = json.loads(cli("inspect", model_dir, "--json", "--reproduce"))
         j["reproduce"] = {t["name"]: t["reproduce"]["fraction"] for t in rep["tensors"] if "reproduce" in t}
+        j["codes"] = {t["name"]: (t["reproduce"]["codes"]["fraction"], t["reproduce"]["scales"]["fraction"])
+                      for t in rep["tensors"] if "codes" in t.get("reproduce", {})}
         if j["reproduce"]:
             print(f"  --reproduce: identical values {min(j['reproduce'].values()):.4f} .. {max(j['reproduce'].values()):.4f}")
         return j
@@ -160,7 +151,32 @@ for scheme in ["W4A16", "W4A16_ASYM", "W8A16", "FP8", "FP8_BLOCK", "NVFP4A16", "
             continue
         fmt = json.load(open(os.path.join(d, "config.json")))["quantization_config"]["format"]
         print(f"{scheme}: format {fmt}")
-        compare(f"compressed-tensors {scheme} ({fmt})", d, ct_reference(d))
+        j = compare(f"compressed-tensors {scheme} ({fmt})", d, ct_reference(d))
+        if scheme in ("NVFP4A16", "MXFP4A16"):
+            # Round-to-nearest made these codes and scales: CastScope's re-quantization of the
+            # dequantized values gives every one of them back.
+            check(len(j["codes"]) == len(j["reproduce"]) and len(j["codes"]) > 0,
+                  f"{scheme}: --reproduce compares no codes")
+            check(all(c == 1.0 and s == 1.0 for c, s in j["codes"].values()),
+                  f"{scheme}: --reproduce codes / scales {j['codes']}")
+            print(f"  --reproduce: {len(j['codes'])} weights, codes and scales 100% identical")
+        if scheme == "MXFP4A16":
+            # A block that round-to-nearest would not make: its 32 codes all set to 0.5 under its
+            # scale (re-quantizing them takes a scale 2^3 smaller and codes of 4) is told apart.
+            files = [f for f in os.listdir(d) if f.endswith(".safetensors")]
+            sd = load_file(os.path.join(d, files[0]))
+            p = "model.layers.0.mlp.down_proj"
+            pk = sd[p + ".weight_packed"].clone()
+            pk[0, :16] = 0x11
+            sd[p + ".weight_packed"] = pk
+            save_file(sd, os.path.join(d, files[0]), metadata={"format": "pt"})
+            rep = json.loads(cli("inspect", d, "--json", "--reproduce"))
+            r = next(t["reproduce"] for t in rep["tensors"] if t["name"] == p + ".weight")
+            n = r["scales"]["count"]
+            c = r["codes"]["count"]
+            check(r["scales"]["identical"] == n - 1 and r["codes"]["identical"] == c - 32,
+                  f"MXFP4A16 with one block of 0.5 codes: {r['scales']['identical']} of {n} scales, "
+                  f"{r['codes']['identical']} of {c} codes identical, not {n - 1} and {c - 32}")
 
 # Block FP8 in transformers' fine-grained FP8 layout (DeepSeek-V3): codes and weight_scale_inv
 # from the weights (amax / 448 per 128x128 block); the reference is transformers' Fp8Dequantize.
@@ -196,6 +212,8 @@ if Fp8Dequantize is not None:
         # Made by round-to-nearest with scale amax / 448: CastScope's quantizer writes the same.
         check(len(j["reproduce"]) == 7 and all(f == 1.0 for f in j["reproduce"].values()),
               f"block FP8: --reproduce gives {j['reproduce']}")
+        check(len(j["codes"]) == 7 and all(c == 1.0 and s == 1.0 for c, s in j["codes"].values()),
+              f"block FP8: --reproduce codes / scales {j['codes']}")
 
 # gpt-oss MXFP4 experts: blocks and scales quantized from random experts; the reference is
 # transformers' convert_moe_packed_tensors.

@@ -16,3 +16,10 @@ add_test(NAME castscope_quantized_sources_python
           $<TARGET_FILE:castscope-cli>)
 set_tests_properties(castscope_quantized_sources_python PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600
   LABELS "io;interop")
+# bitsandbytes NF4 / FP4 checkpoints saved by transformers' BitsAndBytesConfig on the CPU against
+# bitsandbytes' dequantize_4bit (tests/interop/test_bnb_sources.py); 77 (skip) without it.
+add_test(NAME castscope_bnb_sources_python
+  COMMAND ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/tests/interop/test_bnb_sources.py
+          $<TARGET_FILE:castscope-cli>)
+set_tests_properties(castscope_bnb_sources_python PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600
+  LABELS "io;interop")

@@ -82,6 +82,16 @@ inline CastOptions cast_options_for(const CastOptions& o, const TensorInfo& t) {
   return options_for(o, t.shape, t.layout);
 }
 
+// The codes and scales a quantized weight is stored as, in the terms of a CastScope cast of its
+// stored datatype: `codes` U8, one element code per value in the weight's shape (the element
+// format's bit pattern, as CastResult::codes); `scales` one per scale the file stores, in the
+// order of CastResult::scale: U8 for scale codes that CastScope keeps as bytes (E8M0), else
+// float32.
+struct StoredQParams {
+  Tensor codes;
+  Tensor scales;
+};
+
 // A model (checkpoint) opened from a file, a directory, or a *.safetensors.index.json. Opening
 // and listing read headers only; load() maps the data and converts one tensor to float32.
 class Model {
@@ -93,6 +103,9 @@ class Model {
   // The tensor in its stored dtype (no conversion; borrowed from the file map where possible).
   // Throws Error for storage that has no DType (GGUF block formats, ONNX fnuz floats).
   virtual Tensor load_raw(const std::string& name) const;
+  // A quantized weight's own codes and scales (StoredQParams); throws Error where its convention
+  // does not give them.
+  virtual StoredQParams load_stored_qparams(const std::string& name) const;
   const std::string& path() const { return path_; }
   const TensorInfo* find(const std::string& name) const {
     for (const TensorInfo& t : tensors())
@@ -113,6 +126,16 @@ struct Reproduction {
   std::string datatype;
   int64_t values = 0, identical = 0;
   double fraction() const { return values ? static_cast<double>(identical) / values : 1.0; }
+  // Where the convention gives its codes and scales (StoredQParams): the re-quantization's codes
+  // and scales compared with the file's own, element by element.
+  bool has_codes = false;
+  int64_t codes = 0, identical_codes = 0, scales = 0, identical_scales = 0;
+  double code_fraction() const {
+    return codes ? static_cast<double>(identical_codes) / codes : 1.0;
+  }
+  double scale_fraction() const {
+    return scales ? static_cast<double>(identical_scales) / scales : 1.0;
+  }
 };
 Reproduction reproduce_stored(const Model& model, const std::string& name);
 

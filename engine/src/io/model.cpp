@@ -22,6 +22,10 @@ Tensor Model::load_raw(const std::string& name) const {
   throw Error("'" + path_ + "': this reader cannot give tensor '" + name + "' in its stored dtype");
 }
 
+StoredQParams Model::load_stored_qparams(const std::string& name) const {
+  throw Error("'" + path() + "': tensor '" + name + "' has no stored codes and scales to read");
+}
+
 bool is_float_storage(const std::string& d) {
   static const std::set<std::string> kFloat = {
       // safetensors
@@ -101,6 +105,15 @@ Tensor EntryModel::load_raw(const std::string& name) const {
     throw Error(where(e.info.file, name) + "stored as " + e.info.dtype +
                 ", which has no plain dtype; use load() for float32");
   return e.raw();
+}
+
+StoredQParams EntryModel::load_stored_qparams(const std::string& name) const {
+  const Entry& e = entry(name);
+  if (!e.qparams)
+    throw Error(
+        where(e.info.file, name) + "its stored codes and scales are not read for this " +
+        (e.info.stored.empty() ? std::string("unquantized tensor") : e.info.stored.convention));
+  return e.qparams();
 }
 
 std::string where(const std::string& file, const std::string& tensor) {

@@ -46,6 +46,7 @@ struct Entry {
   TensorInfo info;
   std::function<Tensor()> load;
   std::function<Tensor()> raw;
+  std::function<StoredQParams()> qparams;  // quantized weights whose convention gives them
 };
 
 class EntryModel : public Model {
@@ -54,6 +55,7 @@ class EntryModel : public Model {
   const std::vector<TensorInfo>& tensors() const override { return infos_; }
   Tensor load(const std::string& name) const override;
   Tensor load_raw(const std::string& name) const override;
+  StoredQParams load_stored_qparams(const std::string& name) const override;
   std::string format() const override { return format_; }
 
  private:

@@ -404,6 +404,23 @@ void fold_fp4(const Source& src, Parts& parts, const Module& m, bool nv) {
                              : "MXFP4: E2M1 with an E8M0 scale per 32";
   Entry e = logical_weight(wn, shape, "BF16", used, conv,
                            datatype_if_known(nv ? "nvfp4" : "e2m1fnuz_e8m0_t32"), fmt, load);
+  e.qparams = [codes, scale, nv, shape] {
+    const Tensor p = raw(codes), s = raw(scale);
+    StoredQParams q;
+    q.codes = Tensor::uninitialized(DType::U8, shape);
+    uint8_t* c = q.codes.mutable_ptr<uint8_t>();
+    const uint8_t* pp = p.ptr<uint8_t>();
+    for (int64_t k = 0; k < q.codes.numel(); ++k) c[k] = (k & 1) ? pp[k / 2] >> 4 : pp[k / 2] & 15;
+    // E8M0 scales stay exponent bytes, as CastScope's cast holds them; E4M3 ones as float32.
+    q.scales = Tensor::uninitialized(nv ? DType::F32 : DType::U8, {s.numel()});
+    for (int64_t i = 0; i < s.numel(); ++i) {
+      if (nv)
+        q.scales.mutable_ptr<float>()[i] = scale_at(s, i);
+      else
+        q.scales.mutable_ptr<uint8_t>()[i] = s.ptr<uint8_t>()[i];
+    }
+    return q;
+  };
   parts.fold(static_cast<size_t>(m.codes - &parts.at(0)), std::move(e));
   drop_activation_parts(parts, m.prefix);
 }

@@ -3,6 +3,7 @@
 // dequantization. transformers' Fp8Dequantize multiplies in float32 and returns float32 for a
 // float32 scale (then the model's dtype when it loads into a module); load() gives that product.
 #include <cmath>
+#include <cstring>
 
 #include "io/quantized/quantized.hpp"
 
@@ -76,8 +77,20 @@ void fold_fp8_block(const Source& src, Parts& parts) {
                          "x" + std::to_string(tw) + " block (multiplied)";
     const size_t wi = static_cast<size_t>(w - &parts.at(0));
     const std::string out = sd == "F32" ? "F32" : "BF16";
-    parts.fold(wi, logical_weight(wname, ws, out, {w, &sc}, "fp8-block", datatype_if_known(dtype),
-                                  fmt, load));
+    Entry e =
+        logical_weight(wname, ws, out, {w, &sc}, "fp8-block", datatype_if_known(dtype), fmt, load);
+    // The E4M3 bytes are the element codes; the scales as float32 in the file's block order.
+    e.qparams = [wc, scc] {
+      const Tensor codes = raw(wc), scale = raw(scc);
+      StoredQParams q;
+      q.codes = Tensor::uninitialized(DType::U8, wc.info.shape);
+      std::memcpy(q.codes.mutable_ptr<uint8_t>(), codes.data(), codes.numel());
+      q.scales = Tensor::uninitialized(DType::F32, {scale.numel()});
+      for (int64_t i = 0; i < scale.numel(); ++i)
+        q.scales.mutable_ptr<float>()[i] = scale_at(scale, i);
+      return q;
+    };
+    parts.fold(wi, std::move(e));
   }
   // An FP8 weight left over has lost its scale: its codes alone are not its values.
   for (size_t i = 0; i < parts.size(); ++i)

@@ -222,6 +222,8 @@ void fold_quantized(std::vector<Entry>& entries, const std::string& config_dir) 
     fold_gptq_awq(src, parts);
   else if (m == "modelopt")
     fold_modelopt(src, parts);
+  else if (m == "bitsandbytes")
+    fold_bnb(src, parts);
   else
     throw Error("'" + src.file + "': quantization_config names quant_method '" + m +
                 "', which CastScope does not read; its tensors would be taken for raw codes "

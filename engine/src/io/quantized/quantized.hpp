@@ -86,6 +86,7 @@ void fold_ctensors(const Source& src, Parts& parts);
 void fold_gptoss(const Source& src, Parts& parts);
 void fold_gptq_awq(const Source& src, Parts& parts);
 void fold_modelopt(const Source& src, Parts& parts);
+void fold_bnb(const Source& src, Parts& parts);
 
 }  // namespace castscope::io::detail::quantized
 
