@@ -296,8 +296,9 @@ CastOptions cast_options(const ExportOptions& o, CastMode mode, JobControl* sub)
 CastOptions cast_options(const ExportOptions& o, CastMode mode, JobControl* sub,
                          const ExportPlan& plan, const io::TensorInfo& info);
 // The cast of a tensor the plan maps to `d` with the method of its rule (plain cast for rtn),
-// calibration from o.calib by the tensor's name. Where the layout can store awq's pre-quant scale
-// it passes `pre_quant_scale` to receive it; without it an awq rule is refused by name.
+// calibration from o.calib by the tensor's name, packed when co.mode is Compress. Where the layout
+// can store awq's pre-quant scale it passes `pre_quant_scale` to receive it; without it an awq rule
+// is refused by name.
 CastResult method_cast(const io::TensorInfo& info, const DataType& d, const Tensor& x,
                        const CastOptions& co, const ExportPlan& plan, const ExportOptions& o,
                        Tensor* pre_quant_scale = nullptr);

@@ -128,7 +128,8 @@ CastResult method_cast(const io::TensorInfo& info, const DataType& d, const Tens
   if (method_needs_calibration(m.method) && opt.calib) calib.inputs = opt.calib(info.name);
   MethodResult r = quantize(x, d, co, m, calib, info.name);
   if (pre_quant_scale) *pre_quant_scale = r.pre_quant_scale;
-  return std::move(r.cast);
+  // Methods give actual-mode codes; a layout that stores packed fields gets them packed.
+  return co.mode == CastMode::Compress ? pack(r.cast) : std::move(r.cast);
 }
 
 }  // namespace exportdetail
