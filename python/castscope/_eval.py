@@ -5,6 +5,7 @@ share: the plan resolved per tensor, the cast weights, the comparison and the re
 
 from __future__ import annotations
 
+import contextvars
 import importlib
 import json
 import math
@@ -147,14 +148,42 @@ def plan_layout(model: Any, plan: PlanLike, axis: str = "auto", layout: str = "n
     return list(_core._plan_layout(model._m, kind, text, str(axis), layout))
 
 
+# Calibration inputs by weight name for the plan's gptq / awq rules, set by evaluate() while its
+# runtime backend runs (the backends hand cast_weight only the plan entry and the cast options).
+_calib: contextvars.ContextVar[Optional[Callable[[str], Optional[np.ndarray]]]] = \
+    contextvars.ContextVar("castscope_eval_calib", default=None)
+
+
+def open_calib(path: Union[str, os.PathLike, Mapping[str, Any], None]):
+    """Calibration inputs keyed by weight name: a .safetensors / .npz file (read a tensor at a
+    time) or a mapping; None: none."""
+    if path is None:
+        return None
+    if isinstance(path, Mapping):
+        return lambda name: path.get(name)
+    from . import Model
+    m = Model(os.fspath(path))
+    return lambda name: np.asarray(m[name].numpy(), dtype=np.float32) if name in m else None
+
+
 def cast_weight(values: np.ndarray, entry: Mapping[str, Any], cast_opts: Mapping[str, Any]) -> np.ndarray:
-    """The virtual-cast float32 values of one planned tensor, through castscope.cast."""
-    from . import cast
+    """The virtual-cast float32 values of one planned tensor, through castscope.cast, or with
+    the plan rule's method through castscope.quantize, as export writes its codes."""
+    from . import cast, quantize
 
     if entry.get("rotate"):
         raise EvalError(
             f"plan rotates '{entry['name']}' ({entry['rotate']}); a rotated weight is not the same "
             "layer unless its activations are rotated too, which evaluation cannot do in the runtime")
+    method = entry.get("method", "rtn")
+    if method != "rtn":
+        calib = _calib.get()
+        x = calib(entry["name"]) if calib else None
+        o = entry["method_options"]
+        return np.asarray(quantize(values, entry["dtype"], method=method, calib=x, axis=entry["axis"],
+                                   damp=o["damp"], block=o["block"], act_order=o["act_order"],
+                                   static_groups=o["static_groups"],
+                                   four_over_six=o["four_over_six"], name=entry["name"]))
     return np.asarray(cast(values, entry["dtype"], axis=entry["axis"], **cast_opts))
 
 
@@ -364,6 +393,7 @@ def evaluate(
     progress: Optional[Callable[..., Any]] = None,
     cancel: Optional[Callable[[], bool]] = None,
     save_quantized: Optional[Union[str, os.PathLike]] = None,
+    calib: Any = None,
 ) -> EvalResult:
     """Run the original and the plan-quantized ``model`` in its own runtime on the same inputs
     and compare their outputs (``castscope-cli eval`` runs this).
@@ -390,6 +420,9 @@ def evaluate(
             Ctrl+C stops it too.
         save_quantized: also write the quantized model as the runtime ran it (ONNX file,
             safetensors of the PyTorch state dict, GGUF file).
+        calib: calibration inputs [tokens, in] keyed by weight name (a .safetensors / .npz path
+            or a mapping) for the plan's gptq / awq rules; rules with a method quantize their
+            weights with it (:func:`quantize`), as ``export`` does.
 
     Returns an :class:`EvalResult`: per output SNR, and where the output is a distribution over
     its last axis (logits or probabilities) the mean KL divergence and top-1 agreement; the
@@ -422,7 +455,11 @@ def evaluate(
         from . import _eval_hf as backend
     else:
         from . import _eval_gguf as backend
-    result = backend.run(**ctx)
+    token = _calib.set(open_calib(calib))
+    try:
+        result = backend.run(**ctx)
+    finally:
+        _calib.reset(token)
     job.enter(1.0, 0.0, "done")
     result.seconds = time.monotonic() - start
     return result
