@@ -104,6 +104,14 @@ def run(work):
     check(all(r.get("method_options", {}).get("damp") == 0.01 for r in p["rules"]),
           "the plan records gptq's options")
 
+    # A gptq candidate without calibration is refused before any work.
+    try:
+        cli("plan", os.path.join(work, "model.safetensors"), "--budget", "8.125",
+            "--candidates", f"{FP8},{FP8}@gptq", "--device", "cpu")
+        check(False, "plan with a gptq candidate and no --calib is refused")
+    except RuntimeError as e:
+        check(f"candidate '{FP8}@gptq' needs calibration inputs (--calib FILE)" in str(e), str(e))
+
     # An explicit plan: MXFP4 with gptq on q_proj, FP8 with gptq on down_proj.
     gptq_plan = os.path.join(work, "gptq.json")
     with open(gptq_plan, "w") as f:
