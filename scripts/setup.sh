@@ -65,6 +65,9 @@ python3 -c "import gguf" 2>/dev/null || python3 -m pip install -q gguf
 # llama.cpp itself, through its Python binding, for tests/interop/test_llama_cpp.py: compiled once
 # from PyPI's source into ~/.cache/castscope/wheels, installed from there afterwards.
 bash "$(dirname "$0")/setup-llama-cpp.sh"
+# llama.cpp's llama-imatrix and llama-quantize, for tests/interop/test_imatrix_llama.py: built
+# once from the same source into ~/.cache/castscope/llama-tools-KEY.
+bash "$(dirname "$0")/setup-llama-tools.sh" >/dev/null
 # End-to-end evaluation (castscope.evaluate / castscope-cli eval) runs ONNX models in
 # onnxruntime, edits their graphs with onnx, and its tests render text-line images with Pillow.
 python3 -c "import onnx, onnxruntime, PIL" 2>/dev/null ||

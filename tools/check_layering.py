@@ -54,7 +54,8 @@ LAYERS = [
         "engine/include/castscope/method.hpp", "engine/src/methods/*",
     ]),
     ("io", [  # files, models, plans, the model map and planner
-        "engine/include/castscope/*", "engine/src/io/*", "engine/src/modelmap/*",
+        "engine/include/castscope/*", "engine/src/io/*", "engine/src/io/quantized/*",
+        "engine/src/modelmap/*",
     ]),
     ("widgets", ["widgets/**"]),
     ("apps", ["app/**", "python/**", "bench/**", "tests/**", "fuzz/**"]),

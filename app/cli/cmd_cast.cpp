@@ -4,8 +4,10 @@
 #include <filesystem>
 
 #include "castscope/cast.hpp"
+#include "castscope/imatrix.hpp"
 #include "castscope/io.hpp"
 #include "castscope/metrics.hpp"
+#include "castscope/storage_bits.hpp"
 #include "cli/command.hpp"
 #include "cli/opt_method.hpp"
 
@@ -20,6 +22,7 @@ struct CastArgs {
   std::string axis = "auto";
   bool stats = false;
   bool no_tcfp_nf = false;
+  std::string imatrix, imatrix_entry;  // importance weights: a .npy, or an imatrix file's entry
   MethodArgs method;
 };
 
@@ -83,6 +86,12 @@ void cast_cmd(CLI::App& app) {
   add_device_option(sub, a.device);
   sub->add_option("--mode", a.mode, "virtual | actual | compress")
       ->check(CLI::IsMember({"virtual", "actual", "compress"}));
+  sub->add_option("--imatrix", a.imatrix,
+                  "Importance weights for ggml's quantizers: a float32 .npy of one per column "
+                  "(or [sets, columns]), or llama-imatrix's file with --imatrix-entry")
+      ->check(CLI::ExistingFile);
+  sub->add_option("--imatrix-entry", a.imatrix_entry,
+                  "The entry of the --imatrix file to use (a GGUF tensor name)");
   sub->add_flag("--stats", a.stats, "Print MSE, SNR, max error, clipped and non-finite counts");
   sub->add_flag("--tcfp-absmax", a.no_tcfp_nf,
                 "TCFP-8: choose block scales at absmax instead of 3 sigma");
@@ -110,6 +119,19 @@ void cast_cmd(CLI::App& app) {
     if (!dtype_is_float(x.dtype()))
       throw Error("'" + a.in + "' holds " + dtype_name(x.dtype()) +
                   "; cast needs float32, float16 or float64 data");
+    if (!a.imatrix.empty()) {
+      if (ends_with(a.imatrix, ".npy")) {
+        const Tensor w = io::load_npy(a.imatrix).to_f32();
+        o.importance =
+            std::make_shared<const std::vector<float>>(w.ptr<float>(), w.ptr<float>() + w.numel());
+      } else {
+        if (a.imatrix_entry.empty())
+          throw Error("--imatrix '" + a.imatrix + "' needs --imatrix-entry NAME");
+        o.importance = io::read_imatrix(a.imatrix).weights_for(a.imatrix_entry, x.shape());
+        if (!o.importance)
+          throw Error("imatrix '" + a.imatrix + "' has no entry '" + a.imatrix_entry + "'");
+      }
+    }
     const auto t0 = std::chrono::steady_clock::now();
     CastResult r = run_method(x, d, o);
     const double ms =
@@ -124,8 +146,8 @@ void cast_cmd(CLI::App& app) {
     }
     if (a.stats) {
       Stats s = compute_stats(x, values, r.counts.clipped);
-      std::printf("dtype %s  backend %s  %.2f ms  bits/value %.4g  axis %s\n", d.label().c_str(),
-                  r.backend.c_str(), ms, d.bits_per_value(axis_length(o, x.shape())),
+      std::printf("dtype %s  backend %s  %.2f ms  bits/value %s  axis %s\n", d.label().c_str(),
+                  r.backend.c_str(), ms, bits_label(d, x.shape(), o).c_str(),
                   describe_axis(o, x.shape()).c_str());
       std::printf(
           "mse %.6g\nsnr_db %.4f\nmax_abs_err %.6g\nclipped %lld (%.4f%%)\nnonfinite_in "

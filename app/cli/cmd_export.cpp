@@ -8,6 +8,7 @@
 #include <cstdio>
 
 #include "castscope/export.hpp"
+#include "castscope/imatrix.hpp"
 #include "castscope/io.hpp"
 #include "cli/command.hpp"
 #include "cli/opt_method.hpp"
@@ -23,6 +24,8 @@ struct ExportArgs {
   bool quiet = false;
   std::string rotate, calib;
   std::vector<std::string> axis_for;  // PATTERN=AXIS: per-tensor axis (layout) overrides
+  std::string imatrix;                // llama-imatrix's file (GGUF or legacy .dat)
+  std::string gguf_file_type;         // llama.cpp's name of the mix, for general.file_type
 };
 
 JobControl* g_job = nullptr;
@@ -64,6 +67,13 @@ void export_cmd(CLI::App& app) {
                   "finite value, or become Inf / NaN where it has them (as cast)")
       ->check(CLI::IsMember({"saturate", "ieee"}));
   sub->add_option("--seed", a.seed, "Seed of stochastic rounding");
+  sub->add_option("--imatrix", a.imatrix,
+                  "llama-imatrix's importance matrix (.gguf or legacy .dat): ggml's quantizers "
+                  "weigh each tensor's columns by its entry, as llama-quantize --imatrix does")
+      ->check(CLI::ExistingFile);
+  sub->add_option("--gguf-file-type", a.gguf_file_type,
+                  "gguf: general.file_type by llama.cpp's name of the mix (Q4_K_S, Q4_K_M, ...; "
+                  "default: the dominant type's)");
   add_axis_option(sub, a.axis);
   add_axis_for_option(sub, a.axis_for);
   add_device_option(sub, a.device);
@@ -96,6 +106,11 @@ void export_cmd(CLI::App& app) {
     o.cast.seed = a.seed;
     o.config_path = a.config;
     if (!a.calib.empty()) o.calib = calib_by_name(a.calib);
+    o.gguf_file_type = a.gguf_file_type;
+    if (!a.imatrix.empty()) {
+      o.imatrix = std::make_shared<const io::Imatrix>(io::read_imatrix(a.imatrix));
+      o.imatrix_file = a.imatrix;
+    }
     o.metadata["castscope.plan"] = plan_to_json(p);
     std::string out = a.out;
     if (is_dir(out)) out += o.layout == Layout::GGUF ? "/model.gguf" : "/model.safetensors";

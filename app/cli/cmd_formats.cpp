@@ -3,8 +3,14 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include <memory>
+#include <optional>
+#include <regex>
+
 #include "castscope/datatype.hpp"
+#include "castscope/export.hpp"
 #include "cli/command.hpp"
+#include "cli/tensor_bits.hpp"
 
 namespace castscope::cli {
 namespace {
@@ -75,33 +81,86 @@ void print_number(const NumberSpec& n, const char* role, bool codes) {
   }
 }
 
+// The tensors `list --model` shows a datatype's cost on: the floating-point ones, filtered.
+std::vector<const io::TensorInfo*> list_tensors(const io::Model& m, const std::string& filter) {
+  std::optional<std::regex> re;
+  if (!filter.empty()) {
+    try {
+      re.emplace(filter, std::regex::ECMAScript);
+    } catch (const std::regex_error& e) {
+      throw Error("--filter '" + filter + "' is not a valid regular expression (" + e.what() + ")");
+    }
+  }
+  std::vector<const io::TensorInfo*> out;
+  for (const io::TensorInfo& t : m.tensors())
+    if (io::is_float_storage(t.dtype) && numel(t.shape) > 0 &&
+        (!re || std::regex_search(t.name, *re)))
+      out.push_back(&t);
+  return out;
+}
+
 void list_cmd(CLI::App& app) {
   auto* sub = app.add_subcommand("list", "List the predefined datatypes");
   static bool as_json = false;
+  static std::string model, filter, axis = "auto";
+  static std::vector<std::string> axis_for;
   sub->add_flag("--json", as_json, "Print JSON");
+  sub->add_option("--model", model,
+                  "Also each datatype's exact bits per value on every floating-point tensor of "
+                  "this model, along the tensor's resolved axis");
+  sub->add_option("--filter", filter, "With --model: only tensors whose name matches this regex");
+  add_axis_option(sub, axis);
+  add_axis_for_option(sub, axis_for);
   sub->callback([] {
+    std::unique_ptr<io::Model> m;
+    std::vector<const io::TensorInfo*> ts;
+    const CastOptions o = parse_cast_options({.axis = axis});
+    if (!model.empty()) {
+      m = with_layout_overrides(io::open_model(model), axis_override_plan(axis_for));
+      ts = list_tensors(*m, filter);
+    } else if (!filter.empty() || !axis_for.empty()) {
+      throw Error("list: --filter and --axis-for need --model");
+    }
     if (as_json) {
       json arr = json::array();
       for (const RegistryEntry& e : registry()) {
         DataType d = DataType::parse(e.name);
-        arr.push_back({{"name", e.name},
-                       {"spec", e.spec},
-                       {"group", e.group},
-                       {"description", e.description},
-                       {"bits_per_value", d.bits_per_value()}});
+        // bits_per_value stays the nominal figure earlier versions wrote; the tensors' own
+        // figures are storage_bits'.
+        json j = {{"name", e.name},
+                  {"spec", e.spec},
+                  {"group", e.group},
+                  {"description", e.description},
+                  {"bits_per_value", d.bits_per_value()},
+                  {"nominal_bits_per_value", d.bits_per_value()}};
+        if (m) {
+          j["tensors"] = json::array();
+          for (const io::TensorInfo* t : ts) {
+            json jt = tensor_bits_json<json>(tensor_bits(d, *t, o));
+            jt["name"] = t->name;
+            jt["shape"] = t->shape;
+            j["tensors"].push_back(jt);
+          }
+        }
+        arr.push_back(j);
       }
       std::printf("%s\n", arr.dump(2).c_str());
       return;
     }
     std::string group;
+    size_t w = 4;
+    for (const io::TensorInfo* t : ts) w = std::max(w, t->name.size());
     for (const RegistryEntry& e : registry()) {
       if (e.group != group) {
         group = e.group;
         std::printf("%s%s\n", group == registry().front().group ? "" : "\n", group.c_str());
       }
       DataType d = DataType::parse(e.name);
-      std::printf("  %-16s %-30s %6.3g bits  %s\n", e.name.c_str(), e.spec.c_str(),
+      std::printf("  %-16s %-30s nominal %6.3g bits  %s\n", e.name.c_str(), e.spec.c_str(),
                   d.bits_per_value(), e.description.c_str());
+      for (const io::TensorInfo* t : ts)
+        std::printf("      %-*s  %-20s  %s bits per value\n", static_cast<int>(w), t->name.c_str(),
+                    shape_str(t->shape).c_str(), tensor_bits_text(tensor_bits(d, *t, o)).c_str());
     }
   });
 }
@@ -150,7 +209,7 @@ void info_cmd(CLI::App& app) {
       std::printf("%s\n", j.dump(2).c_str());
       return;
     }
-    std::printf("datatype %s\n  %s\n  bits per value %.6g%s\n\n", d.label().c_str(),
+    std::printf("datatype %s\n  %s\n  nominal bits per value %.6g%s\n\n", d.label().c_str(),
                 d.describe().c_str(), d.bits_per_value(),
                 d.tensor_scaled() ? " (plus one tensor scale)"
                 : d.multiscale()  ? " (plus the tensor scale)"

@@ -185,6 +185,9 @@ void map_cmd(CLI::App& app) {
                       csv_quote(c + ":out_product").c_str());
         if (calib) std::printf(",%s", csv_quote(c + ":calib_relerr").c_str());
       }
+      // Each column's exact storage on the row's tensor (storage_bits), after the metrics.
+      for (const std::string& c : m.columns)
+        std::printf(",%s", csv_quote(c + ":bits_per_value").c_str());
       std::printf("\n");
       for (const MapRow& r : m.rows) {
         std::printf("%s,%s,%s,%s,%lld", csv_quote(r.name).c_str(), csv_quote(r.group).c_str(),
@@ -203,6 +206,11 @@ void map_cmd(CLI::App& app) {
           }
           if (calib) c.has_calib ? std::printf(",%.6g", c.calib_rel_err) : std::printf(",");
         }
+        for (const MapCell& c : r.cells)
+          if (c.storage_bits)
+            std::printf(",%.6g", c.bits_per_value(r.numel));
+          else
+            std::printf(",");
         std::printf("\n");
       }
       return;
@@ -217,12 +225,17 @@ void map_cmd(CLI::App& app) {
       j["columns"].push_back({{"datatype", m.columns[d].substr(0, m.columns[d].find('@'))},
                               {"method", to_string(m.methods[d])},
                               {"label", m.dtypes[d].label()},
-                              {"bits_per_value", num(m.bits[d])}});
+                              {"bits_per_value", num(m.bits[d])},
+                              {"nominal_bits_per_value", num(m.nominal_bits[d])}});
     j["rows"] = ordered_json::array();
     for (const MapRow& r : m.rows) {
       ordered_json cells = ordered_json::array();
       for (const MapCell& c : r.cells) {
         ordered_json jc;
+        if (c.storage_bits) {
+          jc["storage_bits"] = c.storage_bits;
+          jc["bits_per_value"] = num(c.bits_per_value(r.numel));
+        }
         if (!c.error.empty()) {
           jc["error"] = c.error;
         } else {

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <regex>
 
@@ -12,7 +13,9 @@
 #include "castscope/io.hpp"
 #include "castscope/metrics.hpp"
 #include "castscope/metrics_json.hpp"
+#include "castscope/storage_bits.hpp"
 #include "cli/command.hpp"
+#include "cli/tensor_bits.hpp"
 
 namespace castscope::cli {
 namespace {
@@ -62,7 +65,31 @@ struct InspectArgs {
   std::string axis = "auto";
   bool json = false;
   std::vector<std::string> axis_for;
+  std::vector<std::string> dtypes;  // --dtype: each one's exact bits per value per tensor
+  std::string dump;
+  bool reproduce = false;
 };
+
+// "stored as DATATYPE (convention), B bits/weight" for a weight a quantized checkpoint stores as
+// codes and companions; "" for the others.
+std::string stored_column(const io::TensorInfo& t) {
+  if (t.stored.empty()) return "";
+  char bits[32];
+  std::snprintf(bits, sizeof bits, "%.4g", t.stored.bits_per_weight);
+  const std::string& d = t.stored.datatype.empty() ? t.stored.format : t.stored.datatype;
+  return "stored as " + d + " (" + t.stored.convention + "), " + bits + " bits/weight";
+}
+
+ordered_json stored_json(const io::TensorInfo& t) {
+  if (t.stored.empty()) return nullptr;
+  return {
+      {"convention", t.stored.convention},
+      {"datatype", t.stored.datatype.empty() ? ordered_json() : ordered_json(t.stored.datatype)},
+      {"format", t.stored.format},
+      {"parts", t.stored.parts},
+      {"stored_bytes", t.stored.stored_bytes},
+      {"bits_per_weight", t.stored.bits_per_weight}};
+}
 
 // The quantization axis a cast of this tensor would use ("-" for tensors that are never cast):
 // its resolved layout's unless `o` names one.
@@ -94,9 +121,38 @@ void inspect_cmd(CLI::App& app) {
   sub->add_flag("--json", a.json, "Print JSON instead of a table");
   add_axis_option(sub, a.axis);
   add_axis_for_option(sub, a.axis_for);
+  sub->add_option("--dtype,-d", a.dtypes,
+                  "Also this datatype's exact bits per value on each tensor, along its axis "
+                  "(repeat for several)");
+  sub->add_option("--dump", a.dump,
+                  "Write each quantized weight's dequantized float32 values as DIR/NAME.npy");
+  sub->add_flag(
+      "--reproduce", a.reproduce,
+      "Re-quantize each stored-quantized weight to its stored datatype (round to nearest) "
+      "and report the fraction of identical values");
   sub->callback([] {
     const CastOptions o = parse_cast_options({.axis = a.axis});
+    std::vector<DataType> dts;
+    for (const std::string& s : a.dtypes) dts.push_back(DataType::parse(s));
+    // One cell per --dtype: the datatype's storage on a floating-point tensor, "-" otherwise.
+    auto bits_of = [&](const io::TensorInfo& t, size_t d) {
+      return io::is_float_storage(t.dtype) && numel(t.shape) > 0 ? tensor_bits(dts[d], t, o)
+                                                                 : TensorBits{0, 0, "", "not cast"};
+    };
     auto m = with_layout_overrides(io::open_model(a.model), axis_override_plan(a.axis_for));
+    // "Does CastScope reproduce this file?", per weight whose stored datatype CastScope has.
+    std::map<std::string, io::Reproduction> rep;
+    if (a.reproduce)
+      for (const io::TensorInfo& t : m->tensors())
+        if (!t.stored.empty() && !t.stored.datatype.empty())
+          rep[t.name] = io::reproduce_stored(*m, t.name);
+    if (!a.dump.empty()) {
+      std::filesystem::create_directories(a.dump);
+      for (const io::TensorInfo& t : m->tensors())
+        if (!t.stored.empty())
+          io::save_npy((std::filesystem::path(a.dump) / (t.name + ".npy")).string(),
+                       m->load(t.name));
+    }
     uint64_t bytes = 0;
     int64_t elems = 0;
     for (const io::TensorInfo& t : m->tensors()) {
@@ -123,7 +179,26 @@ void inspect_cmd(CLI::App& app) {
                                   {"reason", t.layout.reason},
                                   {"guessed", t.layout.guessed},
                                   {"conflict", t.layout.conflict},
-                                  {"embedding", t.layout.embedding}}}});
+                                  {"embedding", t.layout.embedding}}},
+                                {"stored", stored_json(t)}});
+      for (size_t i = 0; i < m->tensors().size() && !dts.empty(); ++i) {
+        ordered_json& jb = j["tensors"][i]["bits"] = ordered_json::array();
+        for (size_t d = 0; d < dts.size(); ++d) {
+          ordered_json e = tensor_bits_json<ordered_json>(bits_of(m->tensors()[i], d));
+          e["datatype"] = a.dtypes[d];
+          jb.push_back(e);
+        }
+      }
+      if (a.reproduce) {
+        for (ordered_json& e : j["tensors"]) {
+          auto it = rep.find(e["name"].get<std::string>());
+          if (it != rep.end())
+            e["reproduce"] = {{"datatype", it->second.datatype},
+                              {"values", it->second.values},
+                              {"identical", it->second.identical},
+                              {"fraction", it->second.fraction()}};
+        }
+      }
       j["total"] = {{"tensors", m->tensors().size()}, {"numel", elems}, {"nbytes", bytes}};
       std::printf("%s\n", j.dump(2).c_str());
       return;
@@ -132,13 +207,30 @@ void inspect_cmd(CLI::App& app) {
     for (const io::TensorInfo& t : m->tensors()) w = std::max(w, t.name.size());
     size_t lw = 6;
     for (const io::TensorInfo& t : m->tensors()) lw = std::max(lw, layout_column(t).size());
-    std::printf("%-*s  %-14s  %-24s  %12s  %-14s  %-*s  %s\n", static_cast<int>(w), "name", "dtype",
+    std::printf("%-*s  %-14s  %-24s  %12s  %-14s  %-*s  %s", static_cast<int>(w), "name", "dtype",
                 "shape", "size", "axis", static_cast<int>(lw), "layout", "reason");
+    for (const std::string& d : a.dtypes) std::printf("  | bits/value %s", d.c_str());
+    std::printf("\n");
+    for (const io::TensorInfo& t : m->tensors()) {
+      std::printf("%-*s  %-14s  %-24s  %12s  %-14s  %-*s  %s", static_cast<int>(w), t.name.c_str(),
+                  t.dtype.c_str(), shape_str(t.shape).c_str(), human_bytes(t.nbytes).c_str(),
+                  axis_column(t, o).c_str(), static_cast<int>(lw), layout_column(t).c_str(),
+                  t.layout.reason.c_str());
+      for (size_t d = 0; d < dts.size(); ++d)
+        std::printf("  | %s", tensor_bits_text(bits_of(t, d)).c_str());
+      std::printf("\n");
+    }
     for (const io::TensorInfo& t : m->tensors())
-      std::printf("%-*s  %-14s  %-24s  %12s  %-14s  %-*s  %s\n", static_cast<int>(w),
-                  t.name.c_str(), t.dtype.c_str(), shape_str(t.shape).c_str(),
-                  human_bytes(t.nbytes).c_str(), axis_column(t, o).c_str(), static_cast<int>(lw),
-                  layout_column(t).c_str(), t.layout.reason.c_str());
+      if (!t.stored.empty()) {
+        std::string line = t.name + ": " + stored_column(t);
+        auto it = rep.find(t.name);
+        if (it != rep.end()) {
+          char f[64];
+          std::snprintf(f, sizeof f, "; reproduced %.4f%% of values", 100 * it->second.fraction());
+          line += f;
+        }
+        std::printf("%s\n", line.c_str());
+      }
     std::printf("%zu tensors, %lld values, %s (%s)\n", m->tensors().size(),
                 static_cast<long long>(elems), human_bytes(bytes).c_str(), m->format().c_str());
   });
@@ -160,6 +252,10 @@ struct ReportArgs {
 struct Total {
   int64_t count = 0, clipped = 0, nonfinite_in = 0, nonfinite_out = 0, tensors = 0, failed = 0;
   double sq_err = 0, signal = 0, max_err = 0;
+  uint64_t bits = 0;  // storage_bits of the cast tensors
+  double bits_per_value() const {
+    return count ? static_cast<double>(bits) / static_cast<double>(count) : 0.0;
+  }
 };
 
 void report_cmd(CLI::App& app) {
@@ -209,10 +305,10 @@ void report_cmd(CLI::App& app) {
     if (a.csv)
       std::printf(
           "tensor,stored_dtype,shape,numel,datatype,mse,snr_db,max_abs_err,clipped_pct,nonfinite_"
-          "in,nonfinite_out,error,axis\n");
+          "in,nonfinite_out,error,axis,bits_per_value\n");
     else if (!a.json)
-      std::printf("%-40s %-22s %12s %9s %12s %9s %8s  %s\n", "tensor", "datatype", "mse", "snr_db",
-                  "max_abs_err", "clipped%", "nonfin", "axis");
+      std::printf("%-40s %-22s %12s %9s %12s %9s %8s %9s  %s\n", "tensor", "datatype", "mse",
+                  "snr_db", "max_abs_err", "clipped%", "nonfin", "bits/val", "axis");
     Progress prog(todo.size());
     for (size_t i = 0; i < todo.size(); ++i) {
       const io::TensorInfo& info = *todo[i];
@@ -247,8 +343,11 @@ void report_cmd(CLI::App& app) {
         const std::string label = a.dtypes[d];
         Stats s;
         std::string err;
+        uint64_t bits = 0;  // the cast's exact storage on this tensor (storage_bits)
         try {
-          CastResult r = cast(x, dts[d], io::cast_options_for(o, info));
+          const CastOptions to = io::cast_options_for(o, info);
+          bits = storage_bits(dts[d], info.shape, to);
+          CastResult r = cast(x, dts[d], to);
           s = compute_stats(x, r.values, r.counts.clipped);
         } catch (const Cancelled&) {
           throw;
@@ -264,6 +363,7 @@ void report_cmd(CLI::App& app) {
           t.sq_err += s.mse * static_cast<double>(s.count);
           t.signal += s.signal_power * static_cast<double>(s.count);
           t.max_err = std::max(t.max_err, s.max_abs_err);
+          t.bits += bits;
           ++t.tensors;
         } else {
           ++t.failed;
@@ -272,6 +372,8 @@ void report_cmd(CLI::App& app) {
           if (err.empty()) {
             ordered_json r = {{"datatype", label}};
             metrics_json::put_stats(r, s);
+            r["storage_bits"] = bits;
+            r["bits_per_value"] = num(static_cast<double>(bits) / numel(info.shape));
             jr.push_back(r);
           } else
             jr.push_back({{"datatype", label}, {"error", err}});
@@ -279,17 +381,20 @@ void report_cmd(CLI::App& app) {
           std::string e2 = err;
           for (char& c : e2)
             if (c == '"') c = '\'';
-          std::printf("\"%s\",%s,\"%s\",%lld,%s,%.9g,%.6g,%.9g,%.6g,%lld,%lld,\"%s\",%s\n",
+          std::printf("\"%s\",%s,\"%s\",%lld,%s,%.9g,%.6g,%.9g,%.6g,%lld,%lld,\"%s\",%s,",
                       info.name.c_str(), info.dtype.c_str(), shape_str(info.shape).c_str(),
                       static_cast<long long>(numel(info.shape)), label.c_str(), s.mse, s.snr_db,
                       s.max_abs_err, s.clipped_pct(), static_cast<long long>(s.nonfinite_in),
                       static_cast<long long>(s.nonfinite_out), e2.c_str(), axis.c_str());
+          if (err.empty()) std::printf("%.6g", static_cast<double>(bits) / numel(info.shape));
+          std::printf("\n");
         } else {
           prog.done();
           if (err.empty())
-            std::printf("%-40s %-22s %12.6g %9.3f %12.6g %9.4f %8lld  %s\n", info.name.c_str(),
-                        label.c_str(), s.mse, s.snr_db, s.max_abs_err, s.clipped_pct(),
-                        static_cast<long long>(s.nonfinite_in + s.nonfinite_out), axis.c_str());
+            std::printf("%-40s %-22s %12.6g %9.3f %12.6g %9.4f %8lld %9.4g  %s\n",
+                        info.name.c_str(), label.c_str(), s.mse, s.snr_db, s.max_abs_err,
+                        s.clipped_pct(), static_cast<long long>(s.nonfinite_in + s.nonfinite_out),
+                        static_cast<double>(bits) / numel(info.shape), axis.c_str());
           else
             std::printf("%-40s %-22s error: %s\n", info.name.c_str(), label.c_str(), err.c_str());
         }
@@ -335,25 +440,27 @@ void report_cmd(CLI::App& app) {
         jt["clipped_pct"] = num(pct(t));
         jt["nonfinite_in"] = t.nonfinite_in;
         jt["nonfinite_out"] = t.nonfinite_out;
+        jt["storage_bits"] = t.bits;
+        jt["bits_per_value"] = num(t.bits_per_value());
         j["totals"].push_back(jt);
       }
       std::printf("%s\n", j.dump(2).c_str());
     } else if (a.csv) {
       for (size_t d = 0; d < dts.size(); ++d) {
         const Total& t = totals[d];
-        std::printf("__total__,,,%lld,%s,%.9g,%.6g,%.9g,%.6g,%lld,%lld,\"\",\n",
+        std::printf("__total__,,,%lld,%s,%.9g,%.6g,%.9g,%.6g,%lld,%lld,\"\",,%.6g\n",
                     static_cast<long long>(t.count), a.dtypes[d].c_str(), mse(t), snr(t), t.max_err,
                     pct(t), static_cast<long long>(t.nonfinite_in),
-                    static_cast<long long>(t.nonfinite_out));
+                    static_cast<long long>(t.nonfinite_out), t.bits_per_value());
       }
     } else {
       std::printf("\ntotals over %zu tensors (%zu skipped):\n", todo.size() - jskip.size(),
                   jskip.size());
       for (size_t d = 0; d < dts.size(); ++d) {
         const Total& t = totals[d];
-        std::printf("%-40s %-22s %12.6g %9.3f %12.6g %9.4f %8lld%s\n", "TOTAL", a.dtypes[d].c_str(),
-                    mse(t), snr(t), t.max_err, pct(t),
-                    static_cast<long long>(t.nonfinite_in + t.nonfinite_out),
+        std::printf("%-40s %-22s %12.6g %9.3f %12.6g %9.4f %8lld %9.4g%s\n", "TOTAL",
+                    a.dtypes[d].c_str(), mse(t), snr(t), t.max_err, pct(t),
+                    static_cast<long long>(t.nonfinite_in + t.nonfinite_out), t.bits_per_value(),
                     t.failed ? (" (" + std::to_string(t.failed) + " failed)").c_str() : "");
       }
     }

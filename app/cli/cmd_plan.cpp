@@ -45,7 +45,24 @@ struct PlanArgs {
   int points = 48;
   std::string calib;  // calibration inputs keyed by weight name: method candidates use them
   MethodOptions method;
+  std::string layout;  // the target layout the plan is for ("" = none named)
 };
+
+// Without --layout: a plan that no layout can hold says so before it is exported, naming the
+// tensors each layout refuses.
+void warn_unless_some_layout_holds(const io::Model& model, const ExportPlan& plan,
+                                   const CastOptions& cast) {
+  const PlanFit fit = plan_fit(model, plan, cast);
+  if (!fit.holds.empty()) return;
+  std::fprintf(stderr, "warning: no export layout holds this plan (choose one with --layout):\n");
+  for (const auto& [layout, why] : fit.refused) {
+    std::fprintf(stderr, "  %s refuses %zu tensor(s):", to_string(layout), why.size());
+    for (size_t i = 0; i < why.size() && i < 3; ++i)
+      std::fprintf(stderr, "%s '%s' (%s)", i ? "," : "", why[i].first.c_str(),
+                   why[i].second.c_str());
+    std::fprintf(stderr, "%s\n", why.size() > 3 ? ", ..." : "");
+  }
+}
 
 std::atomic<JobControl*> g_plan_job{nullptr};
 void plan_on_sigint(int) {
@@ -136,6 +153,13 @@ void run_budget(const PlanArgs& a, const CastOptions& cast) {
   o.role_weights = !a.no_role_weights;
   o.relative = !a.absolute;
   o.tokens = a.tokens;
+  if (!a.layout.empty()) {
+    if (runtime)
+      throw Error(
+          "plan: --layout goes with the engine's planner only, not with --activations runtime, "
+          "--inputs or --sensitivity");
+    o.layout = parse_layout(a.layout);
+  }
   if (!runtime && !a.activations.empty() && a.activations != "none")
     set_activations(o, a.activations);
   // The runtime planner (Python) takes each tensor's layout from the file as the runtime uses it.
@@ -177,6 +201,17 @@ void run_budget(const PlanArgs& a, const CastOptions& cast) {
   try {
     t = runtime ? python_table(a) : build_plan_table(*model, o, &job);
     if (tty && !runtime) std::fprintf(stderr, "\r\033[K");
+    if (t.tensors.empty() && o.layout) {
+      // Nothing the layout holds: every tensor stays as stored, which that layout can write.
+      std::fprintf(stderr,
+                   "warning: the %s layout holds none of the candidates on any tensor of '%s'; "
+                   "the plan keeps every tensor\n",
+                   to_string(*o.layout), a.model.c_str());
+      if (!a.out.empty())
+        save_plan(a.out,
+                  with_axis_overrides(parse_plan("{\"default\": \"keep\"}", "plan"), overrides));
+      return;
+    }
     if (t.tensors.empty()) throw Error("plan: no tensor of '" + a.model + "' to choose for");
     if (a.budget >= 0 || a.budget_bytes >= 0) {
       const uint64_t bits =
@@ -203,6 +238,7 @@ void run_budget(const PlanArgs& a, const CastOptions& cast) {
   if (choice && !a.out.empty()) {
     ExportPlan p = plan_from_choice(t, *choice);
     if (a.budget >= 0) p.budget->bits_per_weight = a.budget;
+    if (!o.layout && model) warn_unless_some_layout_holds(*model, p, o.cast);
     save_plan(a.out, with_axis_overrides(p, overrides));
   }
   auto chosen_dtype = [&](size_t i) {
@@ -345,6 +381,11 @@ void plan_cmd(CLI::App& app) {
   add_axis_for_option(sub, a.axis_for);
   add_rounding_options(sub, a.round, a.scale_mode);
   add_device_option(sub, a.device);
+  sub->add_option("--layout", a.layout,
+                  "The export layout the plan is for: each tensor's candidates are restricted to "
+                  "what it holds along the tensor's axis (without it, a plan no layout holds is "
+                  "warned about)")
+      ->check(CLI::IsMember({"native", "gguf", "compressed-tensors", "gpt-oss"}));
   sub->add_flag("--json", a.json, "Print the picks as JSON");
   auto* budget = sub->add_option(
       "--budget", a.budget,
@@ -406,8 +447,10 @@ void plan_cmd(CLI::App& app) {
     const ExportPlan overrides = axis_override_plan(a.axis_for);
     const std::unique_ptr<io::Model> model =
         with_layout_overrides(io::open_model(a.model), overrides);
+    if (!a.layout.empty()) o.layout = parse_layout(a.layout);
     const std::vector<AutoPlanPick> picks = auto_assign(*model, o);
     const ExportPlan plan = with_axis_overrides(plan_from_picks(picks), overrides);
+    if (!o.layout) warn_unless_some_layout_holds(*model, plan, o.cast);
     if (!a.out.empty()) save_plan(a.out, plan);
     if (a.json) {
       nlohmann::json j = nlohmann::json::array();

@@ -26,9 +26,11 @@ constexpr int kExitUsage = 2;
 inline void add_rounding_options(CLI::App* sub, std::string& round, std::string& scale_mode) {
   sub->add_option("--round", round, "even | away | zero | stochastic")
       ->check(CLI::IsMember({"even", "away", "nearest", "zero", "stochastic"}));
-  sub->add_option("--scale-mode", scale_mode, "floor | ceil | midmax | option3 | topbinade")
+  sub->add_option("--scale-mode", scale_mode,
+                  "floor | ceil | midmax | option3 | topbinade; torchao's names: floor, rceil "
+                  "(= topbinade), ceil, even (= option3)")
       ->check(CLI::IsMember(
-          {"floor", "max", "ceil", "midmax", "auto", "option3", "even", "topbinade"}));
+          {"floor", "max", "ceil", "midmax", "auto", "option3", "even", "topbinade", "rceil"}));
 }
 inline void add_device_option(CLI::App* sub, std::string& device) {
   sub->add_option("--device", device, "auto | cpu | cuda")

@@ -72,10 +72,11 @@ void require_python_module(const std::string& py, const std::string& module,
       (probe < 0 ? "'" + py + "' cannot be run"
                  : "'" + py + "' cannot import the castscope Python package") +
       "; " + why +
-      ". Install it from the CastScope source tree with: PIP_BREAK_SYSTEM_PACKAGES=1 python3 -m "
-      "pip install . (plus onnxruntime and onnx for ONNX models, torch and transformers for "
-      "Hugging Face directories, llama-cpp-python for GGUF), or set CASTSCOPE_PYTHON to an "
-      "interpreter that has it");
+      ". Install it into a virtual environment from the CastScope source tree: python3 -m venv "
+      "~/.venvs/castscope && ~/.venvs/castscope/bin/pip install . (plus onnxruntime and onnx "
+      "for ONNX models, torch and transformers for Hugging Face directories, llama-cpp-python "
+      "for GGUF), then set CASTSCOPE_PYTHON=~/.venvs/castscope/bin/python3 (or run "
+      "castscope-cli from that environment)");
 }
 
 void run_child_or_exit(const std::vector<std::string>& args, const std::string& py) {

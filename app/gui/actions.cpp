@@ -232,6 +232,7 @@ void update_jobs(AppState& app) {
   update_decision_jobs(app);
   update_budget_jobs(app);
   update_map_jobs(app);
+  update_method_jobs(app);
 }
 
 }  // namespace castscope::gui

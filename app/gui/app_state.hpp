@@ -24,6 +24,7 @@
 #include "castscope/widgets/plot_math.hpp"
 #include "castscope/widgets/mask_view.hpp"
 #include "jobs.hpp"
+#include "method_run.hpp"
 
 namespace castscope::gui {
 
@@ -273,6 +274,13 @@ struct AppState {
   std::string act_error, act_weight;               // weight tensor the result is for
   widgets::AxisView act_hist_view, act_chan_view;  // x zoom of its error and per-channel plots
 
+  // Quantization method of the composer (panel_method.cpp) and round to nearest beside it
+  // (actions_method.cpp): settings, the job and its last result for the loaded tensor.
+  MethodSettings method;
+  Job<MethodRun> method_job;
+  std::shared_ptr<const MethodRun> method_run;
+  std::string method_error, started_method;
+
   // Teaching view.
   int teach_tile = 0;
   // The shown tile's cast values, fetched once per analysis (analyses_done) and tile (from the
@@ -288,6 +296,11 @@ struct AppState {
     double scale = 0, tensor_scale = 0;
     std::vector<double> grid, xs, qs;
     int64_t clipped = 0, tile_clipped = -1;
+    // On a GPTQ tile: the values GPTQ chose and the nearest ones on its scales, per element
+    // shown, and how many differ in the tile (-1: not shown) and in the tensor.
+    std::vector<double> method_q, nearest_q;
+    std::vector<int64_t> elements;  // their flat indices in the tensor
+    int64_t moved = -1, moved_total = -1;
   } teach_shown;
   bool teach_linear = false;
   int focus_panel = -1;  // panel to bring to front next frame
@@ -316,7 +329,8 @@ struct AppState {
   bool busy() const {
     return loader.running() || analyzer.running() || scale_job.running() || compare_job.running() ||
            plan_job.running() || auto_job.running() || export_job.running() || gemm_job.running() ||
-           map_job.running() || act_job.running() || budget_job.running() || pick_job.running();
+           map_job.running() || act_job.running() || budget_job.running() || pick_job.running() ||
+           method_job.running();
   }
   bool shown(PanelId p) const { return show[static_cast<int>(p)]; }
 };
@@ -344,6 +358,10 @@ void start_model_map(AppState& app);
 void assign_from_map(AppState& app, size_t row, size_t col);  // a click on a cell
 void start_activations(AppState& app);
 void update_map_jobs(AppState& app);
+// The method job (actions_method.cpp): rtn beside the composer's method, started when its inputs
+// changed and a panel that shows it is visible.
+void update_method_jobs(AppState& app);
+std::string method_state_json(const AppState& app);  // settings and last result, for scripts
 // The map's rows of these tensors swept again on the open model (their layout changed); a whole
 // sweep when one is running.
 void redo_map_rows(AppState& app, const std::vector<std::string>& names);

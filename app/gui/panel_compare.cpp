@@ -209,6 +209,7 @@ void draw_compare_panel(AppState& app) {
     ImGui::EndTable();
   }
   if (!unpin.empty()) std::erase(app.pinned, unpin);
+  draw_method_compare(app);
   ImGui::TextUnformatted("Bits per value vs SNR");
   chart(*r, ImVec2(ImGui::GetContentRegionAvail().x, ImGui::GetContentRegionAvail().y - 4));
   ImGui::End();

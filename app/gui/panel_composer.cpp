@@ -66,6 +66,8 @@ void draw_composer_panel(AppState& app) {
     ImGui::TextDisabled("tile scales in the heatmap are those of the rotated tensor");
   }
   ImGui::EndDisabled();
+  ImGui::Separator();
+  draw_method_controls(app);
   if (app.analysis && app.analysis->dtype == app.composer.dtype) {
     ImGui::Separator();
     // The axis in use on this tensor: "1..3:147" is axes 1 to 3 flattened, 147 values a row.

@@ -227,6 +227,11 @@ void draw_teach_panel(AppState& app) {
   ImGui::SameLine();
   ImGui::TextColored(ImVec4(0.6f, 0.6f, 0.63f, 1), "flushed to zero");
   if (d.codebook()) draw_codebook_mappings(*a, k, X, x0, x1);
+  {
+    std::vector<int64_t> idx;
+    for (const Element& e : el) idx.push_back(e.index);
+    draw_teach_method(app, *a, idx);
+  }
   if (ImGui::BeginTable(
           "##teach", 5,
           ImGuiTableFlags_RowBg | ImGuiTableFlags_ScrollY | ImGuiTableFlags_BordersInnerV)) {

@@ -107,6 +107,7 @@ void draw_views_panel(AppState& app) {
     ImGui::End();
     return;
   }
+  draw_method_summary(app);
   const ImVec2 avail = ImGui::GetContentRegionAvail();
   const float sp = ImGui::GetStyle().ItemSpacing.x;
   const float cw = (avail.x - sp) / 2, ch = (avail.y - 2 * ImGui::GetStyle().ItemSpacing.y) / 3;

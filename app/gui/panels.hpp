@@ -22,6 +22,13 @@ void draw_composer_panel(AppState& app);
 // the compute format's axis (X maps a value to a screen x), the current tile's choices marked.
 void draw_codebook_mappings(const widgets::Analysis& a, int64_t tile,
                             const std::function<float(double)>& X, float x0, float x1);
+// The composer's method and calibration, and rtn beside the method in the Views and Compare
+// (panel_method.cpp); the teaching view's codes of a GPTQ tile beside the nearest ones
+// (teach_method.cpp) for the elements of view indices `idx`.
+void draw_method_controls(AppState& app);
+void draw_method_summary(AppState& app);
+void draw_method_compare(AppState& app);
+void draw_teach_method(AppState& app, const widgets::Analysis& a, const std::vector<int64_t>& idx);
 void draw_views_panel(AppState& app);
 void draw_scale_modes_panel(AppState& app);
 void draw_compare_panel(AppState& app);

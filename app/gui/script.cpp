@@ -515,6 +515,7 @@ std::string state_json(const AppState& app, const std::vector<std::string>& scri
   }
   j["plan"] = nlohmann::json::parse(plan_to_json(app.plan), nullptr, false);
   j["plan_evaluate"] = nlohmann::json::parse(plan_evaluate_state_json(), nullptr, false);
+  j["method"] = nlohmann::json::parse(method_state_json(app), nullptr, false);
   if (const PlanResult* p = app.plan_eval.get()) {
     nlohmann::json rows = nlohmann::json::array();
     for (const PlanRow& r : p->rows) {
@@ -629,6 +630,12 @@ std::string state_json(const AppState& app, const std::vector<std::string>& scri
                   {"qs", t.qs},
                   {"clipped", t.clipped},
                   {"tile_clipped", t.tile_clipped}};
+    if (t.moved >= 0)
+      j["teach"]["method"] = {{"elements", t.elements},
+                              {"qs", t.method_q},
+                              {"nearest_qs", t.nearest_q},
+                              {"moved", t.moved},
+                              {"moved_total", t.moved_total}};
   }
   // The teaching view's block of cast values (its tile's rows x columns), once it drew.
   j["teach_block"] = app.teach_block ? nlohmann::json(app.teach_block.shape()) : nlohmann::json();

@@ -230,6 +230,10 @@ class LazyTensor:
     dtype = property(lambda self: self.info.dtype, doc="Stored dtype (BF16, F8_E4M3, Q4_0, ...).")
     shape = property(lambda self: tuple(self.info.shape))
     nbytes = property(lambda self: self.info.nbytes)
+    stored = property(lambda self: self.info.stored,
+                      doc="How a quantized checkpoint stores it (:class:`StoredQuant`: convention, "
+                          "datatype, format, parts, stored_bytes, bits_per_weight), else None; "
+                          "numpy() gives its dequantized values.")
 
     def numpy(self, raw: bool = False) -> np.ndarray:
         """float32 values (``raw``: the stored dtype, where numpy has one)."""
@@ -308,7 +312,8 @@ class Model:
         """The model map of ``castscope-cli map``: every weight cast to every datatype along its
         resolved layout (``axis="auto"``), by the same engine sweep, so every figure equals the
         CLI's. Returns ``{"columns", "rows": [{"name", "shape", "axis", "layout",
-        "layout_guessed", "cells": [{"snr_db", "mse", ...} or {"error"}]}], "backend",
+        "layout_guessed", "cells": [{"snr_db", "mse", ..., "storage_bits", "bits_per_value"} or
+        {"error"}]}], "backend",
         "seconds"}``."""
         return _core._map(self._m, [str(d) for d in dtypes], round, scale_mode, str(axis),
                           device, filter, bool(include_1d), bool(include_embeddings), progress)

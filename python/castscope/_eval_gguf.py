@@ -10,7 +10,7 @@ from typing import Any, List, Tuple
 
 import numpy as np
 
-from ._eval import (EvalError, EvalResult, Job, cast_weight, compare_output, perplexity,
+from ._eval_common import (EvalError, EvalResult, Job, cast_weight, compare_output, perplexity,
                     token_ids, plan_layout, plan_size)
 
 INSTALL_HINT = ("GGUF models are evaluated in llama.cpp through its Python binding, which is not "

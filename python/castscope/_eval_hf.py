@@ -12,7 +12,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
-from ._eval import (EvalError, EvalResult, Job, cast_weight, compare_output, perplexity,
+from ._eval_common import (EvalError, EvalResult, Job, cast_weight, compare_output, perplexity,
                     token_ids, plan_layout, plan_size, require_modules)
 
 

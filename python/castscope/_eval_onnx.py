@@ -9,7 +9,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
-from ._eval import (EvalError, EvalResult, Job, cast_weight, compare_output, plan_layout, plan_size,
+from ._eval_common import (EvalError, EvalResult, Job, cast_weight, compare_output, plan_layout, plan_size,
                     require_modules)
 
 

@@ -16,7 +16,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 
 from . import _core
-from ._eval import EvalError, detect_format
+from ._eval_common import EvalError, detect_format
 
 
 def _rows(x: np.ndarray, rows: int, rng) -> np.ndarray:
@@ -57,7 +57,7 @@ def _conv_patches(x: np.ndarray, kshape: Sequence[int], attrs: Mapping[str, Any]
 def _divergence(ref: Sequence[np.ndarray], out: Sequence[np.ndarray]) -> float:
     """How far the outputs moved: the mean KL divergence over the outputs that are
     distributions (logits, probabilities), else the relative squared error, averaged."""
-    from ._eval import compare_output
+    from ._eval_common import compare_output
 
     d = []
     for k, (r, o) in enumerate(zip(ref, out)):

@@ -1,11 +1,13 @@
 // Models opened lazily, exports with progress and cancellation, and GEMM timings.
 #include <nanobind/stl/map.h>
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/shared_ptr.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
 #include <memory>
+#include <optional>
 
 #include "castscope/export.hpp"
 #include "castscope/io.hpp"
@@ -66,6 +68,21 @@ void bind_model(nb::module_& m) {
                (l.guessed ? ", guessed" : "") + (l.conflict ? ", conflict" : "") + ")";
       });
 
+  nb::class_<io::StoredQuant>(m, "StoredQuant",
+                              "How a quantized checkpoint stores a weight (codes + companions).")
+      .def_ro("convention", &io::StoredQuant::convention,
+              "fp8-block, compressed-tensors nvfp4-pack-quantized, gptq v1, ...")
+      .def_ro("datatype", &io::StoredQuant::datatype,
+              "The CastScope datatype it is stored as; '' when the grammar has none.")
+      .def_ro("format", &io::StoredQuant::format, "The stored format in words.")
+      .def_ro("parts", &io::StoredQuant::parts, "The file's tensors that make it up, codes first.")
+      .def_ro("stored_bytes", &io::StoredQuant::stored_bytes, "Bytes of all parts in the file.")
+      .def_ro("bits_per_weight", &io::StoredQuant::bits_per_weight, "8 * stored_bytes / values.")
+      .def("__repr__", [](const io::StoredQuant& q) {
+        return "StoredQuant('" + (q.datatype.empty() ? q.format : q.datatype) + "', " +
+               q.convention + ", " + std::to_string(q.bits_per_weight) + " bits/weight)";
+      });
+
   nb::class_<io::TensorInfo>(m, "TensorInfo", "A model tensor's entry, read from headers only.")
       .def_ro("layout", &io::TensorInfo::layout, "Its resolved quantization layout.")
       .def_prop_ro(
@@ -76,6 +93,14 @@ void bind_model(nb::module_& m) {
       .def_ro("shape", &io::TensorInfo::shape)
       .def_ro("nbytes", &io::TensorInfo::nbytes)
       .def_ro("file", &io::TensorInfo::file)
+      .def_prop_ro(
+          "stored",
+          [](const io::TensorInfo& t) -> std::optional<io::StoredQuant> {
+            if (t.stored.empty()) return std::nullopt;
+            return t.stored;
+          },
+          "How a quantized checkpoint stores it (None for a plain tensor); load() gives its "
+          "dequantized values.")
       .def("__repr__", [](const io::TensorInfo& t) {
         return "TensorInfo('" + t.name + "', " + t.dtype + ", " + shape_str(t.shape) + ")";
       });
@@ -209,6 +234,10 @@ void bind_model(nb::module_& m) {
           nb::list cells;
           for (const MapCell& c : r.cells) {
             nb::dict d;
+            if (c.storage_bits) {
+              d["storage_bits"] = c.storage_bits;
+              d["bits_per_value"] = c.bits_per_value(r.numel);
+            }
             if (!c.error.empty()) {
               d["error"] = c.error;
             } else {

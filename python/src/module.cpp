@@ -13,6 +13,7 @@
 #include "castscope/io.hpp"
 #include "castscope/method.hpp"
 #include "castscope/metrics.hpp"
+#include "castscope/storage_bits.hpp"
 #include "common.hpp"
 
 namespace castscope::py {
@@ -216,7 +217,19 @@ void bind_datatype(nb::module_& m) {
       .def_prop_ro("has_zero_point", &DataType::has_zero_point)
       .def_prop_ro("tensor_scaled", &DataType::tensor_scaled)
       .def("bits_per_value", &DataType::bits_per_value, "channel_length"_a = 0,
-           "Storage bits per value including scale, zero, microexponent and mask overhead.")
+           "Storage bits per value including scale, zero, microexponent and mask overhead: on "
+           "rows of channel_length as storage_bits counts them (partial tiles and ggml blocks "
+           "whole, a tensor scale left out); without a length the nominal figure.")
+      .def(
+          "storage_bits",
+          [](const DataType& d, const Shape& shape, const std::string& axis) {
+            CastOptions o;
+            AxisSpec::parse(axis).apply(o);
+            return storage_bits(d, shape, o);
+          },
+          "shape"_a, "axis"_a = "auto",
+          "Exact bits a tensor of this shape stores cast to this datatype along axis (auto: the "
+          "shape's default layout): codes, every scale, zero point, mask and a tensor scale once.")
       .def("describe", &DataType::describe)
       .def(
           "codes",

@@ -43,3 +43,11 @@ castscope_interop_test(castscope_layouts_python test_layouts.py 600 "export;inte
 # candidates in the budget planner, GPTQ exports decoded by compressed-tensors' own decompressors
 # against CastScope's method cast; exit code 77 (skip) without torch / compressed-tensors.
 castscope_interop_test(castscope_method_export_python test_method_export.py 600 "export;interop;methods")
+# ggml's quantizers with importance weights (tests/interop/test_ggml_imatrix.py): libggml-base of
+# llama-cpp-python's build against `castscope-cli cast --imatrix`, block for block; exit code 77
+# (skip) without llama_cpp.
+castscope_interop_test(castscope_ggml_imatrix_python test_ggml_imatrix.py 600 "export;interop")
+# CastScope's GGUF export with llama-imatrix's importance matrix against llama-quantize --imatrix
+# (tests/interop/test_imatrix_llama.py), both tools built once by scripts/setup-llama-tools.sh;
+# exit code 77 (skip, the reason printed) when they cannot be built.
+castscope_interop_test(castscope_imatrix_llama_python test_imatrix_llama.py 1800 "export;interop")

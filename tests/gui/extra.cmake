@@ -48,6 +48,21 @@ if(CASTSCOPE_XVFB_RUN)
       set_tests_properties(gui.${_py} PROPERTIES LABELS gui TIMEOUT 300 RUN_SERIAL TRUE
         SKIP_RETURN_CODE 77)
     endforeach()
+    # method_views: the composer's method and calibration operated by the mouse; rtn beside the
+    # method in the Views, Compare and the teaching view, equal to castscope-cli's figures.
+    add_test(NAME gui.method_views
+      COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/gui/method_views.py
+        $<TARGET_FILE:castscope> $<TARGET_FILE:castscope_gui_check>
+        ${CMAKE_CURRENT_BINARY_DIR}/gui_sessions/method_views $<TARGET_FILE:castscope-cli>)
+    set_tests_properties(gui.method_views PROPERTIES LABELS gui TIMEOUT 300 RUN_SERIAL TRUE
+      SKIP_RETURN_CODE 77)
+    # method_cancel: the method job's progress line and its Cancel button.
+    add_test(NAME gui.method_cancel
+      COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/gui/method_cancel.py
+        $<TARGET_FILE:castscope> $<TARGET_FILE:castscope_gui_check>
+        ${CMAKE_CURRENT_BINARY_DIR}/gui_sessions/method_cancel)
+    set_tests_properties(gui.method_cancel PROPERTIES LABELS gui TIMEOUT 300 RUN_SERIAL TRUE
+      SKIP_RETURN_CODE 77)
     # Metrics first and frames drawn while a 4096 x 4096 tensor's views update (the frame times
     # it prints are the 30 fps figure; docs/gui.md).
     add_test(NAME gui.responsive

@@ -8,7 +8,8 @@ layer="$src/assets/demo_layer.npy"
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
 out=$("$cli" map "$layer" --dtype mxfp4e2 --dtype nvfp4 --csv --device cpu)
-echo "$out" | head -n 1 | grep -q '^tensor,layer,block,shape,numel,"mxfp4e2:snr","nvfp4:snr"$' ||
+echo "$out" | head -n 1 |
+  grep -q '^tensor,layer,block,shape,numel,"mxfp4e2:snr","nvfp4:snr","mxfp4e2:bits_per_value","nvfp4:bits_per_value"$' ||
   fail "csv header: $out"
 [ "$(echo "$out" | wc -l)" -eq 2 ] || fail "expected one row: $out"
 plain=$(echo "$out" | tail -n 1 | cut -d, -f7)

@@ -21,6 +21,8 @@ struct AutoPlanOptions {
   bool include_1d = false;          // norms and biases are kept unless asked
   bool include_embeddings = false;  // token / position embeddings are kept unless asked
   CastOptions cast;                 // round, scale mode, axis (axis_auto: per tensor), device
+  // The layout the plan is for: each tensor's candidates are those it holds (layout_refusal).
+  std::optional<Layout> layout;
 };
 
 // Token and position embedding tables, by the names the common stacks give them.
@@ -40,6 +42,11 @@ struct RankedCandidate {
 // the quantization axis, cheapest first; equal bits keep the given order.
 std::vector<RankedCandidate> rank_candidates(const std::vector<std::string>& texts,
                                              int64_t axis_length);
+// The same on one tensor: bits per value are storage_bits(d, shape, o) / values (partial tiles and
+// ggml blocks whole, the tensor scale counted); a candidate that cannot lay out along the
+// tensor's axis is ranked last, where its cast says why.
+std::vector<RankedCandidate> rank_candidates(const std::vector<std::string>& texts,
+                                             const Shape& shape, const CastOptions& o);
 
 // Casts xf (float32) to each datatype in turn, virtual values with `o` resolved for the tensor;
 // `on_cast(i, result)` returns false to stop. A datatype whose layout does not fit this tensor (a

@@ -4,9 +4,11 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "castscope/datatype.hpp"
 #include "castscope/rotation.hpp"
@@ -59,6 +61,11 @@ struct CastOptions {
   // Block Hadamard rotation along `axis` before the cast. Virtual values are rotated back;
   // actual / compressed results hold the rotated codes and upcast() rotates back.
   Rotation rotate;
+  // Importance weights along the cast axis (llama.cpp's importance matrix, the `quant_weights`
+  // of ggml's quantizers): one per element of a row, or k sets of them for k equal runs of rows
+  // (stacked experts [E, out, in]: one set per expert). Null: none. Only ggml's block formats
+  // use them (ggml::takes_importance); every other family casts as without.
+  std::shared_ptr<const std::vector<float>> importance;
 };
 
 // A quantization-axis setting as users write it (CLI --axis, plan files, the app):

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "castscope/cast.hpp"
+#include "castscope/imatrix.hpp"
 #include "castscope/io.hpp"
 #include "castscope/method.hpp"
 #include "castscope/tensor.hpp"
@@ -153,6 +154,21 @@ enum class Layout { Native, GptOss, CompressedTensors, GGUF };
 Layout parse_layout(std::string_view s);  // native | gpt-oss | compressed-tensors | gguf
 const char* to_string(Layout l);
 
+// Why `layout` cannot hold tensor `info` cast to `d` along its axis as that layout's exporter
+// resolves it (`cast` gives the axis, "auto" for each tensor's resolved layout), or "" where it
+// can: the datatype must be one the layout stores, along the axis and block multiple its readers
+// take. The budget planner's and auto-assignment's restriction to a target layout
+// (BudgetPlanOptions::layout), and the check of a plan made for none.
+std::string layout_refusal(Layout layout, const DataType& d, const io::TensorInfo& info,
+                           const CastOptions& cast);
+// The layouts that hold every (tensor, datatype) of a plan; per refusing layout, the first
+// tensors it refuses with the reason.
+struct PlanFit {
+  std::vector<Layout> holds;
+  std::vector<std::pair<Layout, std::vector<std::pair<std::string, std::string>>>> refused;
+};
+PlanFit plan_fit(const io::Model& model, const ExportPlan& plan, const CastOptions& cast);
+
 struct ExportOptions {
   Layout layout = Layout::Native;
   CastOptions cast;  // round, scale mode, seed, device, threads (mode and job are set per tensor)
@@ -167,6 +183,14 @@ struct ExportOptions {
   // file maps to the shard of that name in it, and `index_name` ("" = none) lists the shards.
   std::map<std::string, std::string> shards;
   std::string index_name;
+  // llama.cpp's importance matrix (io::read_imatrix), given to ggml's quantizers tensor by tensor
+  // as llama-quantize --imatrix gives it; `imatrix_file` is recorded in a GGUF export's
+  // quantize.imatrix.* keys as llama-quantize records it.
+  std::shared_ptr<const io::Imatrix> imatrix;
+  std::string imatrix_file;
+  // GGUF: general.file_type by llama.cpp's name of the mix ("Q4_K_S", "Q4_K_M", "IQ4_XS" ...);
+  // empty: named after the file's dominant type (docs/export-formats.md, "GGUF").
+  std::string gguf_file_type;
 };
 
 struct ExportedTensor {
@@ -302,6 +326,8 @@ CastOptions cast_options(const ExportOptions& o, CastMode mode, JobControl* sub,
 CastResult method_cast(const io::TensorInfo& info, const DataType& d, const Tensor& x,
                        const CastOptions& co, const ExportPlan& plan, const ExportOptions& o,
                        Tensor* pre_quant_scale = nullptr);
+// The compressed-tensors format that holds d ("nvfp4-pack-quantized", ...), "" for none.
+std::string ctensors_format(const DataType& d);
 bool is_mxfp4(const DataType& d);  // e2m1[fnuz] + e8m0 scale per 32, no extras
 bool axis_is_last(const CastOptions& o, const Shape& s);  // resolved, and not flattened
 Tensor pack_e2m1(const Tensor& codes, bool fnuz);         // two codes per byte, element 2i low

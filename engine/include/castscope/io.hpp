@@ -47,10 +47,25 @@ class TempFile {
   std::string path_;
 };
 
+// How a quantized checkpoint stores one logical weight: codes plus companion tensors (scales,
+// zero points, g_idx, global scales, packed shapes) that the reader folded into it
+// (engine/src/io/quantized/, docs/io-formats.md "Quantized checkpoints").
+struct StoredQuant {
+  std::string convention;  // "fp8-block", "compressed-tensors nvfp4-pack-quantized", ...
+  std::string datatype;    // the CastScope datatype it is stored as; "" when the grammar has none
+  std::string format;      // the stored format in words (always set for a quantized weight)
+  std::vector<std::string> parts;  // the file's tensors that make it up, codes first
+  uint64_t stored_bytes = 0;       // bytes of all parts in the file
+  double bits_per_weight = 0;      // 8 * stored_bytes / values
+  bool empty() const { return convention.empty(); }
+};
+
 // One entry of a model's table of contents: read from headers only.
 struct TensorInfo {
   std::string name;
-  std::string dtype;  // as stored: "BF16", "F8_E4M3", "Q4_0", "float32", ...
+  // As stored: "BF16", "F8_E4M3", "Q4_0", "float32", ...; for a quantized weight (`stored` set)
+  // the dtype its producer dequantizes it to, which load() gives as float32.
+  std::string dtype;
   Shape shape;
   uint64_t nbytes = 0;  // stored size
   std::string file;     // file that holds it (models may span several files)
@@ -58,6 +73,7 @@ struct TensorInfo {
   // graph, config.json, Keras / TF names, GGUF rows); every consumer casts along it
   // (options_for, cast_options_for).
   ResolvedLayout layout;
+  StoredQuant stored;  // empty unless the checkpoint stores this weight quantized
 };
 
 // `o` for tensor `t`: an automatic axis becomes the tensor's resolved layout, an explicit one
@@ -87,6 +103,18 @@ class Model {
  protected:
   std::string path_;
 };
+
+// "Does CastScope reproduce this file?": the dequantized values of quantized weight `name`
+// re-quantized to its stored datatype with round-to-nearest (ties to even) along its layout, and
+// the fraction that come out bit for bit identical (1 for a file CastScope's quantizer would
+// write; GPTQ / AWQ codes chosen by error feedback do not reproduce). Throws Error for a weight
+// that is not stored quantized or whose stored format has no CastScope datatype.
+struct Reproduction {
+  std::string datatype;
+  int64_t values = 0, identical = 0;
+  double fraction() const { return values ? static_cast<double>(identical) / values : 1.0; }
+};
+Reproduction reproduce_stored(const Model& model, const std::string& name);
 
 // Drops the resident pages of a tensor that is done with (memory-mapped readers), so streaming
 // over a large checkpoint keeps its resident memory bounded. A hint: the data stays readable.

@@ -54,6 +54,12 @@ struct MapCell {
   std::string out_product;   // which product of the cast operands ran (LinearError::product)
   bool has_calib = false;    // the weight has calibration inputs (MapOptions::calib)
   double calib_rel_err = 0;  // ||X W^T - X Q^T|| / ||X W^T|| on them
+  // The cell's exact storage on this tensor (storage_bits on its resolved axis); 0 where the
+  // datatype cannot lay out along that axis (error says why).
+  uint64_t storage_bits = 0;
+  double bits_per_value(int64_t numel) const {
+    return numel > 0 ? static_cast<double>(storage_bits) / static_cast<double>(numel) : 0.0;
+  }
 };
 // The cell's value of a metric: NaN for a failed cast, or for OutputSNR without activations.
 double cell_value(const MapCell& c, MapMetric m);
@@ -80,7 +86,10 @@ struct ModelMap {
   std::vector<DataType> dtypes;
   std::vector<std::string> columns;  // the datatype strings as given (D@method for methods)
   std::vector<Method> methods;       // each column's method
-  std::vector<double> bits;          // bits per value of each column (channel = last axis)
+  // Bits per value of each column on the longest resolved row of the map; a tensor's own
+  // figure is its cell's storage_bits.
+  std::vector<double> bits;
+  std::vector<double> nominal_bits;  // each column's nominal bits per value (no row length)
   Rotation rotate;                   // the rotation every cell was cast with
   std::string backend;               // "cuda" (tensor kept on the GPU across its cells) or "cpu"
   std::vector<MapRow> rows;

@@ -82,6 +82,9 @@ struct BudgetPlanOptions {
   bool include_1d = false;          // norms and biases are kept unless asked
   bool include_embeddings = false;  // token / position embeddings are kept unless asked
   CastOptions cast;                 // round, scale mode, axis (per tensor), device
+  // The layout the plan is for: each tensor's candidates are those it holds along the tensor's
+  // axis (layout_refusal); the others are listed in PlanTensor::failed with the reason.
+  std::optional<Layout> layout;
   bool role_weights = true;
   // Each tensor's errors divided by its own output energy (relative, the default), so that
   // tensors of any scale and size compare on one footing; false: absolute squared errors.

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "castscope/cast.hpp"
 
@@ -12,5 +13,10 @@ namespace castscope {
 // tensor scale once. The figure every size estimate of a plan uses (the plan panel's and
 // export's expected size, the planner's budget). Throws Error where the cast's layout does.
 uint64_t storage_bits(const DataType& d, const Shape& shape, const CastOptions& o);
+
+// The cost as a person reads it, the nominal figure labelled beside the tensor's own:
+// "nominal 4.5, on rows of 9: 128" (bits per value; storage_bits / values, rows of the resolved
+// axis). Where the two agree, "4.25". Throws Error where storage_bits does.
+std::string bits_label(const DataType& d, const Shape& shape, const CastOptions& o);
 
 }  // namespace castscope

@@ -387,10 +387,17 @@ constexpr Word<Round> kRoundWords[] = {{Round::Even, "even"},
                                        {Round::Stochastic, "stochastic"},
                                        {Round::Away, "nearest"}};
 constexpr Word<ScaleMode> kScaleModeWords[] = {
-    {ScaleMode::Floor, "floor"},         {ScaleMode::Ceil, "ceil"},
-    {ScaleMode::Midmax, "midmax"},       {ScaleMode::Option3, "option3"},
-    {ScaleMode::TopBinade, "topbinade"}, {ScaleMode::Floor, "max"},
-    {ScaleMode::Midmax, "auto"},         {ScaleMode::Option3, "even"}};
+    {ScaleMode::Floor, "floor"},
+    {ScaleMode::Ceil, "ceil"},
+    {ScaleMode::Midmax, "midmax"},
+    {ScaleMode::Option3, "option3"},
+    {ScaleMode::TopBinade, "topbinade"},
+    {ScaleMode::Floor, "max"},
+    {ScaleMode::Midmax, "auto"},
+    {ScaleMode::Option3, "even"},
+    // torchao's ScaleCalculationMode names (FLOOR, CEIL and EVEN are spelled as above): RCEIL
+    // gives torchao's bits as topbinade does (tests/interop/test_torchao_scale_modes.py).
+    {ScaleMode::TopBinade, "rceil"}};
 constexpr Word<Overflow> kOverflowWords[] = {{Overflow::Saturate, "saturate"},
                                              {Overflow::IEEE, "ieee"}};
 constexpr Word<CastMode> kCastModeWords[] = {
@@ -431,7 +438,7 @@ Round parse_round(std::string_view s) {
 }
 ScaleMode parse_scale_mode(std::string_view s) {
   return parse_word(kScaleModeWords, s, "scale mode",
-                    "floor (max), ceil, midmax (auto), option3 (even) or topbinade");
+                    "floor (max), ceil, midmax (auto), option3 (even) or topbinade (rceil)");
 }
 Overflow parse_overflow(std::string_view s) {
   return parse_word(kOverflowWords, s, "overflow policy", "saturate or ieee");

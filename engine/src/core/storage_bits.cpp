@@ -3,6 +3,8 @@
 #include "castscope/storage_bits.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 
 #include "families/family_table.hpp"
 #include "families/ggml/ggml_types.hpp"
@@ -18,6 +20,21 @@ uint64_t storage_bits(const DataType& d, const Shape& shape, const CastOptions& 
   const int64_t len = std::max<int64_t>(axis_length(r, shape), 1);
   const uint64_t rows = static_cast<uint64_t>(n / len);
   return detail::family_ops(d.family()).storage_bits(d, un, rows, len, shape, r);
+}
+
+std::string bits_label(const DataType& d, const Shape& shape, const CastOptions& o) {
+  const int64_t n = numel(shape);
+  const double exact = n > 0 ? static_cast<double>(storage_bits(d, shape, o)) / n : 0.0;
+  const double nominal = d.bits_per_value();
+  char buf[96];
+  if (std::abs(exact - nominal) < 5e-4) {
+    std::snprintf(buf, sizeof buf, "%.4g", exact);
+  } else {
+    const int64_t len = axis_length(resolve_axis(o, shape), shape);
+    std::snprintf(buf, sizeof buf, "nominal %.4g, on rows of %lld: %.4g", nominal,
+                  static_cast<long long>(len), exact);
+  }
+  return buf;
 }
 
 namespace detail {
@@ -46,7 +63,7 @@ uint64_t ggml_storage_bits(const DataType& d, uint64_t, uint64_t rows, int64_t l
   return blocks(rows, len, g->block) * g->block_bytes * 8;
 }
 
-uint64_t standard_storage_bits(const DataType& d, uint64_t un, uint64_t, int64_t,
+uint64_t standard_storage_bits(const DataType& d, uint64_t un, uint64_t rows, int64_t len,
                                const Shape& shape, const CastOptions& r) {
   const uint64_t vbits = static_cast<uint64_t>(d.number().bits());
   if (!d.scaled()) return un * vbits;
@@ -55,8 +72,11 @@ uint64_t standard_storage_bits(const DataType& d, uint64_t un, uint64_t, int64_t
                                  : detail::make_plan(shape, d, r);
   uint64_t bits = un * vbits;
   if (p.sp_m > 0) {
-    // n of every m values kept, plus one mask bit per value.
-    const uint64_t kept = (un / p.sp_m) * p.sp_n + std::min<uint64_t>(un % p.sp_m, p.sp_n);
+    // n of every m values kept, plus one mask bit per value. Along the axis a row's partial
+    // last run keeps n slots too, as the packed codes hold them.
+    const uint64_t kept = d.sparse_tile() == &d.scale()->tiles.back()
+                              ? blocks(rows, len, p.sp_m) * static_cast<uint64_t>(p.sp_n)
+                              : (un / p.sp_m) * p.sp_n + std::min<uint64_t>(un % p.sp_m, p.sp_n);
     bits = kept * vbits + un;
   }
   const ScaleSpec& sc = *d.scale();

@@ -3,6 +3,7 @@
 #include <iterator>
 
 #include "castscope/error.hpp"
+#include "castscope/storage_bits.hpp"
 #include "castscope/tcfp.hpp"
 #include "families/codebook/cb_cast.hpp"
 #include "backends/cpu/cast_cpu.hpp"
@@ -121,7 +122,8 @@ const FamilyOps kTable[] = {
      ggml_pack,
      ggml_unpack,
      ggml_storage_bits,
-     ggml::cast_virtual_across,
+     // No virtual cast across rows: ggml runs blocks along rows only, so a cast along another
+     // axis is refused by name (ggml::cast) rather than computed where no runtime holds it.
      nullptr},
 };
 
@@ -152,8 +154,25 @@ std::string DataType::str() const {
   return detail::family_ops(family_).str(*this);
 }
 
+// On rows of a known length the figure is storage_bits' (partial tiles and ggml blocks whole)
+// per value of a row: what one more row costs, so what a tensor stores once (a tensor scale) is
+// left out. Without a length it is the family's nominal figure.
 double DataType::bits_per_value(int64_t channel_length) const {
-  return detail::family_ops(family_).bits_per_value(*this, channel_length);
+  if (channel_length <= 0) return detail::family_ops(family_).bits_per_value(*this, 0);
+  // A 2-D tile spans rows as well: one tile's height of rows holds whole tiles.
+  int64_t rows = 1;
+  if (scale_ && scale_->tiles.size() > 1 && scale_->tiles.front().size > 0)
+    rows = scale_->tiles.front().size;
+  CastOptions o;
+  o.axis = -1;
+  try {
+    const uint64_t one = storage_bits(*this, {rows, channel_length}, o);
+    const uint64_t two = storage_bits(*this, {2 * rows, channel_length}, o);
+    return static_cast<double>(two - one) / static_cast<double>(rows * channel_length);
+  } catch (const Error&) {
+    // a layout this row cannot take (the cast says why): the family's own figure
+    return detail::family_ops(family_).bits_per_value(*this, channel_length);
+  }
 }
 
 std::string DataType::describe() const {

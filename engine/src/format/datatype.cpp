@@ -136,7 +136,7 @@ DataType DataType::parse(std::string_view text) {
       // float16 minimum for the types with one, per block); the cast is ggml's own.
       // Registry names are the GGUF type names in lower case, except mxfp4_ggml (ggml's MXFP4:
       // a bare "mxfp4" would not say which of the two MXFP4 roundings it is).
-      std::string up = e->name == "mxfp4_ggml" ? "MXFP4" : "";
+      std::string up = e->name == "mxfp4_ggml" ? "MXFP4" : e->name == "nvfp4_ggml" ? "NVFP4" : "";
       if (up.empty())
         for (char ch : e->name)
           up += static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
@@ -152,6 +152,12 @@ DataType DataType::parse(std::string_view text) {
       if (up == "MXFP4") {
         d.number_ = NumberSpec::parse("e2m1fnuz");
         d.scale_ = ScaleSpec{NumberSpec::parse("e8m0"), std::nullopt, {TileSpec{32}}};
+      } else if (up == "NVFP4") {
+        d.number_ = NumberSpec::parse("e2m1fnuz");
+        d.scale_ = ScaleSpec{NumberSpec::parse("e4m3fn"), std::nullopt, {TileSpec{16}}};
+      } else if (up == "Q1_0") {  // signs: shown as the two codes of a 2-bit integer
+        d.number_ = NumberSpec::parse("int2");
+        d.scale_ = ScaleSpec{NumberSpec::parse("float16"), std::nullopt, {TileSpec{128}}};
       } else {
         d.number_ = NumberSpec::parse((affine ? "uint" : "int") + bits);
         d.scale_ = ScaleSpec{

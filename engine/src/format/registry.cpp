@@ -65,6 +65,9 @@ std::vector<RegistryEntry> build() {
   add("tq2_0", "tq2_0", gg, "ggml TQ2_0: ternary, 2 bits each, fp16 scale per 256");
   add("mxfp4_ggml", "mxfp4_ggml", gg,
       "ggml MXFP4: e2m1, e8m0 scale per 32, as llama.cpp quantizes (ties down, no -0)");
+  add("nvfp4_ggml", "nvfp4_ggml", gg,
+      "ggml NVFP4: e2m1, ue4m3 scale per 16 (max / 6, rounded half up), no tensor scale");
+  add("q1_0", "q1_0", gg, "ggml Q1_0: signs, fp16 scale per 128 (mean |x|)");
 
   // TensorCast's implicit codebooks: f (fp4) and i (int4) patterns, eight shifts each, over an
   // FP8 / FP6 compute format; e32 = e8m0 scale per 32, f32 = e5m0 per tile or e5m3 with subtiles.

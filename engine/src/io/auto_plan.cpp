@@ -7,6 +7,7 @@
 
 #include "castscope/autoplan.hpp"
 #include "castscope/metrics.hpp"
+#include "castscope/storage_bits.hpp"
 
 namespace castscope {
 
@@ -45,6 +46,23 @@ std::vector<RankedCandidate> rank_candidates(const std::vector<std::string>& tex
       throw Error("candidate '" + s + "': " + e.what());
     }
     c.push_back({s, d, d.bits_per_value(axis_length)});
+  }
+  std::stable_sort(c.begin(), c.end(), [](const RankedCandidate& a, const RankedCandidate& b) {
+    return a.bits < b.bits;
+  });
+  return c;
+}
+
+std::vector<RankedCandidate> rank_candidates(const std::vector<std::string>& texts,
+                                             const Shape& shape, const CastOptions& o) {
+  std::vector<RankedCandidate> c = rank_candidates(texts, axis_length(o, shape));
+  const double n = static_cast<double>(std::max<int64_t>(numel(shape), 1));
+  for (RankedCandidate& r : c) {
+    try {
+      r.bits = static_cast<double>(storage_bits(r.dtype, shape, o)) / n;
+    } catch (const Error&) {
+      r.bits = std::numeric_limits<double>::infinity();
+    }
   }
   std::stable_sort(c.begin(), c.end(), [](const RankedCandidate& a, const RankedCandidate& b) {
     return a.bits < b.bits;
@@ -98,8 +116,8 @@ AutoPlanPick cheapest_meeting(const std::string& name, const Tensor& x, double t
 AutoPlanPick auto_pick(const std::string& name, const Tensor& x, const AutoPlanOptions& o,
                        JobControl* job) {
   const CastOptions base = resolve_axis(o.cast, x.shape());
-  return cheapest_meeting(name, x, o.snr_target_db,
-                          rank_candidates(o.candidates, axis_length(base, x.shape())), base, job);
+  return cheapest_meeting(name, x, o.snr_target_db, rank_candidates(o.candidates, x.shape(), base),
+                          base, job);
 }
 
 std::vector<AutoPlanPick> auto_assign(const io::Model& model, const AutoPlanOptions& o,
@@ -118,6 +136,17 @@ std::vector<AutoPlanPick> auto_assign(const io::Model& model, const AutoPlanOpti
       // Each tensor along its own resolved layout unless the options name an axis.
       AutoPlanOptions ot = o;
       ot.cast = io::cast_options_for(o.cast, ts[i]);
+      if (o.layout) {
+        // Only what the target layout holds on this tensor; none: the tensor is kept.
+        ot.candidates.clear();
+        for (const std::string& c : o.candidates)
+          if (layout_refusal(*o.layout, DataType::parse(c), ts[i], o.cast).empty())
+            ot.candidates.push_back(c);
+        if (ot.candidates.empty()) {
+          io::release_pages(model, ts[i].name);
+          continue;
+        }
+      }
       picks.push_back(auto_pick(ts[i].name, model.load(ts[i].name), ot, job));
     } catch (const Error& e) {
       throw Error("tensor '" + ts[i].name + "' of '" + model.path() + "': " + e.what());

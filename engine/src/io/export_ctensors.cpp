@@ -145,6 +145,11 @@ std::string dir_of(const std::string& path) {
 
 }  // namespace
 
+std::string ctensors_format(const DataType& d) {
+  const std::optional<CtScheme> sc = scheme_of(d);
+  return sc ? sc->format : std::string();
+}
+
 ExportReport export_compressed_tensors(const io::Model& model, const std::string& out,
                                        const ExportPlan& plan, const ExportOptions& opt,
                                        JobControl* job) {

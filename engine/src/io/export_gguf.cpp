@@ -186,9 +186,38 @@ std::optional<uint32_t> llama_ftype(uint32_t t) {
       return 38;
     case 40:  // NVFP4
       return 39;
+    case 41:  // Q1_0
+      return 40;
+    case 42:  // Q2_0
+      return 41;
     default:
       return std::nullopt;
   }
+}
+
+// llama.cpp's names of its file types (llama-quantize's QUANT_OPTIONS, LLAMA_FTYPE_MOSTLY_*).
+constexpr std::pair<const char*, uint32_t> kFtypeNames[] = {
+    {"F32", 0},      {"F16", 1},      {"Q4_0", 2},       {"Q4_1", 3},    {"Q8_0", 7},
+    {"Q5_0", 8},     {"Q5_1", 9},     {"Q2_K", 10},      {"Q3_K_S", 11}, {"Q3_K_M", 12},
+    {"Q3_K_L", 13},  {"Q4_K_S", 14},  {"Q4_K_M", 15},    {"Q5_K_S", 16}, {"Q5_K_M", 17},
+    {"Q6_K", 18},    {"IQ2_XXS", 19}, {"IQ2_XS", 20},    {"Q2_K_S", 21}, {"IQ3_XS", 22},
+    {"IQ3_XXS", 23}, {"IQ1_S", 24},   {"IQ4_NL", 25},    {"IQ3_S", 26},  {"IQ3_M", 27},
+    {"IQ2_S", 28},   {"IQ2_M", 29},   {"IQ4_XS", 30},    {"IQ1_M", 31},  {"BF16", 32},
+    {"TQ1_0", 36},   {"TQ2_0", 37},   {"MXFP4_MOE", 38}, {"NVFP4", 39},  {"Q1_0", 40},
+    {"Q2_0", 41},    {"Q3_K", 12},    {"Q4_K", 15},      {"Q5_K", 17}};
+
+uint32_t ftype_by_name(const std::string& name) {
+  for (const auto& [n, v] : kFtypeNames)
+    if (name == n) return v;
+  std::string known;
+  for (const auto& [n, v] : kFtypeNames) known += std::string(known.empty() ? "" : ", ") + n;
+  throw Error("'" + name + "' is not one of llama.cpp's file types (" + known + ")");
+}
+
+// The tensors llama.cpp's mixes treat apart (their type follows --output-tensor-type and
+// --token-embedding-type, not the mix).
+bool mix_exempt(const std::string& name) {
+  return name == "output.weight" || name.rfind("token_embd.", 0) == 0;
 }
 
 // general.file_type of the written file: the quantized (block) type holding the most elements,
@@ -210,7 +239,19 @@ std::optional<uint32_t> file_type(const std::vector<Planned>& planned) {
       const bool plain_float = t == F32 || t == F16 || t == BF16;
       if ((blocks ? block : plain_float) && n > most) best = t, most = n;
     }
-    if (best) return llama_ftype(*best);
+    if (!best) continue;
+    // Q4_K_S and Q4_K_M differ where llama.cpp gives more bits: Q4_K_M's attn_v / ffn_down go to
+    // Q6_K, Q4_K_S's to Q5_K. A Q4_K file with Q5_K there and no Q6_K is named Q4_K_S.
+    if (*best == 12) {
+      bool q5 = false, q6 = false;
+      for (const Planned& p : planned) {
+        if (mix_exempt(p.info->name)) continue;
+        q5 |= p.type == 13;
+        q6 |= p.type == 14;
+      }
+      if (q5 && !q6) return 14;
+    }
+    return llama_ftype(*best);
   }
   return std::nullopt;
 }
@@ -330,6 +371,12 @@ ExportReport export_gguf(const io::Model& model, const std::string& out, const E
     try {
       if (info.name.size() >= 64) throw Error("GGUF tensor names are limited to 63 bytes");
       Planned p{&info, plan.dtype_for(info), 0, 0, 0, 0, nullptr};
+      // A 1-D tensor (norm, bias) that the plan casts is written float32, as llama.cpp's
+      // converter writes them and its kernels need them (an F16 / BF16 / block norm aborts its
+      // binary ops); llama-quantize never casts them. Kept ones keep their stored type, and a
+      // GGUF source's are copied as they are.
+      const bool to_f32 = info.shape.size() <= 1 && p.dtype && p.dtype->str() != "float32";
+      if (to_f32) p.dtype.reset();
       const auto st = src_tensor.find(info.name);
       if (!p.dtype && st != src_tensor.end()) {
         if (!st->second->type)
@@ -341,6 +388,7 @@ ExportReport export_gguf(const io::Model& model, const std::string& out, const E
       } else {
         p.co = cast_options(opt, CastMode::Actual, nullptr, plan, info);
         p.type = choose_type(info, p.dtype, p.co);
+        if (to_f32) p.type = F32;
         p.size = type_size(p.type, numel(info.shape));
       }
       p.offset = off;
@@ -357,7 +405,8 @@ ExportReport export_gguf(const io::Model& model, const std::string& out, const E
   // The source's key-values first, in their order and byte for byte; CastScope's keys of an
   // earlier export are replaced, and so are the alignment (the one this writer uses) and the
   // file type (the written file's, which llama.cpp reports as the model's quantization).
-  const std::optional<uint32_t> ftype = file_type(planned);
+  const std::optional<uint32_t> ftype =
+      opt.gguf_file_type.empty() ? file_type(planned) : ftype_by_name(opt.gguf_file_type);
   struct KeptKv {
     uint64_t begin, end;
     const char* put_u32;  // written in place as this key with a new value
@@ -368,6 +417,7 @@ ExportReport export_gguf(const io::Model& model, const std::string& out, const E
   if (src)
     for (const io::detail::GgufKv& kv : src->kvs) {
       if (kv.key.rfind("castscope.", 0) == 0) continue;
+      if (opt.imatrix && kv.key.rfind("quantize.imatrix.", 0) == 0) continue;
       has_name |= kv.key == "general.name";
       if (kv.key == "general.alignment") {
         has_alignment = true;
@@ -386,8 +436,20 @@ ExportReport export_gguf(const io::Model& model, const std::string& out, const E
   for (const auto& [k, v] : opt.metadata) kv.push_back({k, v});
   for (const Planned& p : planned)
     if (p.dtype) kv.push_back({"castscope.dtype." + p.info->name, p.dtype->str()});
+  // The importance matrix as llama-quantize records it.
+  std::vector<std::pair<std::string, uint32_t>> kv_u32;
+  if (opt.imatrix) {
+    kv.push_back({"quantize.imatrix.file", opt.imatrix_file});
+    if (!opt.imatrix->datasets.empty())
+      kv.push_back({"quantize.imatrix.dataset", opt.imatrix->datasets.front()});
+    kv_u32.push_back(
+        {"quantize.imatrix.entries_count", static_cast<uint32_t>(opt.imatrix->entries.size())});
+    if (opt.imatrix->chunk_count > 0)
+      kv_u32.push_back(
+          {"quantize.imatrix.chunks_count", static_cast<uint32_t>(opt.imatrix->chunk_count)});
+  }
   const bool add_ftype = ftype && !has_ftype;
-  h.u64(kept_kv.size() + kv.size() + (has_alignment ? 0 : 1) + (add_ftype ? 1 : 0));
+  h.u64(kept_kv.size() + kv.size() + kv_u32.size() + (has_alignment ? 0 : 1) + (add_ftype ? 1 : 0));
   if (!has_alignment) h.kv_u32("general.alignment", kAlign);
   if (add_ftype) h.kv_u32("general.file_type", *ftype);
   for (const KeptKv& k : kept_kv) {
@@ -397,6 +459,7 @@ ExportReport export_gguf(const io::Model& model, const std::string& out, const E
       h.raw(src->map->data() + k.begin, k.end - k.begin);
   }
   for (const auto& [k, v] : kv) h.kv_str(k, v);
+  for (const auto& [k, v] : kv_u32) h.kv_u32(k, v);
   for (const Planned& p : planned) {
     h.str(p.info->name);
     h.u32(static_cast<uint32_t>(p.info->shape.size()));

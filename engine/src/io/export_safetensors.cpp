@@ -1,5 +1,6 @@
 // The safetensors writers (in memory and streamed), their read-back check, and the helpers the
 // exporters share.
+#include <cctype>
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -41,9 +42,19 @@ DType stored_dtype(const io::TensorInfo& info) {
       {"float64", DType::F64}, {"uint8", DType::U8},    {"int8", DType::I8},
       {"int16", DType::I16},   {"int32", DType::I32},   {"int64", DType::I64},
       {"uint16", DType::U16},  {"uint32", DType::U32},  {"uint64", DType::U64},
-      {"bool", DType::Bool},   {"BF16", DType::BF16},   {"F16", DType::F16}};
+      {"bool", DType::Bool},   {"BF16", DType::BF16},   {"F16", DType::F16},
+      {"float", DType::F32},   {"double", DType::F64}};
+  // Case aside: ONNX names its element types FLOAT, INT64, BOOL, ...
+  auto same = [](std::string_view a, std::string_view b) {
+    if (a.size() != b.size()) return false;
+    for (size_t i = 0; i < a.size(); ++i)
+      if (std::tolower(static_cast<unsigned char>(a[i])) !=
+          std::tolower(static_cast<unsigned char>(b[i])))
+        return false;
+    return true;
+  };
   for (const auto& [n, d] : names)
-    if (info.dtype == n) return d;
+    if (same(info.dtype, n)) return d;
   return DType::F32;  // quantized GGUF blocks, ONNX-only types: float32 is what load() gives
 }
 
@@ -462,6 +473,12 @@ CastOptions cast_options(const ExportOptions& o, CastMode mode, JobControl* sub,
                          const ExportPlan& plan, const io::TensorInfo& info) {
   CastOptions c = cast_options(o, mode, sub);
   if (const std::optional<AxisSpec> a = plan.axis_for(info)) a->apply(c);
+  // Importance weights go to the tensors cast to ggml's block formats, the only ones that take
+  // them (a kept tensor's entry is never looked at, as in llama-quantize).
+  if (o.imatrix)
+    if (const std::optional<DataType> d = plan.dtype_for(info);
+        d && family_traits(d->family()).gguf_blocks)
+      c.importance = o.imatrix->weights_for(info.name, info.shape);
   // The stacks of these layouts fix the axis: ggml quantizes rows; transformers' gpt-oss experts
   // [E, in, out] reduce over axis -2, and other tensors of that layout over their last axis.
   if (o.layout == Layout::GGUF && c.axis_auto) {
@@ -469,7 +486,8 @@ CastOptions cast_options(const ExportOptions& o, CastMode mode, JobControl* sub,
     // across its outputs: refused, unless an axis is named.
     const CastOptions want = io::cast_options_for(c, info);
     const int r = static_cast<int>(info.shape.size());
-    if (r >= 2 && !info.layout.guessed &&
+    // Only a tensor the plan casts: a kept one is written as stored, whatever its layout.
+    if (r >= 2 && !info.layout.guessed && plan.dtype_for(info) &&
         (want.lead || (!want.flatten && want.axis != -1 && want.axis != r - 1)))
       throw Error("GGUF holds blocks along the last axis (ggml's rows); this tensor's layout '" +
                   info.layout.layout + "' reduces over axis " + describe_axis(want, info.shape) +
@@ -484,7 +502,8 @@ CastOptions cast_options(const ExportOptions& o, CastMode mode, JobControl* sub,
     const int r = static_cast<int>(info.shape.size());
     const int fixed = r == 3 ? 1 : r - 1;
     const CastOptions want = io::cast_options_for(c, info);
-    if (r >= 2 && !info.layout.guessed && (want.flatten || ((want.axis % r) + r) % r != fixed))
+    if (r >= 2 && !info.layout.guessed && plan.dtype_for(info) &&
+        (want.flatten || ((want.axis % r) + r) % r != fixed))
       throw Error("the gpt-oss layout holds blocks along " +
                   std::string(r == 3 ? "axis -2 of experts [E, in, out]" : "the last axis") +
                   "; this tensor's layout '" + info.layout.layout + "' reduces over axis " +

@@ -9,39 +9,6 @@
 namespace castscope::io::detail {
 namespace {
 
-// Bounds-checked little-endian reader over the mapped header.
-struct Cursor {
-  const uint8_t* p;
-  uint64_t size, pos = 0;
-  const std::string& path;
-
-  void need(uint64_t n) const {
-    if (n > size - pos)
-      throw Error("'" + path + "': truncated GGUF header (at byte " + std::to_string(pos) + ")");
-  }
-  template <class T>
-  T get() {
-    need(sizeof(T));
-    T v;
-    std::memcpy(&v, p + pos, sizeof(T));
-    pos += sizeof(T);
-    return v;
-  }
-  std::string str() {
-    const uint64_t n = get<uint64_t>();
-    if (n > (1u << 24))
-      throw Error("'" + path + "': GGUF string of " + std::to_string(n) + " bytes is implausible");
-    need(n);
-    std::string s(reinterpret_cast<const char*>(p + pos), n);
-    pos += n;
-    return s;
-  }
-  void skip(uint64_t n) {
-    need(n);
-    pos += n;
-  }
-};
-
 uint64_t scalar_size(uint32_t t, const std::string& path) {
   switch (t) {
     case 0:
@@ -65,7 +32,7 @@ uint64_t scalar_size(uint32_t t, const std::string& path) {
 }
 
 // Skips one value; returns it as an integer when it is a scalar integer (for general.alignment).
-int64_t skip_value(Cursor& c, uint32_t type, int depth) {
+int64_t skip_value(GgufCursor& c, uint32_t type, int depth) {
   if (type == 8) {
     c.str();
     return -1;
@@ -108,7 +75,7 @@ GgufHeader parse_gguf(const std::string& path) {
   GgufHeader g;
   g.map = MappedFile::open(path);
   const auto& map = g.map;
-  Cursor c{map->data(), map->size(), 0, path};
+  GgufCursor c{map->data(), map->size(), 0, path};
   c.need(4);
   if (std::memcmp(map->data(), "GGUF", 4) != 0)
     throw Error("'" + path + "' is not a GGUF file (bad magic)");
@@ -195,7 +162,8 @@ std::vector<Entry> read_gguf(const std::string& path) {
                  : "ggml type " + std::to_string(r.type_id);
       e.info = {r.name,  r.type ? r.type->name : "ggml_type_" + std::to_string(r.type_id),
                 r.shape, r.nbytes,
-                path,    {}};
+                path,    {},
+                {}};
       e.load = [path, name, t]() -> Tensor {
         throw Error(where(path, name) + "GGUF tensor type " + t +
                     " cannot be decoded (ggml's gguf-py cannot dequantize it either)");
@@ -203,7 +171,7 @@ std::vector<Entry> read_gguf(const std::string& path) {
       out.push_back(std::move(e));
       continue;
     }
-    e.info = {r.name, r.type->name, r.shape, r.nbytes, path, {}};
+    e.info = {r.name, r.type->name, r.shape, r.nbytes, path, {}, {}};
     const uint8_t* p = map->data() + g.data_start + r.offset;
     const Shape shape = r.shape;
     if (const std::optional<DType> dt = ggml::plain_dtype(r.type_id)) {

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -106,12 +107,50 @@ ResolvedLayout torch_layout(const Shape& s, const std::string& why) {
   return make_layout("rows [out, in]", {}, s, why);
 }
 
+// A convolution kernel's spatial size: small and odd (1x1, 3x3, 5x5, 7x7 ...).
+bool spatial(int64_t v) {
+  return v >= 1 && v <= 11 && v % 2 == 1;
+}
+// A rank-4 kernel as TFLite / Keras store it, [kh, kw, Cin, Cout], told from PyTorch's and
+// ONNX's [O, I/g, kh, kw] by where the small odd spatial sizes sit.
+bool tflite_kernel_shape(const Shape& s) {
+  return s.size() == 4 && spatial(s[0]) && spatial(s[1]) && !(spatial(s[2]) && spatial(s[3]));
+}
+bool torch_kernel_shape(const Shape& s) {
+  return s.size() == 4 && spatial(s[2]) && spatial(s[3]) && !(spatial(s[0]) && spatial(s[1]));
+}
+
+// Where nothing in the file shows the layout: a file whose kernels all have TFLite's shape
+// stores [kh, kw, Cin, Cout] (depthwise [kh, kw, C, 1]) and its Dense kernels [in, out]. Still
+// guessed, with the shape as the reason.
+std::optional<ResolvedLayout> tflite_layout(const Shape& s, bool tflite_file) {
+  if (!tflite_file) return std::nullopt;
+  const std::string why =
+      "TFLite kernel shape: the first two axes are small odd spatial sizes, as TFLite / Keras "
+      "store [kh, kw, Cin, Cout] (layout guessed: nothing in the file shows it)";
+  ResolvedLayout l;
+  if (tflite_kernel_shape(s))
+    l = keras_layout(s, s[3] == 1 && s[2] > 1 ? "depthwise_kernel" : "kernel", why);
+  else if (s.size() == 2)
+    l = keras_layout(s, "kernel",
+                     "TFLite kernel shape: a Dense kernel [in, out] beside [kh, kw, Cin, Cout] "
+                     "kernels (layout guessed: nothing in the file shows it)");
+  else
+    return std::nullopt;
+  l.guessed = true;
+  return l;
+}
+
 ResolvedLayout checkpoint_layout(const Entry& e, const Config& cfg,
                                  const std::map<std::string, std::set<int64_t>>& sib,
-                                 const std::string& format) {
+                                 const std::string& format, bool tflite_file) {
   const Shape& s = e.info.shape;
   const std::string& name = e.info.name;
-  if (s.size() <= 1 || format == "onnx") return default_layout(s);  // ONNX: the graph decided
+  if (s.size() <= 1) return default_layout(s);
+  if (format == "onnx") {  // the graph decided; where it says nothing, the shapes may
+    if (std::optional<ResolvedLayout> t = tflite_layout(s, tflite_file)) return *t;
+    return default_layout(s);
+  }
   if (format == "gguf") {
     ResolvedLayout l = make_layout(embedding_name(name) ? "embedding [rows, dim]" : "ggml rows", {},
                                    s, "GGUF stores rows; ggml quantizes along them");
@@ -160,6 +199,7 @@ ResolvedLayout checkpoint_layout(const Entry& e, const Config& cfg,
     return torch_layout(s, "name '" + name + "': a PyTorch state dict's nn.Linear [out, in]");
   if (s.size() == 3 && name.find("experts") != std::string::npos)
     return make_layout("experts [E, out, in]", {}, s, "name: stacked nn.Linear experts");
+  if (std::optional<ResolvedLayout> t = tflite_layout(s, tflite_file)) return *t;
   return default_layout(s);
 }
 
@@ -169,10 +209,18 @@ void resolve_layouts(std::vector<Entry>& entries, const std::string& format,
                      const std::string& config_dir) {
   const Config cfg = format == "gguf" ? Config{} : read_config(config_dir);
   const auto sib = sibling_lengths(entries);
+  // A file whose rank-4 kernels all have TFLite's shape (none PyTorch's), for the tensors
+  // nothing else resolves.
+  bool tflite = false, torch = false;
+  for (const Entry& e : entries) {
+    tflite |= tflite_kernel_shape(e.info.shape);
+    torch |= torch_kernel_shape(e.info.shape);
+  }
+  const bool tflite_file = tflite && !torch && format != "gguf";
   for (Entry& e : entries) {
     if (!e.info.layout.empty()) continue;
     try {
-      e.info.layout = checkpoint_layout(e, cfg, sib, format);
+      e.info.layout = checkpoint_layout(e, cfg, sib, format, tflite_file);
     } catch (const Error&) {
       e.info.layout = default_layout(e.info.shape);
     }

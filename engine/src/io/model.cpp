@@ -13,6 +13,7 @@
 #include <set>
 
 #include "families/ggml/ggml_types.hpp"
+#include "io/quantized/quantized.hpp"
 #include "io/reader.hpp"
 
 namespace castscope::io {
@@ -198,6 +199,14 @@ std::vector<Entry> read_file(const std::string& path, const std::string& fmt) {
   return e;
 }
 
+// A quantized checkpoint's companions folded into logical weights (io/quantized/), which then get
+// their layouts by their logical names and shapes; the other entries keep theirs.
+std::vector<Entry> fold(std::vector<Entry> all, const std::string& dir) {
+  fold_quantized(all, dir);
+  resolve_layouts(all, "safetensors", dir);
+  return all;
+}
+
 std::unique_ptr<Model> open_directory(const std::string& dir) {
   std::vector<std::string> files;
   std::error_code ec;
@@ -213,14 +222,27 @@ std::unique_ptr<Model> open_directory(const std::string& dir) {
   std::sort(files.begin(), files.end());
   std::vector<Entry> all;
   std::set<std::string> formats;
+  // Every unreadable file is reported, not only the first: a folder's fixes come all at once.
+  std::vector<std::string> bad;
   for (const std::string& f : files) {
-    const std::string fmt = sniff(f);
-    formats.insert(fmt);
-    std::vector<Entry> e = read_file(f, fmt);
-    for (Entry& x : e) all.push_back(std::move(x));
+    try {
+      const std::string fmt = sniff(f);
+      std::vector<Entry> e = read_file(f, fmt);
+      formats.insert(fmt);
+      for (Entry& x : e) all.push_back(std::move(x));
+    } catch (const Error& e) {
+      bad.push_back(e.what());
+    }
+  }
+  if (bad.size() == 1) throw Error(bad.front());
+  if (!bad.empty()) {
+    std::string msg = "directory '" + dir + "': " + std::to_string(bad.size()) + " of " +
+                      std::to_string(files.size()) + " files cannot be read:";
+    for (const std::string& b : bad) msg += "\n  " + b;
+    throw Error(msg);
   }
   std::string fmt = formats.size() == 1 ? *formats.begin() : "mixed";
-  return std::make_unique<EntryModel>(dir, fmt, std::move(all));
+  return std::make_unique<EntryModel>(dir, fmt, fold(std::move(all), dir));
 }
 
 std::unique_ptr<Model> open_index(const std::string& path) {
@@ -257,7 +279,8 @@ std::unique_ptr<Model> open_index(const std::string& path) {
         throw Error(where(path, n) + "listed in weight_map but missing from '" + fp + "'");
     for (Entry& x : e) all.push_back(std::move(x));
   }
-  return std::make_unique<EntryModel>(path, "safetensors", std::move(all));
+  return std::make_unique<EntryModel>(path, "safetensors",
+                                      fold(std::move(all), base.empty() ? "." : base.string()));
 }
 
 }  // namespace
@@ -292,7 +315,12 @@ std::unique_ptr<Model> open_model(const std::string& path) {
   if (!fs::exists(path, ec)) throw Error("'" + path + "' does not exist");
   if (ends_with(lower(path), ".index.json")) return open_index(path);
   const std::string fmt = sniff(path);
-  return std::make_unique<EntryModel>(path, fmt, read_file(path, fmt));
+  std::vector<Entry> e = read_file(path, fmt);
+  if (fmt == "safetensors") {
+    const fs::path dir = fs::path(path).parent_path();
+    e = fold(std::move(e), dir.empty() ? std::string(".") : dir.string());
+  }
+  return std::make_unique<EntryModel>(path, fmt, std::move(e));
 }
 
 }  // namespace castscope::io

@@ -191,6 +191,7 @@ std::vector<Entry> read_npy_entries(const std::string& path) {
             h.shape,
             h.nbytes,
             path,
+            {},
             {}};
   const uint8_t* p = map->data() + h.data_offset;
   const bool plain = !h.big_endian && (!h.fortran || h.shape.size() < 2);

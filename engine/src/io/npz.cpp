@@ -133,7 +133,7 @@ std::vector<Entry> read_npz(const std::string& path) {
                   std::to_string(h.data_offset + h.nbytes) + " bytes but the member holds " +
                   std::to_string(m.size));
     Entry e;
-    e.info = {name, dtype_name(h.dtype), h.shape, h.nbytes, path, {}};
+    e.info = {name, dtype_name(h.dtype), h.shape, h.nbytes, path, {}, {}};
     const zip_uint64_t idx = static_cast<zip_uint64_t>(i);
     const uint64_t total = m.size;
     const std::string member = m.name;

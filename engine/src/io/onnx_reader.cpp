@@ -115,7 +115,10 @@ std::vector<Entry> read_onnx(const std::string& path) {
         "': ONNX protobuf over 2 GB (large models keep their weights in external data files)");
   auto model = std::make_shared<onnx::ModelProto>();
   if (!model->ParseFromArray(map->data(), static_cast<int>(map->size())))
-    throw Error("'" + path + "': not a valid ONNX model (protobuf parse failed)");
+    throw Error("'" + path + "': truncated or not an ONNX model: its " +
+                std::to_string(map->size()) +
+                " bytes do not parse as an ONNX protobuf (a partial download or copy, or "
+                "another format named .onnx)");
   if (!model->has_graph()) throw Error("'" + path + "': ONNX model has no graph");
   const std::filesystem::path base = std::filesystem::path(path).parent_path();
   std::map<std::string, std::shared_ptr<const MappedFile>> ext_files;
@@ -227,7 +230,7 @@ std::vector<Entry> read_onnx(const std::string& path) {
                     ty->name + " " + shape_str(shape) + " needs " + std::to_string(numel));
     }
     Entry e;
-    e.info = {name, ty->name, shape, nbytes, path, {}};
+    e.info = {name, ty->name, shape, nbytes, path, {}, {}};
     if (!ty->known) {
       const std::string tn = ty->name;
       e.load = [path, name, tn]() -> Tensor {

@@ -107,6 +107,40 @@ struct GgufHeader {
   uint64_t alignment = 32, data_start = 0;
 };
 GgufHeader parse_gguf(const std::string& path);
+// Bounds-checked little-endian reader over a mapped GGUF header (or one key-value record of it:
+// `size` bounds the reads).
+struct GgufCursor {
+  const uint8_t* p;
+  uint64_t size, pos = 0;
+  const std::string& path;
+
+  void need(uint64_t n) const {
+    if (n > size - pos)
+      throw Error("'" + path + "': truncated GGUF header (at byte " + std::to_string(pos) + ")");
+  }
+  template <class T>
+  T get() {
+    need(sizeof(T));
+    T v;
+    std::memcpy(&v, p + pos, sizeof(T));
+    pos += sizeof(T);
+    return v;
+  }
+  std::string str() {
+    const uint64_t n = get<uint64_t>();
+    if (n > (1u << 24))
+      throw Error("'" + path + "': GGUF string of " + std::to_string(n) + " bytes is implausible");
+    need(n);
+    std::string s(reinterpret_cast<const char*>(p + pos), n);
+    pos += n;
+    return s;
+  }
+  void skip(uint64_t n) {
+    need(n);
+    pos += n;
+  }
+};
+
 std::vector<Entry> read_onnx(const std::string& path);
 
 // Fills the quantization layout of every entry that has none (layout_rules.cpp): checkpoint

@@ -1,5 +1,6 @@
 // safetensors reader: 8-byte little-endian header length, a JSON header, then the data block.
 // Every entry is validated against the file before anything is mapped or allocated.
+#include <cctype>
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
@@ -29,9 +30,15 @@ std::vector<Entry> read_safetensors(const std::string& path) {
                 " bytes)");
   uint64_t hl = 0;
   for (int i = 0; i < 8; ++i) hl |= static_cast<uint64_t>(map->data()[i]) << (8 * i);
+  // A safetensors header is JSON: '{' follows the length. Anything else (text, another
+  // format) is not a safetensors file at all, whatever its length field reads as.
+  if (size > 8 && map->data()[8] != '{' && !std::isspace(map->data()[8]))
+    throw Error("'" + path + "': not a safetensors file (" + std::to_string(size) +
+                " bytes; a safetensors file starts with an 8-byte header length and a JSON "
+                "header)");
   if (hl > size - 8)
     throw Error("'" + path + "': header length " + std::to_string(hl) +
-                " runs past the end of the file (" + std::to_string(size) + " bytes)");
+                " runs past the end of the file (" + std::to_string(size) + " bytes): truncated");
   if (hl > kMaxHeader)
     throw Error("'" + path + "': header length " + std::to_string(hl) + " is implausibly large");
   json header;
@@ -83,7 +90,7 @@ std::vector<Entry> read_safetensors(const std::string& path) {
                   std::to_string(en - b));
     spans.push_back({name, b, en});
     Entry entry;
-    entry.info = {name, dname, shape, nbytes, path, {}};
+    entry.info = {name, dname, shape, nbytes, path, {}, {}};
     const uint8_t* p = map->data() + data_start + b;
     entry.raw = [map, p, dt, shape] { return view_raw(map, p, dt, shape); };
     entry.load = [map, p, dt, shape] {

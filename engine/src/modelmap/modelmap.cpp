@@ -7,6 +7,7 @@
 #include <regex>
 
 #include "castscope/executor.hpp"
+#include "castscope/storage_bits.hpp"
 #include "backends/cuda/sweep_pipeline.hpp"
 
 namespace castscope {
@@ -144,7 +145,10 @@ ModelMap sweep_model(const io::Model& model, const MapOptions& o, JobControl* jo
       last = std::max(last, t->shape.back());  // an axis out of range: the cell says why
     }
   }
-  for (const DataType& d : map.dtypes) map.bits.push_back(d.bits_per_value(last));
+  for (const DataType& d : map.dtypes) {
+    map.bits.push_back(d.bits_per_value(last));
+    map.nominal_bits.push_back(d.bits_per_value());
+  }
 
   // The executor decides once where the sweep runs. On the device each tensor is uploaded once
   // and cast to every datatype there, skipping a host round trip per cell; rotations go through
@@ -222,6 +226,7 @@ ModelMap sweep_model(const io::Model& model, const MapOptions& o, JobControl* jo
         co.job = job ? &sub.inner : nullptr;
         MapCell cell;
         try {
+          cell.storage_bits = storage_bits(map.dtypes[d], info->shape, co);
           const Tensor calib = o.calib ? o.calib(info->name) : Tensor();
           Tensor q;  // the cell's values, where the output error on the calibration needs them
           if (map.methods[d] != Method::RTN) {
@@ -285,7 +290,10 @@ MapTotals map_totals(const ModelMap& map, const std::vector<int>& choice) {
     t.values += r.numel;
     t.stored_bits += stored;
     const int c = i < choice.size() ? choice[i] : -1;
-    if (c >= 0 && c < static_cast<int>(map.dtypes.size()))
+    if (c >= 0 && c < static_cast<int>(map.dtypes.size()) &&
+        static_cast<size_t>(c) < r.cells.size() && r.cells[static_cast<size_t>(c)].storage_bits)
+      t.bits += static_cast<double>(r.cells[static_cast<size_t>(c)].storage_bits);
+    else if (c >= 0 && c < static_cast<int>(map.dtypes.size()))
       t.bits += map.dtypes[static_cast<size_t>(c)].bits_per_value(r.channel()) * n;
     else
       t.bits += stored;

@@ -161,8 +161,6 @@ PlanTable build_plan_table(const io::Model& model, const BudgetPlanOptions& o, J
   t.method_options = o.method_options;
   std::vector<DataType> dts;
   std::vector<MethodOptions> methods;  // per candidate
-  std::vector<DataType> rtn_dts;       // the rtn candidates, cast together by cast_each
-  std::vector<size_t> rtn_index;
   for (const std::string& s : o.candidates) {
     const PlanCandidate pc = parse_plan_candidate(s, o.method_options);
     try {
@@ -171,10 +169,6 @@ PlanTable build_plan_table(const io::Model& model, const BudgetPlanOptions& o, J
       throw Error("plan: candidate '" + s + "': " + e.what());
     }
     methods.push_back(pc.method);
-    if (pc.method.method == Method::RTN) {
-      rtn_dts.push_back(dts.back());
-      rtn_index.push_back(dts.size() - 1);
-    }
   }
   if (dts.empty()) throw Error("plan: no candidate datatypes");
   ActivationSource acts(o);
@@ -252,6 +246,24 @@ PlanTable build_plan_table(const io::Model& model, const BudgetPlanOptions& o, J
       pt.energy = energy;
       // A tensor of zeros casts exactly under every candidate: its errors stay 0 either way.
       const double scale = o.relative && energy > 0 ? 1.0 / energy : 1.0;
+      // Only the candidates the target layout holds on this tensor take part; the rtn ones are
+      // cast together, each method candidate on its own.
+      std::vector<bool> layout_holds(dts.size(), true);
+      std::vector<DataType> held;
+      std::vector<size_t> idx;
+      for (size_t i = 0; i < dts.size(); ++i) {
+        if (o.layout) {
+          std::string why = layout_refusal(*o.layout, dts[i], info, o.cast);
+          if (!why.empty()) {
+            pt.failed.emplace_back(o.candidates[i], std::move(why));
+            layout_holds[i] = false;
+            continue;
+          }
+        }
+        if (methods[i].method != Method::RTN) continue;
+        held.push_back(dts[i]);
+        idx.push_back(i);
+      }
       // One candidate's values scored: its weight error, SNR and predicted output error.
       auto score = [&](size_t i, const Tensor& values, int64_t clipped, uint64_t extra_bits) {
         const Tensor q = values.to_f32();
@@ -284,16 +296,14 @@ PlanTable build_plan_table(const io::Model& model, const BudgetPlanOptions& o, J
         pt.options.push_back(po);
       };
       cast_each(
-          w, rtn_dts, c, job,
-          [&](size_t k, const CastResult& cr) {
-            score(rtn_index[k], cr.values, cr.counts.clipped, 0);
+          w, held, c, job,
+          [&](size_t h, const CastResult& cr) {
+            score(idx[h], cr.values, cr.counts.clipped, 0);
             return true;
           },
-          [&](size_t k, const std::string& why) {
-            pt.failed.emplace_back(o.candidates[rtn_index[k]], why);
-          });
+          [&](size_t h, const std::string& why) { pt.failed.emplace_back(o.candidates[idx[h]], why); });
       for (size_t i = 0; i < dts.size(); ++i) {
-        if (methods[i].method == Method::RTN) continue;
+        if (methods[i].method == Method::RTN || !layout_holds[i]) continue;
         if (job) job->check();
         try {
           const MethodResult mr = quantize(w, dts[i], c, methods[i], {calib}, info.name);
@@ -312,7 +322,12 @@ PlanTable build_plan_table(const io::Model& model, const BudgetPlanOptions& o, J
       std::sort(pt.options.begin(), pt.options.end(),
                 [](const PlanOption& x, const PlanOption& y) { return x.candidate < y.candidate; });
       if (pt.options.empty()) {
-        t.kept.emplace_back(info.name, "no candidate casts it");
+        t.kept.emplace_back(info.name, o.layout && !pt.failed.empty()
+                                           ? "no candidate the " +
+                                                 std::string(to_string(*o.layout)) +
+                                                 " layout holds casts it (" + pt.failed[0].first +
+                                                 ": " + pt.failed[0].second + ")"
+                                           : std::string("no candidate casts it"));
         t.kept_bits += 8 * info.nbytes;
       } else {
         t.values += pt.numel;

@@ -49,6 +49,25 @@ CastResult cast(const Tensor& x0, const DataType& d, const CastOptions& opt) {
   CastResult res;
   // Blocks are independent, so any split of the rows over threads gives the same bytes.
   const int64_t padded = r.blocks * t.block;
+  // Importance weights: set k for row i / (rows / k), as llama.cpp gives expert e its slice;
+  // padding columns weigh nothing.
+  std::vector<float> qw;
+  int64_t rows_per_set = 0;
+  if (opt.importance && takes_importance(t.id)) {
+    const std::vector<float>& w = *opt.importance;
+    const int64_t sets = r.len ? static_cast<int64_t>(w.size()) / r.len : 0;
+    if (sets < 1 || static_cast<int64_t>(w.size()) != sets * r.len || r.rows % sets != 0)
+      throw Error(d.str() + ": " + std::to_string(w.size()) +
+                  " importance weights do not fit rows of " + std::to_string(r.len) + " (" +
+                  std::to_string(r.rows) + " rows)");
+    for (const float v : w)
+      if (!std::isfinite(v) || v < 0)
+        throw Error(d.str() + ": importance weights must be finite and non-negative");
+    rows_per_set = r.rows / sets;
+    qw.assign(static_cast<size_t>(sets * padded), 0.0f);
+    for (int64_t k = 0; k < sets; ++k)
+      std::copy(w.begin() + k * r.len, w.begin() + (k + 1) * r.len, qw.begin() + k * padded);
+  }
   std::atomic<int64_t> nonfinite{0};
   detail::parallel_for(r.rows, std::max<int64_t>(1, 65536 / padded), opt.threads, opt.job,
                        [&](int64_t begin, int64_t end) {
@@ -57,7 +76,9 @@ CastResult cast(const Tensor& x0, const DataType& d, const CastOptions& opt) {
                          for (int64_t i = begin; i < end; ++i) {
                            std::memcpy(row.data(), src + i * r.len, static_cast<size_t>(r.len) * 4);
                            for (int64_t j = 0; j < r.len; ++j) bad += !std::isfinite(row[j]);
-                           quantize(t.id, row.data(), row.size(), out + i * row_bytes);
+                           const float* q =
+                               rows_per_set ? qw.data() + (i / rows_per_set) * padded : nullptr;
+                           quantize(t.id, row.data(), row.size(), out + i * row_bytes, q);
                          }
                          nonfinite += bad;
                        });

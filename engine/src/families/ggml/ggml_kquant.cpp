@@ -1,7 +1,11 @@
 // ggml's quantizers of IQ4_NL / IQ4_XS and of the K-quants Q2_K ... Q6_K, as llama.cpp's model
-// quantizer (llama_model_quantize -> ggml_quantize_chunk -> quantize_<type>) runs them without an
-// importance matrix. For the K-quants and IQ4_XS that is quantize_row_*_ref in ggml-quants.c; for
-// IQ4_NL it is quantize_iq4_nl, which searches 15 candidate scales where the _ref searches none.
+// quantizer (llama_model_quantize -> ggml_quantize_chunk -> quantize_<type>) runs them. Without
+// an importance matrix that is quantize_row_*_ref in ggml-quants.c for the K-quants and IQ4_XS,
+// and quantize_iq4_nl for IQ4_NL (15 candidate scales where the _ref searches none). With one
+// (`qw`, the importance of each element of the block) it is quantize_row_*_impl: the element
+// weights become qw * sqrt(sigma2 + x^2), and the K-quants then search more candidate ranges
+// (make_qkx3_quants) and fit the sub-block scales by weighted least squares (make_qp_quants /
+// make_qx_quants) instead of scaling them by their maximum.
 // K-quants: per 32 values (Q6_K: 16) a scale (and minimum) found by ggml's search, then the
 // sub-block scales quantized to 6 (Q6_K: 8) bits against the super-block's fp16 d (and dmin) and
 // the codes chosen again against the quantized scales. Every sum runs in ggml's order in float32
@@ -90,6 +94,125 @@ float qkx2(int n, int nmax, const float* x, const float* w, uint8_t* L, float* t
   return scale;
 }
 
+// make_qx_quants with rmse_type 1: the signed scale of n values with codes l + nmax in
+// [0, 2 nmax), weights x^2 or, given, qw.
+float qx(int n, int nmax, const float* x, int8_t* L, const float* qw) {
+  float max = 0, amax = 0;
+  for (int i = 0; i < n; ++i) {
+    const float ax = std::fabs(x[i]);
+    if (ax > amax) amax = ax, max = x[i];
+  }
+  if (amax < kGroupMaxEps) {
+    for (int i = 0; i < n; ++i) L[i] = 0;
+    return 0.f;
+  }
+  auto wt = [&](int i) { return qw ? qw[i] : x[i] * x[i]; };
+  float iscale = -static_cast<float>(nmax) / max, sumlx = 0, suml2 = 0;
+  for (int i = 0; i < n; ++i) {
+    const int l = clampi(nearest(iscale * x[i]), -nmax, nmax - 1);
+    L[i] = static_cast<int8_t>(l + nmax);
+    const float w = wt(i), fl = static_cast<float>(l);
+    sumlx += w * x[i] * fl;
+    suml2 += w * fl * fl;
+  }
+  float scale = suml2 != 0 ? sumlx / suml2 : 0.0f, best = scale * sumlx;
+  for (int is = -9; is <= 9; ++is) {
+    if (is == 0) continue;
+    iscale = -(static_cast<float>(nmax) + 0.1f * static_cast<float>(is)) / max;
+    sumlx = suml2 = 0;
+    for (int i = 0; i < n; ++i) {
+      const float fl = static_cast<float>(clampi(nearest(iscale * x[i]), -nmax, nmax - 1));
+      const float w = wt(i);
+      sumlx += w * x[i] * fl;
+      suml2 += w * fl * fl;
+    }
+    if (suml2 > 0 && sumlx * sumlx > best * suml2) {
+      for (int i = 0; i < n; ++i)
+        L[i] = static_cast<int8_t>(nmax + clampi(nearest(iscale * x[i]), -nmax, nmax - 1));
+      scale = sumlx / suml2;
+      best = scale * sumlx;
+    }
+  }
+  return scale;
+}
+
+// make_qp_quants: the positive scale of n non-negative values (sub-block scales or minimums)
+// with codes in [0, nmax], fitted to the weights qw. Codes are stored as ggml's uint8_t, so a
+// negative rounding wraps there as here.
+float qp(int n, int nmax, const float* x, uint8_t* L, const float* qw) {
+  float max = 0;
+  for (int i = 0; i < n; ++i) max = std::max(max, x[i]);
+  if (max < kGroupMaxEps) {
+    for (int i = 0; i < n; ++i) L[i] = 0;
+    return 0.f;
+  }
+  float iscale = static_cast<float>(nmax) / max;
+  for (int i = 0; i < n; ++i) L[i] = static_cast<uint8_t>(nearest(iscale * x[i]));
+  const float scale = 1 / iscale;
+  float best = 0;
+  for (int i = 0; i < n; ++i) {
+    const float diff = x[i] - scale * static_cast<float>(L[i]);
+    best += qw[i] * diff * diff;
+  }
+  for (int is = -4; is <= 4; ++is) {
+    if (is == 0) continue;
+    const float iscale_is = (0.1f * static_cast<float>(is) + static_cast<float>(nmax)) / max;
+    const float scale_is = 1 / iscale_is;
+    float mse = 0;
+    for (int i = 0; i < n; ++i) {
+      const int l = std::min(nmax, nearest(iscale_is * x[i]));
+      const float diff = x[i] - scale_is * static_cast<float>(l);
+      mse += qw[i] * diff * diff;
+    }
+    if (mse < best) best = mse, iscale = iscale_is;
+  }
+  float sumlx = 0, suml2 = 0;
+  for (int i = 0; i < n; ++i) {
+    L[i] = static_cast<uint8_t>(std::min(nmax, nearest(iscale * x[i])));
+    const float w = qw[i], fl = static_cast<float>(L[i]);
+    sumlx += w * x[i] * fl;
+    suml2 += w * fl * fl;
+  }
+  for (int itry = 0; itry < 5; ++itry) {
+    int changed = 0;
+    for (int i = 0; i < n; ++i) {
+      const float w = qw[i], li = static_cast<float>(L[i]);
+      float slx = sumlx - w * x[i] * li, sl2 = suml2 - w * li * li;
+      if (slx > 0 && sl2 > 0) {
+        const int nl = std::min(nmax, nearest(x[i] * sl2 / slx));
+        if (nl != L[i]) {
+          const float fl = static_cast<float>(nl);
+          slx += w * x[i] * fl;
+          sl2 += w * fl * fl;
+          if (slx * slx * suml2 > sumlx * sumlx * sl2) {
+            L[i] = static_cast<uint8_t>(nl);
+            sumlx = slx;
+            suml2 = sl2;
+            ++changed;
+          }
+        }
+      }
+    }
+    if (!changed) break;
+  }
+  return suml2 > 0.0f ? sumlx / suml2 : 0.0f;
+}
+
+// sigma2 of quantize_row_*_impl: `k` times the mean square of the n values.
+float mean_sq(const float* x, int n, float k) {
+  float s = 0;
+  for (int j = 0; j < n; ++j) s += x[j] * x[j];
+  return k * s / static_cast<float>(n);
+}
+// The element weights of quantize_row_*_impl: qw * sqrt(sigma2 + x^2); returns their sum (in
+// index order), the sub-block's weight when its scale is quantized.
+float impl_weights(const float* x, const float* qw, int n, float sigma2, float* w) {
+  float sum = 0;
+  for (int l = 0; l < n; ++l) w[l] = qw[l] * std::sqrt(sigma2 + x[l] * x[l]);
+  for (int l = 0; l < n; ++l) sum += w[l];
+  return sum;
+}
+
 // The 2-bit codes of Q2_K and Q3_K: four per byte, from elements 32 apart.
 void pack2(const int8_t* L, uint8_t* qs) {
   for (int j = 0; j < QK_K; j += 128)
@@ -99,27 +222,42 @@ void pack2(const int8_t* L, uint8_t* qs) {
 }
 
 // Q2_K: 16 sub-blocks of 16, scale and minimum by ggml's search with absolute errors, both
-// quantized to 4 bits against fp16 d = max scale / 15 and dmin = max minimum / 15.
-void q2_k(const float* x, uint8_t* b) {
+// quantized to 4 bits against fp16 d = max scale / 15 and dmin = max minimum / 15. With
+// importance weights: the weighted search of squared errors, and d, dmin fitted by make_qp_quants
+// to the sub-blocks' summed weights.
+void q2_k(const float* x, uint8_t* b, const float* qw) {
   uint8_t L[QK_K], *sc = b;
   float scales[16], mins[16], w[16], max_scale = 0, max_min = 0;
-  for (int j = 0; j < 16; ++j) {
-    for (int l = 0; l < 16; ++l) w[l] = std::fabs(x[16 * j + l]);
-    scales[j] = qkx2(16, 3, x + 16 * j, w, L + 16 * j, &mins[j], -0.5f, 0.1f, 15, true);
-    if (scales[j] > max_scale) max_scale = scales[j];
-    if (mins[j] > max_min) max_min = mins[j];
-  }
   uint16_t dh = 0, mh = 0;
   std::memset(sc, 0, 16);
-  if (max_scale > 0) {
-    const float iscale = 15.f / max_scale;
-    for (int j = 0; j < 16; ++j) sc[j] = static_cast<uint8_t>(nearest(iscale * scales[j]));
-    dh = float_to_half(max_scale / 15.f);
-  }
-  if (max_min > 0) {
-    const float iscale = 15.f / max_min;
-    for (int j = 0; j < 16; ++j) sc[j] |= static_cast<uint8_t>(nearest(iscale * mins[j]) << 4);
-    mh = float_to_half(max_min / 15.f);
+  if (qw) {
+    const float sigma2 = mean_sq(x, QK_K, 1.f);
+    float sw[16];
+    for (int j = 0; j < 16; ++j) {
+      sw[j] = impl_weights(x + 16 * j, qw + 16 * j, 16, sigma2, w);
+      scales[j] = qkx2(16, 3, x + 16 * j, w, L + 16 * j, &mins[j], -0.9f, 0.05f, 36);
+    }
+    uint8_t Ls[16], Lm[16];
+    dh = float_to_half(qp(16, 15, scales, Ls, sw));
+    mh = float_to_half(qp(16, 15, mins, Lm, sw));
+    for (int j = 0; j < 16; ++j) sc[j] = static_cast<uint8_t>(Ls[j] | (Lm[j] << 4));
+  } else {
+    for (int j = 0; j < 16; ++j) {
+      for (int l = 0; l < 16; ++l) w[l] = std::fabs(x[16 * j + l]);
+      scales[j] = qkx2(16, 3, x + 16 * j, w, L + 16 * j, &mins[j], -0.5f, 0.1f, 15, true);
+      if (scales[j] > max_scale) max_scale = scales[j];
+      if (mins[j] > max_min) max_min = mins[j];
+    }
+    if (max_scale > 0) {
+      const float iscale = 15.f / max_scale;
+      for (int j = 0; j < 16; ++j) sc[j] = static_cast<uint8_t>(nearest(iscale * scales[j]));
+      dh = float_to_half(max_scale / 15.f);
+    }
+    if (max_min > 0) {
+      const float iscale = 15.f / max_min;
+      for (int j = 0; j < 16; ++j) sc[j] |= static_cast<uint8_t>(nearest(iscale * mins[j]) << 4);
+      mh = float_to_half(max_min / 15.f);
+    }
   }
   std::memcpy(b + 80, &dh, 2);
   std::memcpy(b + 82, &mh, 2);
@@ -182,18 +320,40 @@ float q3(const float* x, int8_t* L) {
 }
 
 // Q3_K: 16 sub-blocks of 16 with 6-bit signed scales against fp16 d = -max / 32; codes in
-// [-4, 3] stored as 2 low bits plus a high bit in hmask (set when the code is >= 0).
-void q3_k(const float* x, uint8_t* b) {
+// [-4, 3] stored as 2 low bits plus a high bit in hmask (set when the code is >= 0). With
+// importance weights: each sub-block's scale by make_qx_quants on its weights, and the 16 scales
+// quantized by make_qx_quants on the sub-blocks' summed weights.
+void q3_k(const float* x, uint8_t* b, const float* qw) {
   int8_t L[QK_K];
   float scales[16], max_scale = 0, amax = 0;
-  for (int j = 0; j < 16; ++j) {
-    scales[j] = q3(x + 16 * j, L + 16 * j);
-    if (std::fabs(scales[j]) > amax) amax = std::fabs(scales[j]), max_scale = scales[j];
-  }
   uint8_t* sc = b + 96;
   std::memset(sc, 0, 12);
   uint16_t dh = 0;
-  if (max_scale != 0) {
+  if (qw) {
+    const float sigma2 = mean_sq(x, QK_K, 2.f);
+    float w[16], sw[16];
+    for (int j = 0; j < 16; ++j) {
+      sw[j] = impl_weights(x + 16 * j, qw + 16 * j, 16, sigma2, w);
+      scales[j] = qx(16, 4, x + 16 * j, L + 16 * j, w);
+    }
+    int8_t Ls[16];
+    const float d_block = qx(16, 32, scales, Ls, sw);
+    for (int j = 0; j < 16; ++j) {
+      const int l = Ls[j];
+      if (j < 8)
+        sc[j] = static_cast<uint8_t>(l & 0xF);
+      else
+        sc[j - 8] |= static_cast<uint8_t>((l & 0xF) << 4);
+      sc[j % 4 + 8] |= static_cast<uint8_t>((l >> 4) << (2 * (j / 4)));
+    }
+    dh = float_to_half(d_block);
+  } else {
+    for (int j = 0; j < 16; ++j) {
+      scales[j] = q3(x + 16 * j, L + 16 * j);
+      if (std::fabs(scales[j]) > amax) amax = std::fabs(scales[j]), max_scale = scales[j];
+    }
+  }
+  if (!qw && max_scale != 0) {
     const float iscale = -32.f / max_scale;
     for (int j = 0; j < 16; ++j) {
       int l = static_cast<int8_t>(nearest(iscale * scales[j]));
@@ -225,29 +385,51 @@ void q3_k(const float* x, uint8_t* b) {
   pack2(L, b + 32);
 }
 
-// Q4_K / Q5_K: 8 sub-blocks of 32 with 6-bit scales and minimums.
-void q45_k(const float* x, uint8_t* b, int nmax) {
+// Q4_K / Q5_K: 8 sub-blocks of 32 with 6-bit scales and minimums. With importance weights: the
+// weighted search over 37 ranges per sub-block, and d, dmin fitted by make_qp_quants.
+void q45_k(const float* x, uint8_t* b, int nmax, const float* qw) {
   uint8_t L[QK_K];
   float scales[8], mins[8], w[32];
   float max_scale = 0, max_min = 0;
-  for (int j = 0; j < 8; ++j) {
-    float sum_x2 = 0;
-    for (int l = 0; l < 32; ++l) sum_x2 += x[32 * j + l] * x[32 * j + l];
-    const float av_x = std::sqrt(sum_x2 / 32);
-    for (int l = 0; l < 32; ++l) w[l] = av_x + std::fabs(x[32 * j + l]);
-    scales[j] = nmax == 15 ? qkx2(32, 15, x + 32 * j, w, L + 32 * j, &mins[j], -1.0f, 0.1f, 20)
-                           : qkx2(32, 31, x + 32 * j, w, L + 32 * j, &mins[j], -0.5f, 0.1f, 15);
-    if (scales[j] > max_scale) max_scale = scales[j];
-    if (mins[j] > max_min) max_min = mins[j];
+  uint8_t ls[8], lm[8];
+  uint16_t dh, mh;
+  if (qw) {
+    const float sigma2 = mean_sq(x, QK_K, 2.f);
+    float sw[8];
+    for (int j = 0; j < 8; ++j) {
+      sw[j] = impl_weights(x + 32 * j, qw + 32 * j, 32, sigma2, w);
+      scales[j] = qkx2(32, nmax, x + 32 * j, w, L + 32 * j, &mins[j], -0.9f, 0.05f, 36);
+    }
+    dh = float_to_half(qp(8, 63, scales, ls, sw));
+    mh = float_to_half(qp(8, 63, mins, lm, sw));
+    if (nmax == 31)  // quantize_row_q5_K_impl clips; q4_K's stores the codes as they come
+      for (int j = 0; j < 8; ++j) {
+        ls[j] = std::min<uint8_t>(63, ls[j]);
+        lm[j] = std::min<uint8_t>(63, lm[j]);
+      }
+  } else {
+    for (int j = 0; j < 8; ++j) {
+      float sum_x2 = 0;
+      for (int l = 0; l < 32; ++l) sum_x2 += x[32 * j + l] * x[32 * j + l];
+      const float av_x = std::sqrt(sum_x2 / 32);
+      for (int l = 0; l < 32; ++l) w[l] = av_x + std::fabs(x[32 * j + l]);
+      scales[j] = nmax == 15 ? qkx2(32, 15, x + 32 * j, w, L + 32 * j, &mins[j], -1.0f, 0.1f, 20)
+                             : qkx2(32, 31, x + 32 * j, w, L + 32 * j, &mins[j], -0.5f, 0.1f, 15);
+      if (scales[j] > max_scale) max_scale = scales[j];
+      if (mins[j] > max_min) max_min = mins[j];
+    }
+    const float inv_scale = max_scale > 0 ? 63.f / max_scale : 0.f;
+    const float inv_min = max_min > 0 ? 63.f / max_min : 0.f;
+    for (int j = 0; j < 8; ++j) {
+      ls[j] = static_cast<uint8_t>(std::min(63, nearest(inv_scale * scales[j]) & 0xFF));
+      lm[j] = static_cast<uint8_t>(std::min(63, nearest(inv_min * mins[j]) & 0xFF));
+    }
+    dh = float_to_half(max_scale / 63.f);
+    mh = float_to_half(max_min / 63.f);
   }
-  const float inv_scale = max_scale > 0 ? 63.f / max_scale : 0.f;
-  const float inv_min = max_min > 0 ? 63.f / max_min : 0.f;
   uint8_t* sc = b + 4;
   std::memset(sc, 0, 12);
-  uint8_t ls[8], lm[8];
   for (int j = 0; j < 8; ++j) {
-    ls[j] = static_cast<uint8_t>(std::min(63, nearest(inv_scale * scales[j]) & 0xFF));
-    lm[j] = static_cast<uint8_t>(std::min(63, nearest(inv_min * mins[j]) & 0xFF));
     if (j < 4) {
       sc[j] = ls[j];
       sc[j + 4] = lm[j];
@@ -257,7 +439,16 @@ void q45_k(const float* x, uint8_t* b, int nmax) {
       sc[j] |= static_cast<uint8_t>((lm[j] >> 4) << 6);
     }
   }
-  const uint16_t dh = float_to_half(max_scale / 63.f), mh = float_to_half(max_min / 63.f);
+  // The codes are chosen for the scales as stored (get_scale_min_k4).
+  for (int j = 0; j < 8; ++j) {
+    if (j < 4) {
+      ls[j] = sc[j] & 63;
+      lm[j] = sc[j + 4] & 63;
+    } else {
+      ls[j] = static_cast<uint8_t>((sc[j + 4] & 0xF) | ((sc[j - 4] >> 6) << 4));
+      lm[j] = static_cast<uint8_t>((sc[j + 4] >> 4) | ((sc[j] >> 6) << 4));
+    }
+  }
   std::memcpy(b, &dh, 2);
   std::memcpy(b + 2, &mh, 2);
   for (int j = 0; j < 8; ++j) {
@@ -288,52 +479,13 @@ void q45_k(const float* x, uint8_t* b, int nmax) {
   }
 }
 
-// make_qx_quants with rmse_type 1 (weights x^2): the signed scale of 16 values, nmax 32.
-float qx(const float* x, int8_t* L) {
-  constexpr int n = 16, nmax = 32;
-  float max = 0, amax = 0;
-  for (int i = 0; i < n; ++i) {
-    const float ax = std::fabs(x[i]);
-    if (ax > amax) amax = ax, max = x[i];
-  }
-  if (amax < kGroupMaxEps) {
-    for (int i = 0; i < n; ++i) L[i] = 0;
-    return 0.f;
-  }
-  float iscale = -static_cast<float>(nmax) / max, sumlx = 0, suml2 = 0;
-  for (int i = 0; i < n; ++i) {
-    const int l = clampi(nearest(iscale * x[i]), -nmax, nmax - 1);
-    L[i] = static_cast<int8_t>(l + nmax);
-    const float w = x[i] * x[i], fl = static_cast<float>(l);
-    sumlx += w * x[i] * fl;
-    suml2 += w * fl * fl;
-  }
-  float scale = suml2 != 0 ? sumlx / suml2 : 0.0f, best = scale * sumlx;
-  for (int is = -9; is <= 9; ++is) {
-    if (is == 0) continue;
-    iscale = -(static_cast<float>(nmax) + 0.1f * static_cast<float>(is)) / max;
-    sumlx = suml2 = 0;
-    for (int i = 0; i < n; ++i) {
-      const float fl = static_cast<float>(clampi(nearest(iscale * x[i]), -nmax, nmax - 1));
-      const float w = x[i] * x[i];
-      sumlx += w * x[i] * fl;
-      suml2 += w * fl * fl;
-    }
-    if (suml2 > 0 && sumlx * sumlx > best * suml2) {
-      for (int i = 0; i < n; ++i)
-        L[i] = static_cast<int8_t>(nmax + clampi(nearest(iscale * x[i]), -nmax, nmax - 1));
-      scale = sumlx / suml2;
-      best = scale * sumlx;
-    }
-  }
-  return scale;
-}
-
-void q6_k(const float* x, uint8_t* b) {  // ql[128], qh[64], scales[16] (int8), d
+// Q6_K: with importance weights each sub-block's scale is fitted to them as they are (ggml's
+// quantize_row_q6_K_impl leaves sigma2 out).
+void q6_k(const float* x, uint8_t* b, const float* qw) {  // ql[128], qh[64], scales[16], d
   int8_t L[QK_K];
   float scales[16], max_scale = 0, max_abs = 0;
   for (int ib = 0; ib < 16; ++ib) {
-    scales[ib] = qx(x + 16 * ib, L + 16 * ib);
+    scales[ib] = qx(16, 32, x + 16 * ib, L + 16 * ib, qw ? qw + 16 * ib : nullptr);
     if (std::fabs(scales[ib]) > max_abs) max_abs = std::fabs(scales[ib]), max_scale = scales[ib];
   }
   std::memset(b, 0, 210);
@@ -380,13 +532,16 @@ int iq4_index(float x) {
   return x - kIq4[mu - 1] < kIq4[mu] - x ? mu - 1 : mu;
 }
 
-// quantize_row_iq4_nl_impl without importance weights and with ntry = 7 (quantize_iq4_nl and
+// quantize_row_iq4_nl_impl with ntry = 7 (quantize_iq4_nl and
 // quantize_iq4_xs): per 32 values the codes picked at d = max / -127 and their least-squares
-// scale (weights x^2), refined over 15 candidate scales. IQ4_NL (one block of 32) picks the codes
+// scale (weights x^2, or qw * sqrt(sigma2 + x^2) with importance weights), refined over 15
+// candidate scales. IQ4_NL (one block of 32) picks the codes
 // again for the stored scale; IQ4_XS quantizes the 8 scales to 6 bits against fp16
 // d = -max scale / 32 and picks the codes again for each.
-void iq4(const float* x, uint8_t* b, int sbs) {
+void iq4(const float* x, uint8_t* b, int sbs, const float* qw) {
   constexpr int ntry = 7;
+  // sigma2 * (2 / sbs) in ggml; sbs is a power of two, so the same float.
+  const float sigma2 = mean_sq(x, sbs, 2.f);
   float scales[8];
   uint8_t L[QK_K];
   const bool xs = sbs == QK_K;
@@ -397,7 +552,10 @@ void iq4(const float* x, uint8_t* b, int sbs) {
     const float* xb = x + 32 * ib;
     uint8_t* Lb = L + 32 * ib;
     float w[32], amax = 0, max = 0;
-    for (int j = 0; j < 32; ++j) w[j] = xb[j] * xb[j];
+    if (qw)
+      impl_weights(xb, qw + 32 * ib, 32, sigma2, w);
+    else
+      for (int j = 0; j < 32; ++j) w[j] = xb[j] * xb[j];
     for (int j = 0; j < 32; ++j)
       if (std::fabs(xb[j]) > amax) amax = std::fabs(xb[j]), max = xb[j];
     if (amax < kGroupMaxEps) {
@@ -464,21 +622,55 @@ void iq4(const float* x, uint8_t* b, int sbs) {
 
 }  // namespace
 
-void quantize_k(uint32_t id, const float* x, uint8_t* b) {
+void quantize_k(uint32_t id, const float* x, uint8_t* b, const float* qw) {
   if (id == 10)
-    q2_k(x, b);
+    q2_k(x, b, qw);
   else if (id == 11)
-    q3_k(x, b);
+    q3_k(x, b, qw);
   else if (id == 12)
-    q45_k(x, b, 15);
+    q45_k(x, b, 15, qw);
   else if (id == 13)
-    q45_k(x, b, 31);
+    q45_k(x, b, 31, qw);
   else if (id == 14)
-    q6_k(x, b);
+    q6_k(x, b, qw);
   else if (id == 20)
-    iq4(x, b, 32);
+    iq4(x, b, 32, qw);
   else
-    iq4(x, b, QK_K);
+    iq4(x, b, QK_K, qw);
+}
+
+}  // namespace castscope::ggml
+
+namespace castscope::ggml {
+
+// Q4_0 / Q4_1 / Q5_0 / Q5_1 with element weights (quantize_row_q4_0_impl ...): Q4_0 and Q5_0
+// fit their signed scale by make_qx_quants, Q4_1 and Q5_1 scale and minimum by the weighted
+// make_qkx3_quants search.
+void quantize_legacy_weighted(uint32_t id, const float* xb, const float* weight, uint8_t* b) {
+  const bool five = id == 6 || id == 7;
+  int8_t L[32];
+  uint16_t dh;
+  uint8_t* qs;
+  if (id == 2 || id == 6) {
+    dh = float_to_half(qx(32, five ? 16 : 8, xb, L, weight));
+    qs = b + (five ? 6 : 2);
+  } else {
+    uint8_t U[32];
+    float the_min;
+    dh = float_to_half(qkx2(32, five ? 31 : 15, xb, weight, U, &the_min, -0.9f, 0.05f, 36));
+    const uint16_t mh = float_to_half(-the_min);
+    std::memcpy(b + 2, &mh, 2);
+    for (int j = 0; j < 32; ++j) L[j] = static_cast<int8_t>(U[j]);
+    qs = b + (five ? 8 : 4);
+  }
+  std::memcpy(b, &dh, 2);
+  uint32_t qh = 0;
+  for (int j = 0; j < 16; ++j) {
+    qs[j] = static_cast<uint8_t>((L[j] & 0xF) | ((L[j + 16] & 0xF) << 4));
+    qh |= static_cast<uint32_t>((L[j] & 0x10) >> 4) << j;
+    qh |= static_cast<uint32_t>((L[j + 16] & 0x10) >> 4) << (j + 16);
+  }
+  if (five) std::memcpy(b + (id == 6 ? 2 : 4), &qh, 4);
 }
 
 }  // namespace castscope::ggml

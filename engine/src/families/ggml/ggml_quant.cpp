@@ -133,13 +133,23 @@ void tq2_0(const float* x, uint8_t* b) {
   put_f16(b + 64, d);
 }
 
+// ggml's E2M1 search (best_index_mxfp4): the first doubled-table entry of least |t * d - x|.
+int e2m1_index(float x, float d) {
+  static constexpr int8_t kT[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+  int best = 0;
+  float err = std::fabs(static_cast<float>(kT[0]) * d - x);
+  for (int i = 1; i < 16; ++i) {
+    const float e2 = std::fabs(static_cast<float>(kT[i]) * d - x);
+    if (e2 < err) best = i, err = e2;
+  }
+  return best;
+}
 // MXFP4 (quantize_row_mxfp4_ref): e = floorf(log2f(amax)) - 2 + 127 in float32, which rounds up
 // to the next power of two for an amax just below one (OCP MX takes the exact floor), and per
 // element the first entry of ggml's doubled E2M1 table {0, 1, 2, 3, 4, 6, 8, 12, -0, -1, ...}
 // whose |t * d - x| is least, d = 2^(e - 128): ties go to the entry of smaller magnitude and a
 // negative value that rounds to zero gets +0 (0x0).
 void mxfp4(const float* x, uint8_t* b) {
-  static constexpr int8_t kT[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
   float amax = 0.0f;
   for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[j]));
   // ggml converts the float to uint8_t; below 2^-125 the value is negative and x86 keeps the
@@ -151,16 +161,52 @@ void mxfp4(const float* x, uint8_t* b) {
   // ggml_e8m0_to_fp32_half: 2^(e - 128) (subnormal for e = 0 and 1).
   const float d = std::ldexp(1.0f, e - 128);
   b[0] = e;
-  auto code = [&](float v) {
-    int best = 0;
-    float err = std::fabs(static_cast<float>(kT[0]) * d - v);
-    for (int i = 1; i < 16; ++i) {
-      const float e2 = std::fabs(static_cast<float>(kT[i]) * d - v);
-      if (e2 < err) best = i, err = e2;
-    }
-    return best;
-  };
-  for (int j = 0; j < 16; ++j) b[1 + j] = static_cast<uint8_t>(code(x[j]) | code(x[j + 16]) << 4);
+  for (int j = 0; j < 16; ++j)
+    b[1 + j] = static_cast<uint8_t>(e2m1_index(x[j], d) | e2m1_index(x[j + 16], d) << 4);
+}
+
+// ggml_fp32_to_ue4m3: amax / 6 to an unsigned E4M3 code, the first dropped mantissa bit
+// rounding up (not to even), above 448 clipped, from 2^-6 down subnormal as
+// trunc(x * 512 + 0.5) clipped to 7, and 0x7E where the exponent runs out.
+uint8_t to_ue4m3(float x) {
+  if (!(x > 0.0f)) return 0;
+  if (x > 448.0f) x = 448.0f;
+  uint32_t bits;
+  std::memcpy(&bits, &x, 4);
+  int e = static_cast<int>((bits >> 23) & 0xFF) - 127 + 7;
+  if (e <= 0) {
+    const int man = std::min(7, static_cast<int>(x * 512.0f + 0.5f));
+    return man < 1 ? 0 : static_cast<uint8_t>(man);
+  }
+  if (e >= 15) return 0x7E;
+  int man = static_cast<int>((bits >> 20) & 7) + static_cast<int>((bits >> 19) & 1);
+  if (man > 7) {
+    man = 0;
+    if (++e >= 15) return 0x7E;
+  }
+  return static_cast<uint8_t>((e << 3) | man);
+}
+// NVFP4 (quantize_row_nvfp4_ref): per 16 values a UE4M3 scale of max|x| / 6 and E2M1 codes
+// against its value; element j of a 16 in the low nibble of byte j, j + 8 in the high one.
+void nvfp4(const float* x, uint8_t* b) {
+  for (int s = 0; s < 4; ++s) {
+    const float* xb = x + 16 * s;
+    float amax = 0.0f;
+    for (int j = 0; j < 16; ++j) amax = std::max(amax, std::fabs(xb[j]));
+    b[s] = to_ue4m3(amax / 6.0f);
+    const float d = ue4m3_half(b[s]);
+    for (int j = 0; j < 8; ++j)
+      b[4 + 8 * s + j] = static_cast<uint8_t>(e2m1_index(xb[j], d) | e2m1_index(xb[j + 8], d) << 4);
+  }
+}
+// Q1_0 (quantize_row_q1_0_ref): d = mean |x| of 128, one bit per value, set for x >= 0.
+void q1_0(const float* x, uint8_t* b) {
+  float sum = 0.0f;
+  for (int j = 0; j < 128; ++j) sum += std::fabs(x[j]);
+  put_f16(b, sum / 128);
+  std::memset(b + 2, 0, 16);
+  for (int j = 0; j < 128; ++j)
+    if (x[j] >= 0.0f) b[2 + j / 8] |= static_cast<uint8_t>(1 << (j % 8));
 }
 
 // Byte offsets of the scale / zero-point halves of each type, set to NaN for a non-finite block.
@@ -182,6 +228,12 @@ void poison(uint32_t id, uint8_t* b, uint32_t bytes) {
       return;
     case 39:  // E8M0's NaN; ggml has none and reads the block as zeros
       b[0] = 0xFF;
+      return;
+    case 40:  // E4M3's NaN; ggml reads it as a zero scale
+      std::memset(b, 0x7F, 4);
+      return;
+    case 41:
+      put_f16(b, nan);
       return;
     case 35:
       put_f16(b + 64, nan);
@@ -210,39 +262,48 @@ void poison(uint32_t id, uint8_t* b, uint32_t bytes) {
 
 }  // namespace
 
-// Q2_K ... Q6_K, IQ4_NL, IQ4_XS (ggml_kquant.cpp).
-void quantize_k(uint32_t id, const float* x, uint8_t* block);
+// Q2_K ... Q6_K, IQ4_NL, IQ4_XS (ggml_kquant.cpp); `qw` the block's importance weights or null.
+void quantize_k(uint32_t id, const float* x, uint8_t* block, const float* qw);
+void quantize_legacy_weighted(uint32_t id, const float* xb, const float* weight, uint8_t* b);
+
+// The types with a quantizer here, and those of them that take importance weights.
+constexpr uint32_t kQuantized[] = {2, 3, 6, 7, 8, 10, 11, 12, 13, 14, 20, 23, 34, 35, 39, 40, 41};
+constexpr uint32_t kWeighted[] = {2, 3, 6, 7, 10, 11, 12, 13, 14, 20, 23};
 
 bool can_quantize(uint32_t id) {
-  switch (id) {
-    case 10:
-    case 11:
-    case 12:
-    case 13:
-    case 14:
-    case 20:
-    case 23:
-    case 2:
-    case 3:
-    case 6:
-    case 7:
-    case 8:
-    case 34:
-    case 35:
-    case 39:
-      return true;
-    default:
-      return false;
-  }
+  return std::find(std::begin(kQuantized), std::end(kQuantized), id) != std::end(kQuantized);
 }
 
-void quantize(uint32_t id, const float* x, uint64_t n, uint8_t* out) {
+bool takes_importance(uint32_t id) {
+  return std::find(std::begin(kWeighted), std::end(kWeighted), id) != std::end(kWeighted);
+}
+
+void quantize(uint32_t id, const float* x, uint64_t n, uint8_t* out, const float* qw) {
   const TypeInfo& t = *type_info(id);
+  // Q8_0, MXFP4 and the ternary types take no importance (ggml ignores it for them too).
+  const bool legacy = id == 2 || id == 3 || id == 6 || id == 7;
+  const bool weighted = qw && takes_importance(id);
+  // The legacy types' sigma2 is the mean square of the whole row (non-finite values left out,
+  // where ggml's is undefined).
+  float sigma2 = 0;
+  if (weighted && legacy) {
+    float s = 0;
+    for (uint64_t j = 0; j < n; ++j)
+      if (std::isfinite(x[j])) s += x[j] * x[j];
+    sigma2 = s / static_cast<float>(n);
+  }
   for (uint64_t i = 0; i < n / t.block; ++i) {
     const float* xb = x + i * t.block;
     uint8_t* b = out + i * t.block_bytes;
     if (!std::all_of(xb, xb + t.block, [](float v) { return std::isfinite(v); })) {
       poison(id, b, t.block_bytes);
+      continue;
+    }
+    if (weighted && legacy) {
+      float w[32];
+      const float* q = qw + i * t.block;
+      for (int j = 0; j < 32; ++j) w[j] = q[j] * std::sqrt(sigma2 + xb[j] * xb[j]);
+      quantize_legacy_weighted(id, xb, w, b);
       continue;
     }
     switch (id) {
@@ -270,8 +331,14 @@ void quantize(uint32_t id, const float* x, uint64_t n, uint8_t* out) {
       case 39:
         mxfp4(xb, b);
         break;
+      case 40:
+        nvfp4(xb, b);
+        break;
+      case 41:
+        q1_0(xb, b);
+        break;
       default:
-        quantize_k(id, xb, b);
+        quantize_k(id, xb, b, weighted ? qw + i * t.block : nullptr);
         break;
     }
   }

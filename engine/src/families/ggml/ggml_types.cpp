@@ -108,6 +108,8 @@ void mxfp4(const uint8_t* b, float* y) {
   const float d = std::ldexp(1.0f, b[0] - 128);
   for (int j = 0; j < 32; ++j) y[j] = d * static_cast<float>(kE2M1x2[nib32(b + 1, j)]);
 }
+}  // namespace
+
 float ue4m3_half(uint8_t x) {
   // NVFP4's block scale, halved like MXFP4's for the doubled E2M1 table; 0x7F (NaN in E4M3)
   // decodes to 0 and the sign bit is ignored, as gguf-py does.
@@ -116,6 +118,14 @@ float ue4m3_half(uint8_t x) {
   const float raw = exp == 0 ? static_cast<float>(man) * 0x1p-9f
                              : (1.0f + static_cast<float>(man) / 8.0f) * std::ldexp(1.0f, exp - 7);
   return raw * 0.5f;
+}
+
+namespace {
+
+// Q1_0 (dequantize_row_q1_0): 128 signs, bit set for +d, clear for -d.
+void q1_0(const uint8_t* b, float* y) {
+  const float d = f16(b), neg = -d;
+  for (int j = 0; j < 128; ++j) y[j] = (b[2 + j / 8] >> (j % 8) & 1) ? d : neg;
 }
 void nvfp4(const uint8_t* b, float* y) {  // 64 elements: 4 scale bytes, 4 x 8 bytes of codes
   for (int s = 0; s < 4; ++s) {
@@ -343,7 +353,7 @@ const Entry kTable[] = {
     {{28, "F64", 1, 8, true}, nullptr},        {{29, "IQ1_M", 256, 56, true}, iq1_m},
     {{30, "BF16", 1, 2, true}, nullptr},       {{34, "TQ1_0", 256, 54, true}, tq1_0},
     {{35, "TQ2_0", 256, 66, true}, tq2_0},     {{39, "MXFP4", 32, 17, true}, mxfp4},
-    {{40, "NVFP4", 64, 36, true}, nvfp4},      {{41, "Q1_0", 128, 18, false}, nullptr},
+    {{40, "NVFP4", 64, 36, true}, nvfp4},      {{41, "Q1_0", 128, 18, true}, q1_0},
 };
 
 const Entry* entry(uint32_t id) {
