@@ -301,7 +301,9 @@ PlanTable build_plan_table(const io::Model& model, const BudgetPlanOptions& o, J
             score(idx[h], cr.values, cr.counts.clipped, 0);
             return true;
           },
-          [&](size_t h, const std::string& why) { pt.failed.emplace_back(o.candidates[idx[h]], why); });
+          [&](size_t h, const std::string& why) {
+            pt.failed.emplace_back(o.candidates[idx[h]], why);
+          });
       for (size_t i = 0; i < dts.size(); ++i) {
         if (methods[i].method == Method::RTN || !layout_holds[i]) continue;
         if (job) job->check();
