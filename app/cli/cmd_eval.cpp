@@ -16,7 +16,7 @@ namespace {
 
 struct EvalArgs {
   std::string model, plan, inputs, act_dtype, device = "auto", round = "even", scale_mode = "floor",
-                                              axis = "auto", save;
+                                              axis = "auto", save, calib;
   int64_t seed = 0;
   int max_tokens = 512;
   bool json = false, csv = false, progress = false;
@@ -45,6 +45,10 @@ void eval_cmd(CLI::App& app) {
       ->check(CLI::PositiveNumber);
   sub->add_option("--save-quantized", a.save,
                   "Also write the quantized model as the runtime ran it");
+  sub->add_option("--calib", a.calib,
+                  "Calibration inputs [tokens, in] keyed by weight name (.safetensors / .npz) for "
+                  "the plan's gptq / awq rules")
+      ->check(CLI::ExistingFile);
   auto* json = sub->add_flag("--json", a.json, "Print the result as JSON");
   sub->add_flag("--csv", a.csv, "Print one CSV row per output")->excludes(json);
   sub->add_flag("--progress", a.progress, "Print 'progress FRACTION STAGE' lines on stderr");
@@ -65,6 +69,7 @@ void eval_cmd(CLI::App& app) {
     opt("--axis", a.axis);
     opt("--max-tokens", std::to_string(a.max_tokens));
     opt("--save-quantized", a.save);
+    opt("--calib", a.calib);
     if (a.json) args.push_back("--json");
     if (a.csv) args.push_back("--csv");
     if (a.progress) args.push_back("--progress");

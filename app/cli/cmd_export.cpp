@@ -11,6 +11,7 @@
 #include "castscope/imatrix.hpp"
 #include "castscope/io.hpp"
 #include "cli/command.hpp"
+#include "cli/opt_method.hpp"
 
 namespace castscope::cli {
 namespace {
@@ -21,7 +22,7 @@ struct ExportArgs {
   uint64_t seed = 0;
   std::string axis = "auto";
   bool quiet = false;
-  std::string rotate;
+  std::string rotate, calib;
   std::vector<std::string> axis_for;  // PATTERN=AXIS: per-tensor axis (layout) overrides
   std::string imatrix;                // llama-imatrix's file (GGUF or legacy .dat)
   std::string gguf_file_type;         // llama.cpp's name of the mix, for general.file_type
@@ -79,6 +80,10 @@ void export_cmd(CLI::App& app) {
   sub->add_option("--config", a.config,
                   "compressed-tensors: config.json to create or update (default: beside OUT)");
   sub->add_flag("--quiet,-q", a.quiet, "No progress on stderr");
+  sub->add_option("--calib", a.calib,
+                  "Calibration inputs for the plan's gptq / awq rules: a .safetensors or .npz of "
+                  "activations [tokens, in] keyed by weight name")
+      ->check(CLI::ExistingFile);
   sub->add_option("--rotate", a.rotate,
                   "With --dtype: block Hadamard rotation before casting (hN or hNrSEED); native "
                   "layout only. Plans set \"rotate\" per rule");
@@ -100,6 +105,7 @@ void export_cmd(CLI::App& app) {
         parse_cast_options({"", a.round, a.scale_mode, a.overflow, a.axis, "", a.device}, o.cast);
     o.cast.seed = a.seed;
     o.config_path = a.config;
+    if (!a.calib.empty()) o.calib = calib_by_name(a.calib);
     o.gguf_file_type = a.gguf_file_type;
     if (!a.imatrix.empty()) {
       o.imatrix = std::make_shared<const io::Imatrix>(io::read_imatrix(a.imatrix));

@@ -118,15 +118,8 @@ void map_cmd(CLI::App& app) {
       o.methods.push_back(m);
     }
     // Calibration inputs keyed by weight name, read one at a time as their rows come.
-    std::shared_ptr<io::Model> calib;
-    if (!a.method.calib.empty()) {
-      calib = io::open_model(a.method.calib);
-      o.calib = [calib](const std::string& name) {
-        for (const io::TensorInfo& t : calib->tensors())
-          if (t.name == name) return calib->load(name);
-        return Tensor();
-      };
-    }
+    const bool calib = !a.method.calib.empty();
+    if (calib) o.calib = calib_by_name(a.method.calib);
     auto model = with_layout_overrides(io::open_model(a.model), axis_override_plan(a.axis_for));
     if (!a.activations.empty()) {
       int64_t hint = 0;

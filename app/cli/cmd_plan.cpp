@@ -23,6 +23,7 @@
 #include "castscope/metrics_json.hpp"
 #include "castscope/planner.hpp"
 #include "cli/command.hpp"
+#include "cli/opt_method.hpp"
 #include "cli/python_child.hpp"
 
 namespace castscope::cli {
@@ -42,6 +43,8 @@ struct PlanArgs {
   bool sensitivity = false;
   int64_t tokens = 64;
   int points = 48;
+  std::string calib;  // calibration inputs keyed by weight name: method candidates use them
+  MethodOptions method;
   std::string layout;  // the target layout the plan is for ("" = none named)
 };
 
@@ -164,6 +167,21 @@ void run_budget(const PlanArgs& a, const CastOptions& cast) {
     throw Error(
         "plan: --axis-for goes with the engine's planner only, not with --activations "
         "runtime, --inputs or --sensitivity");
+  // Datatype x method candidates: gptq / awq quantize on calibration inputs, and with them every
+  // candidate of a weight is scored on its own inputs.
+  o.method_options = a.method;
+  bool method_candidates = false;
+  for (const std::string& c : o.candidates) {
+    const PlanCandidate pc = parse_plan_candidate(c, a.method);
+    method_candidates |= pc.method.method != Method::RTN;
+    if (method_needs_calibration(pc.method.method) && a.calib.empty())
+      throw Error("plan: candidate '" + c + "' needs calibration inputs (--calib FILE)");
+  }
+  if (runtime && (method_candidates || !a.calib.empty()))
+    throw Error(
+        "plan: method candidates (D@METHOD) and --calib go with the engine's planner only, not "
+        "with --activations runtime, --inputs or --sensitivity");
+  if (!a.calib.empty()) o.calib = calib_by_name(a.calib);
   const ExportPlan overrides = axis_override_plan(a.axis_for);
   const std::unique_ptr<io::Model> model =
       runtime ? nullptr : with_layout_overrides(io::open_model(a.model), overrides);
@@ -347,8 +365,16 @@ void plan_cmd(CLI::App& app) {
                   "Datatypes to choose from, comma-separated (default: mxfp8e4, mxfp6e2, "
                   "mxfp4e2, nvfp4, e4m3fn_float32_t0, e4m3fn_float32_t128_t128, bfloat16; with "
                   "--budget, --budget-bytes or --pareto: mxfp4e2, nvfp4, q4_k, mxfp6e2, q6_k, "
-                  "mxfp8e4, q8_0, bfloat16)")
+                  "mxfp8e4, q8_0, bfloat16). With --budget, D@METHOD (D quantized with "
+                  "gptq | mse | awq | four-over-six, as the map's columns) makes a datatype x "
+                  "method candidate")
       ->delimiter(',');
+  sub->add_option("--calib", a.calib,
+                  "Budget planner: calibration inputs [tokens, in] keyed by weight name "
+                  "(.safetensors / .npz): gptq / awq candidates quantize with them, and every "
+                  "candidate of a weight is scored on them")
+      ->check(CLI::ExistingFile);
+  add_method_settings(sub, a.method);
   sub->add_flag("--include-1d", a.include_1d, "Also assign 1-D tensors (norms, biases)");
   sub->add_flag("--include-embeddings", a.include_embeddings, "Also assign embedding tables");
   add_axis_option(sub, a.axis);
@@ -399,9 +425,9 @@ void plan_cmd(CLI::App& app) {
     if (a.json && a.csv) throw Error("plan: choose one of --csv and --json");
     const bool budgeted = a.budget >= 0 || a.budget_bytes >= 0 || a.pareto;
     if (!budgeted && (a.csv || !a.activations.empty() || a.no_role_weights || a.absolute ||
-                      !a.inputs.empty() || a.sensitivity))
+                      !a.inputs.empty() || a.sensitivity || !a.calib.empty()))
       throw Error(
-          "plan: --csv, --activations, --inputs, --sensitivity, --no-role-weights and "
+          "plan: --csv, --activations, --inputs, --sensitivity, --calib, --no-role-weights and "
           "--absolute go with --budget, --budget-bytes or --pareto");
     if (budgeted) {
       const CastOptions c = parse_cast_options(

@@ -12,8 +12,8 @@ from typing import Any, Callable, Mapping, Optional, Union
 from . import _core
 from ._eval_common import (  # noqa: F401  (re-exported)
     EvalError, EvalResult, Job, PlanLike, cast_weight, compare_output, detect_format,
-    distribution_kind, perplexity, plan_layout, plan_size, plan_source, require_modules,
-    token_ids)
+    calib_inputs, distribution_kind, open_calib, perplexity, plan_layout, plan_size, plan_source,
+    require_modules, token_ids)
 
 
 def evaluate(
@@ -30,6 +30,7 @@ def evaluate(
     progress: Optional[Callable[..., Any]] = None,
     cancel: Optional[Callable[[], bool]] = None,
     save_quantized: Optional[Union[str, os.PathLike]] = None,
+    calib: Any = None,
 ) -> EvalResult:
     """Run the original and the plan-quantized ``model`` in its own runtime on the same inputs
     and compare their outputs (``castscope-cli eval`` runs this).
@@ -56,6 +57,9 @@ def evaluate(
             Ctrl+C stops it too.
         save_quantized: also write the quantized model as the runtime ran it (ONNX file,
             safetensors of the PyTorch state dict, GGUF file).
+        calib: calibration inputs [tokens, in] keyed by weight name (a .safetensors / .npz path
+            or a mapping) for the plan's gptq / awq rules; rules with a method quantize their
+            weights with it (:func:`quantize`), as ``export`` does.
 
     Returns an :class:`EvalResult`: per output SNR, and where the output is a distribution over
     its last axis (logits or probabilities) the mean KL divergence and top-1 agreement; the
@@ -88,7 +92,11 @@ def evaluate(
         from . import _eval_hf as backend
     else:
         from . import _eval_gguf as backend
-    result = backend.run(**ctx)
+    token = calib_inputs.set(open_calib(calib))
+    try:
+        result = backend.run(**ctx)
+    finally:
+        calib_inputs.reset(token)
     job.enter(1.0, 0.0, "done")
     result.seconds = time.monotonic() - start
     return result

@@ -4,6 +4,7 @@ _eval (which dispatches to them) and the runtimes depend on it without a circle.
 
 from __future__ import annotations
 
+import contextvars
 import importlib
 import json
 import math
@@ -145,14 +146,42 @@ def plan_layout(model: Any, plan: PlanLike, axis: str = "auto", layout: str = "n
     return list(_core._plan_layout(model._m, kind, text, str(axis), layout))
 
 
+# Calibration inputs by weight name for the plan's gptq / awq rules, set by evaluate() while its
+# runtime backend runs (the backends hand cast_weight only the plan entry and the cast options).
+calib_inputs: contextvars.ContextVar[Optional[Callable[[str], Optional[np.ndarray]]]] = \
+    contextvars.ContextVar("castscope_eval_calib", default=None)
+
+
+def open_calib(path: Union[str, os.PathLike, Mapping[str, Any], None]):
+    """Calibration inputs keyed by weight name: a .safetensors / .npz file (read a tensor at a
+    time) or a mapping; None: none."""
+    if path is None:
+        return None
+    if isinstance(path, Mapping):
+        return lambda name: path.get(name)
+    from . import Model
+    m = Model(os.fspath(path))
+    return lambda name: np.asarray(m[name].numpy(), dtype=np.float32) if name in m else None
+
+
 def cast_weight(values: np.ndarray, entry: Mapping[str, Any], cast_opts: Mapping[str, Any]) -> np.ndarray:
-    """The virtual-cast float32 values of one planned tensor, through castscope.cast."""
-    from . import cast
+    """The virtual-cast float32 values of one planned tensor, through castscope.cast, or with
+    the plan rule's method through castscope.quantize, as export writes its codes."""
+    from . import cast, quantize
 
     if entry.get("rotate"):
         raise EvalError(
             f"plan rotates '{entry['name']}' ({entry['rotate']}); a rotated weight is not the same "
             "layer unless its activations are rotated too, which evaluation cannot do in the runtime")
+    method = entry.get("method", "rtn")
+    if method != "rtn":
+        calib = calib_inputs.get()
+        x = calib(entry["name"]) if calib else None
+        o = entry["method_options"]
+        return np.asarray(quantize(values, entry["dtype"], method=method, calib=x, axis=entry["axis"],
+                                   damp=o["damp"], block=o["block"], act_order=o["act_order"],
+                                   static_groups=o["static_groups"],
+                                   four_over_six=o["four_over_six"], name=entry["name"]))
     return np.asarray(cast(values, entry["dtype"], axis=entry["axis"], **cast_opts))
 
 

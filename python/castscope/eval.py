@@ -83,6 +83,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--round", default="even", help="even | away | zero | stochastic")
     ap.add_argument("--scale-mode", default="floor",
                     help="floor | ceil | midmax | option3 | topbinade")
+    ap.add_argument("--calib", default=None,
+                    help="calibration inputs [tokens, in] keyed by weight name (.safetensors / .npz) "
+                         "for the plan's gptq / awq rules")
     ap.add_argument("--axis", default="auto", help="quantization axis where the plan gives none")
     ap.add_argument("--max-tokens", type=int, default=512, help="tokens per sequence at most")
     ap.add_argument("--save-quantized", help="also write the quantized model as it ran")
@@ -112,7 +115,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         r = castscope.evaluate(a.model, a.plan, inputs=a.inputs, act_dtype=a.act_dtype,
                                device=a.device, seed=a.seed, round=a.round,
                                scale_mode=a.scale_mode, axis=a.axis, max_tokens=a.max_tokens,
-                               progress=progress, save_quantized=a.save_quantized)
+                               progress=progress, save_quantized=a.save_quantized,
+                               calib=a.calib)
     except KeyboardInterrupt:
         print("cancelled", file=sys.stderr)
         return 130

@@ -195,6 +195,16 @@ void bind_model(nb::module_& m) {
             e["storage_bits"] = storage_bits(*d, info.shape, c);
             const Rotation rot = p.rotation_for(info);
             e["rotate"] = rot.enabled() ? rot.str() : std::string();
+            // The rule's method with its options, as export runs it.
+            const MethodOptions m = p.method_for(info);
+            e["method"] = to_string(m.method);
+            nb::dict mo;
+            mo["damp"] = m.damp;
+            mo["block"] = m.block;
+            mo["act_order"] = m.act_order;
+            mo["static_groups"] = m.static_groups;
+            mo["four_over_six"] = m.four_over_six;
+            e["method_options"] = mo;
           } else {
             e["dtype"] = nb::none();
           }

@@ -39,6 +39,10 @@ if(CASTSCOPE_GUI)
   set(_castscope_layout_app $<TARGET_FILE:castscope>)
 endif()
 castscope_interop_test(castscope_layouts_python test_layouts.py 600 "export;interop;layout" ${_castscope_layout_app})
+# Plans and exports with methods (tests/interop/test_method_export.py): datatype x method
+# candidates in the budget planner, GPTQ exports decoded by compressed-tensors' own decompressors
+# against CastScope's method cast; exit code 77 (skip) without torch / compressed-tensors.
+castscope_interop_test(castscope_method_export_python test_method_export.py 600 "export;interop;methods")
 # ggml's quantizers with importance weights (tests/interop/test_ggml_imatrix.py): libggml-base of
 # llama-cpp-python's build against `castscope-cli cast --imatrix`, block for block; exit code 77
 # (skip) without llama_cpp.

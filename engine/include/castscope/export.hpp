@@ -19,6 +19,7 @@
 #include "castscope/cast.hpp"
 #include "castscope/imatrix.hpp"
 #include "castscope/io.hpp"
+#include "castscope/method.hpp"
 #include "castscope/tensor.hpp"
 
 namespace castscope {
@@ -76,6 +77,8 @@ struct PlanRule {
   // A rule without "dtype": it overrides the axis (the layout) of the tensors it matches, ahead
   // of every datatype rule's axis, and decides no datatype (the next rules do).
   bool axis_only = false;
+  // The quantization method ("method" and "method_options"); absent: rtn, the plain cast.
+  std::optional<MethodOptions> method;
   // Filled by the loader.
   std::optional<DataType> target;  // empty: keep
   std::shared_ptr<std::regex> re;
@@ -108,6 +111,8 @@ struct ExportPlan {
   // The axis setting for the tensor: the first matching axis-only rule's, else the matching
   // datatype rule's (empty: none given, the export's own applies).
   std::optional<AxisSpec> axis_for(const io::TensorInfo& info) const;
+  // The method of the matching rule (rtn for the default, kept tensors and rules without one).
+  MethodOptions method_for(const io::TensorInfo& info) const;
   // Index of the datatype rule that matches (-1: none; axis-only rules never match here). The
   // name-and-rank form takes a "weights" rule for any tensor of rank 2 or more (it cannot tell
   // embeddings).
@@ -171,6 +176,9 @@ struct ExportOptions {
   // config.json is kept and gains / replaces its "quantization_config".
   std::string config_path;
   std::map<std::string, std::string> metadata;  // extra __metadata__ / GGUF string keys
+  // Calibration inputs [tokens, in] of a weight by name (an empty tensor where there are none):
+  // what a plan rule's gptq / awq method needs.
+  std::function<Tensor(const std::string&)> calib;
   // Model-directory exports (filled by export_model): `out` is then a directory, each source
   // file maps to the shard of that name in it, and `index_name` ("" = none) lists the shards.
   std::map<std::string, std::string> shards;
@@ -311,6 +319,13 @@ CastOptions cast_options(const ExportOptions& o, CastMode mode, JobControl* sub)
 // gpt-oss layout to axis -2 for rank-3 experts [E, in, out] (transformers' GptOss layout).
 CastOptions cast_options(const ExportOptions& o, CastMode mode, JobControl* sub,
                          const ExportPlan& plan, const io::TensorInfo& info);
+// The cast of a tensor the plan maps to `d` with the method of its rule (plain cast for rtn),
+// calibration from o.calib by the tensor's name, packed when co.mode is Compress. Where the layout
+// can store awq's pre-quant scale it passes `pre_quant_scale` to receive it; without it an awq rule
+// is refused by name.
+CastResult method_cast(const io::TensorInfo& info, const DataType& d, const Tensor& x,
+                       const CastOptions& co, const ExportPlan& plan, const ExportOptions& o,
+                       Tensor* pre_quant_scale = nullptr);
 // The compressed-tensors format that holds d ("nvfp4-pack-quantized", ...), "" for none.
 std::string ctensors_format(const DataType& d);
 bool is_mxfp4(const DataType& d);  // e2m1[fnuz] + e8m0 scale per 32, no extras

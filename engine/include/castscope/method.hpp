@@ -43,6 +43,12 @@ struct MethodOptions {
   int awq_grid = 20;
 };
 
+// A method as plans and candidates spell it: rtn | gptq | mse | awq, or four-over-six (mse with
+// four_over_six set); the other options stay as in `base`. Throws Error naming the text.
+MethodOptions parse_method_spec(std::string_view s, const MethodOptions& base = {});
+// The spelling parse_method_spec reads back (four-over-six for mse with four_over_six).
+std::string method_spec(const MethodOptions& m);
+
 // Calibration inputs of one weight: float activations [tokens, in] (`in` the weight's reduction
 // length: a conv's inputs are its unfolded patches).
 struct Calibration {

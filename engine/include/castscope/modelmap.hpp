@@ -99,6 +99,8 @@ struct ModelMap {
   // Operand copies to the GPU for the output errors with activations: the activations once,
   // then each weight once for all its columns (0 on the CPU).
   uint64_t linear_uploads = 0;
+  // Each column's method with its options (plan_from_map writes them into its rules).
+  std::vector<MethodOptions> method_options;
 };
 
 // Whether the map has a row for this tensor: float storage, at least 2-D, not an embedding.
@@ -124,7 +126,8 @@ struct MapTotals {
   double avg_bits() const { return values ? bits / static_cast<double>(values) : 0.0; }
 };
 MapTotals map_totals(const ModelMap& map, const std::vector<int>& choice);
-// A plan with one exact-name rule per chosen row (rotation recorded when given), default keep.
+// A plan with one exact-name rule per chosen row (rotation recorded when given, and the column's
+// method with its options for a method column), default keep.
 ExportPlan plan_from_map(const ModelMap& map, const std::vector<int>& choice,
                          const Rotation& rotate = {});
 

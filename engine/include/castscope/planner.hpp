@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -12,6 +13,7 @@
 #include "castscope/cast.hpp"
 #include "castscope/export.hpp"
 #include "castscope/io.hpp"
+#include "castscope/method.hpp"
 #include "castscope/storage_bits.hpp"
 
 namespace castscope {
@@ -57,8 +59,26 @@ const std::vector<std::string>& default_budget_candidates();
 // stream unnormalized: the weights llama.cpp's mixes give more bits), 1 otherwise.
 double role_weight(const std::string& tensor_name);
 
+// A candidate as given: a datatype, or "D@METHOD" (the model map's column names) for datatype D
+// quantized with METHOD (parse_method_spec: rtn | gptq | mse | awq | four-over-six), the other
+// method options from `base`. Error naming a malformed text.
+struct PlanCandidate {
+  std::string dtype;  // the datatype text as given
+  MethodOptions method;
+};
+PlanCandidate parse_plan_candidate(const std::string& text, const MethodOptions& base = {});
+
 struct BudgetPlanOptions {
+  // Datatypes, or datatype x method pairs "D@METHOD" (PlanCandidate).
   std::vector<std::string> candidates = default_budget_candidates();
+  // The options of every method candidate (damping, block, grid...), its method set per
+  // candidate.
+  MethodOptions method_options;
+  // Calibration inputs [tokens, in] of a weight by name (an empty tensor where there are none):
+  // what gptq / awq candidates quantize with, and the activations every candidate of that
+  // weight is scored on (ahead of the file's and synthetic ones), so a method candidate's error
+  // is its error on the calibration (all its rows feed the method; `tokens` of them the score).
+  std::function<Tensor(const std::string&)> calib;
   bool include_1d = false;          // norms and biases are kept unless asked
   bool include_embeddings = false;  // token / position embeddings are kept unless asked
   CastOptions cast;                 // round, scale mode, axis (per tensor), device
@@ -117,6 +137,9 @@ struct PlanTable {
   uint64_t kept_bits = 0;
   std::string activations;  // "model" (per tensor), "file", "synthetic" or "none"
   bool relative = true;     // errors divided by each tensor's energy
+  // The options of its method candidates (BudgetPlanOptions::method_options): the plan's rules
+  // record them. Not in the table's JSON (its candidates are datatypes or rtn there).
+  MethodOptions method_options;
 };
 
 // Casts every tensor the planner considers (auto_considers) to every candidate. Progress by

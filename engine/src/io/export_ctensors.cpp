@@ -117,6 +117,19 @@ Tensor pack_e2m3(const Tensor& codes) {
   return out;
 }
 
+// The method in the weights' QuantizationArgs as llm-compressor records it: GPTQ's column order
+// in "actorder" ("static": by Hessian diagonal with static groups; GPTQModifier names itself
+// only in its recipe), the MSE scale search as the "mse" observer with its grid.
+// llm-compressor's "fouroversix" observer is another search (an alias of nvfp4_expanded_mse),
+// so four over six keeps "minmax" here and is named in __metadata__ only.
+void name_method(json& w, const MethodOptions& m) {
+  if (m.method == Method::GPTQ) w["actorder"] = m.act_order ? json("static") : json(nullptr);
+  if (m.method == Method::MSE && !m.four_over_six) {
+    w["observer"] = "mse";
+    w["observer_kwargs"] = {{"maxshrink", m.maxshrink}, {"grid", m.grid}, {"norm", m.norm}};
+  }
+}
+
 std::string hex_f32(float f) {
   uint32_t u;
   std::memcpy(&u, &f, 4);
@@ -170,7 +183,7 @@ ExportReport export_compressed_tensors(const io::Model& model, const std::string
       model, plan, job, w, rep,
       [&](const io::TensorInfo& info, const DataType& d, const Tensor& x, JobControl* sub,
           ExportedTensor& et) {
-        const std::optional<CtScheme> sc = scheme_of(d);
+        std::optional<CtScheme> sc = scheme_of(d);
         if (!sc)
           throw Error(
               "the compressed-tensors layout holds FP8 (e4m3fn_float32 per tensor / channel / "
@@ -194,7 +207,9 @@ ExportReport export_compressed_tensors(const io::Model& model, const std::string
         const std::string module =
             dot_weight ? info.name.substr(0, info.name.size() - 7) : info.name;
         const std::string base = dot_weight ? info.name : info.name + ".weight";
-        const CastResult r = cast(x, d, co);
+        const MethodOptions m = plan.method_for(info);
+        name_method(sc->weights, m);
+        const CastResult r = method_cast(info, d, x, co, plan, opt);
         std::vector<std::pair<std::string, Tensor>> parts;
         if (sc->kind == CtKind::MXFP8 && x.shape().back() % 32 != 0)
           throw Error(sc->format + " needs the last axis to be a multiple of 32 (shape " +
@@ -230,6 +245,7 @@ ExportReport export_compressed_tensors(const io::Model& model, const std::string
           et.bytes_out += t.nbytes();
         }
         meta["castscope." + info.name + ".dtype"] = d.str();
+        if (m.method != Method::RTN) meta["castscope." + info.name + ".method"] = method_spec(m);
         et.dtype = d.str();
         et.axis = describe_axis(co, x.shape());
         auto it = std::find_if(groups.begin(), groups.end(), [&](const auto& gp) {

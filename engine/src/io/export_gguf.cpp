@@ -280,7 +280,8 @@ class Buf {
   std::vector<char> b;
 };
 
-Tensor encode(const Planned& p, const Tensor& x, JobControl* sub) {
+Tensor encode(const Planned& p, const Tensor& x, JobControl* sub, const ExportPlan& plan,
+              const ExportOptions& opt) {
   if (!p.dtype) {
     const DType sd = p.type == F16    ? DType::F16
                      : p.type == BF16 ? DType::BF16
@@ -294,7 +295,7 @@ Tensor encode(const Planned& p, const Tensor& x, JobControl* sub) {
   }
   CastOptions co = p.co;
   co.job = sub;
-  const CastResult r = cast(x, *p.dtype, co);
+  const CastResult r = method_cast(*p.info, *p.dtype, x, co, plan, opt);
   if (p.type == F16 || p.type == BF16 || p.type == F32) return r.codes;
   if (family_traits(p.dtype->family()).gguf_blocks) return r.codes.reshaped({r.codes.numel()});
   const int64_t blocks = x.numel() / 32;
@@ -491,7 +492,7 @@ ExportReport export_gguf(const io::Model& model, const std::string& out, const E
               return;
             }
             const Tensor x = load_for_export(model, info.name, !p.dtype);
-            const Tensor t = encode(p, x, job ? &sub.inner : nullptr);
+            const Tensor t = encode(p, x, job ? &sub.inner : nullptr, plan, opt);
             if (t.nbytes() != p.size)
               throw Error("encoded size " + std::to_string(t.nbytes()) +
                           " differs from the planned " + std::to_string(p.size));

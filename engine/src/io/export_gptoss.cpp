@@ -95,7 +95,7 @@ ExportReport export_gpt_oss(const io::Model& model, const std::string& out, cons
           detail::permute(xf.data(), xs.mutable_data(), 4, xf.shape(), perm);
           co.axis = -1;
         }
-        const CastResult r = cast(xs, d, co);
+        const CastResult r = method_cast(info, d, xs, co, plan, opt);
         Tensor blocks = pack_e2m1(r.codes, d.number().infnan() == InfNan::FNUZ);
         Shape bs = xs.shape();
         bs.back() /= 32;

@@ -41,7 +41,7 @@ ExportReport export_native(const io::Model& model, const std::string& out, const
         CastOptions o = cast_options(opt, CastMode::Compress, sub, plan, info);
         o.rotate = plan.rotation_for(info);
         et.axis = describe_axis(o, x.shape());
-        add_packed(w, meta, version, info.name, cast(x, d, o), et);
+        add_packed(w, meta, version, info.name, method_cast(info, d, x, o, plan, opt), et);
       },
       [&](const io::TensorInfo& info, const Tensor& x, JobControl* sub, ExportedTensor& et) {
         const DType sd = stored_dtype(info);

@@ -7,6 +7,7 @@
 
 #include "castscope/export.hpp"
 #include "io/json_fields.hpp"
+#include "io/plan_method.hpp"
 
 namespace castscope {
 
@@ -197,9 +198,11 @@ ExportPlan parse_plan(const std::string& text, const std::string& source) {
                     "the axis only, {\"pattern\": \"...\", \"axis\": \"...\"}");
       for (auto it = r.begin(); it != r.end(); ++it)
         if (it.key() != "pattern" && it.key() != "dtype" && it.key() != "rank" &&
-            it.key() != "rotate" && it.key() != "axis" && it.key() != "weights")
+            it.key() != "rotate" && it.key() != "axis" && it.key() != "weights" &&
+            it.key() != "method" && it.key() != "method_options")
           throw Error(where + ": unknown key \"" + it.key() +
-                      "\" (expected pattern, dtype, rank, weights, rotate, axis)");
+                      "\" (expected pattern, dtype, rank, weights, rotate, axis, method, "
+                      "method_options)");
       PlanRule rule;
       rule.pattern = r["pattern"].get<std::string>();
       rule.axis_only = !r.contains("dtype");
@@ -214,6 +217,8 @@ ExportPlan parse_plan(const std::string& text, const std::string& source) {
         rule.weights = r["weights"].get<bool>();
       }
       if (!rule.axis_only) rule.target = parse_target(rule.dtype, where);
+      rule.method = io::detail::plan_rule_method(r, where);
+      if (rule.method && rule.axis_only) throw Error(where + ": \"method\" needs a \"dtype\"");
       if (r.contains("rotate")) {
         if (rule.axis_only) throw Error(where + ": \"rotate\" needs a \"dtype\"");
         const json& v = r["rotate"];
@@ -272,6 +277,7 @@ std::string plan_to_json(const ExportPlan& plan) {
     if (r.rank >= 0) o["rank"] = r.rank;
     if (r.weights) o["weights"] = true;
     if (r.rotate.enabled()) o["rotate"] = r.rotate.str();
+    if (r.method) io::detail::put_plan_rule_method(o, *r.method);
     if (r.axis) {
       if (!r.axis->automatic && !r.axis->flatten && !r.axis->lead)
         o["axis"] = r.axis->axis;

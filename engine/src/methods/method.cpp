@@ -32,6 +32,26 @@ bool method_needs_calibration(Method m) {
   return m == Method::GPTQ || m == Method::AWQ;
 }
 
+MethodOptions parse_method_spec(std::string_view s, const MethodOptions& base) {
+  MethodOptions m = base;
+  if (s == "four-over-six") {
+    m.method = Method::MSE;
+    m.four_over_six = true;
+    return m;
+  }
+  try {
+    m.method = parse_method(s);
+  } catch (const Error&) {
+    throw Error("unknown quantization method '" + std::string(s) +
+                "' (rtn | gptq | mse | awq | four-over-six)");
+  }
+  return m;
+}
+
+std::string method_spec(const MethodOptions& m) {
+  return m.method == Method::MSE && m.four_over_six ? "four-over-six" : to_string(m.method);
+}
+
 }  // namespace castscope
 
 namespace castscope::methods {

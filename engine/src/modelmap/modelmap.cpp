@@ -115,6 +115,7 @@ ModelMap sweep_model(const io::Model& model, const MapOptions& o, JobControl* jo
       map.dtypes.push_back(DataType::parse(s));
       map.columns.push_back(m.method == Method::RTN ? s : s + "@" + to_string(m.method));
       map.methods.push_back(m.method);
+      map.method_options.push_back(m);
       column_method.push_back(&m);
     }
   validate_rotation(o.cast.rotate, "model map rotation");
@@ -320,6 +321,10 @@ ExportPlan plan_from_map(const ModelMap& map, const std::vector<int>& choice,
     rule.target = map.dtypes[static_cast<size_t>(c)];
     rule.dtype = rule.target->str();
     rule.rotate = rotate;
+    // A method column's rule carries its method, so the export runs it.
+    if (static_cast<size_t>(c) < map.method_options.size() &&
+        map.method_options[static_cast<size_t>(c)].method != Method::RTN)
+      rule.method = map.method_options[static_cast<size_t>(c)];
     plan.rules.push_back(std::move(rule));
   }
   return plan;

@@ -21,6 +21,21 @@ const std::vector<std::string>& default_budget_candidates() {
   return k;
 }
 
+PlanCandidate parse_plan_candidate(const std::string& text, const MethodOptions& base) {
+  PlanCandidate c;
+  c.dtype = text;
+  const size_t at = text.rfind('@');
+  if (at == std::string::npos) return c;
+  c.dtype = text.substr(0, at);
+  if (c.dtype.empty()) throw Error("plan: candidate '" + text + "' names no datatype before '@'");
+  try {
+    c.method = parse_method_spec(text.substr(at + 1), base);
+  } catch (const Error& e) {
+    throw Error("plan: candidate '" + text + "': " + e.what());
+  }
+  return c;
+}
+
 double role_weight(const std::string& tensor_name) {
   std::string l = tensor_name;
   for (char& c : l) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -87,9 +102,17 @@ class ActivationSource {
   }
   // Activations for tensor `name` whose quantization axis has `len` values: its own (given by
   // name), else synthetic ones or the file's of that width; none when there are none.
-  std::optional<Activations> get(const std::string& name, int64_t len) {
+  // `calib`: the tensor's calibration inputs (BudgetPlanOptions::calib), ahead of all others.
+  std::optional<Activations> get(const std::string& name, int64_t len, const Tensor& calib = {}) {
     const Tensor* t = nullptr;
-    if (auto own = own_.find(name); own != own_.end()) {
+    if (calib.defined() && calib.numel() > 0) {
+      const int64_t f = calib.shape().back();
+      if (f != len)
+        throw Error("its calibration inputs have " + std::to_string(f) +
+                    " features, its quantization axis " + std::to_string(len) + " values");
+      calib_ = calib.to_f32().reshaped({calib.numel() / f, f});
+      t = &calib_;
+    } else if (auto own = own_.find(name); own != own_.end()) {
       if (own->second.shape()[1] != len)
         throw Error("its activations have " + std::to_string(own->second.shape()[1]) +
                     " features, its quantization axis " + std::to_string(len) + " values");
@@ -120,13 +143,14 @@ class ActivationSource {
                   " features are all zero or not finite: they cannot weight an error");
     return a;
   }
-  bool any() const { return o_.synthetic || file_.defined() || !own_.empty(); }
+  bool any() const { return o_.synthetic || file_.defined() || !own_.empty() || o_.calib; }
 
  private:
   const BudgetPlanOptions& o_;
   Tensor file_;
   std::map<std::string, Tensor> own_;
   std::map<int64_t, Tensor> synth_;
+  Tensor calib_;
 };
 
 }  // namespace
@@ -134,20 +158,25 @@ class ActivationSource {
 PlanTable build_plan_table(const io::Model& model, const BudgetPlanOptions& o, JobControl* job) {
   PlanTable t;
   t.candidates = o.candidates;
+  t.method_options = o.method_options;
   std::vector<DataType> dts;
+  std::vector<MethodOptions> methods;  // per candidate
   for (const std::string& s : o.candidates) {
+    const PlanCandidate pc = parse_plan_candidate(s, o.method_options);
     try {
-      dts.push_back(DataType::parse(s));
+      dts.push_back(DataType::parse(pc.dtype));
     } catch (const Error& e) {
       throw Error("plan: candidate '" + s + "': " + e.what());
     }
+    methods.push_back(pc.method);
   }
   if (dts.empty()) throw Error("plan: no candidate datatypes");
   ActivationSource acts(o);
-  t.activations = !o.tensor_activations.empty() ? "model"
-                  : o.synthetic                 ? "synthetic"
-                  : acts.any()                  ? "file"
-                                                : "none";
+  t.activations = o.calib                         ? "calibration"
+                  : !o.tensor_activations.empty() ? "model"
+                  : o.synthetic                   ? "synthetic"
+                  : acts.any()                    ? "file"
+                                                  : "none";
   t.relative = o.relative;
   AutoPlanOptions consider;
   consider.include_1d = o.include_1d;
@@ -187,8 +216,9 @@ PlanTable build_plan_table(const io::Model& model, const BudgetPlanOptions& o, J
       // conv [k..., Cin, Cout]). Any other axis has no matrix product to weight.
       const bool last = (r.flatten && !r.lead) || ax == rank - 1;
       const bool transposed = !last && (r.lead || ax == 0);
+      const Tensor calib = o.calib ? o.calib(info.name) : Tensor();
       std::optional<Activations> a;
-      if (last || transposed) a = acts.get(info.name, len);
+      if (last || transposed) a = acts.get(info.name, len, calib);
       pt.predictor = a ? "activations" : "weights";
       const float* pw = w.ptr<float>();
       // What a relative error divides by: the layer's output energy ||X W^T||^2 with
@@ -216,7 +246,9 @@ PlanTable build_plan_table(const io::Model& model, const BudgetPlanOptions& o, J
       pt.energy = energy;
       // A tensor of zeros casts exactly under every candidate: its errors stay 0 either way.
       const double scale = o.relative && energy > 0 ? 1.0 / energy : 1.0;
-      // Only the candidates the target layout holds on this tensor take part.
+      // Only the candidates the target layout holds on this tensor take part; the rtn ones are
+      // cast together, each method candidate on its own.
+      std::vector<bool> layout_holds(dts.size(), true);
       std::vector<DataType> held;
       std::vector<size_t> idx;
       for (size_t i = 0; i < dts.size(); ++i) {
@@ -224,49 +256,73 @@ PlanTable build_plan_table(const io::Model& model, const BudgetPlanOptions& o, J
           std::string why = layout_refusal(*o.layout, dts[i], info, o.cast);
           if (!why.empty()) {
             pt.failed.emplace_back(o.candidates[i], std::move(why));
+            layout_holds[i] = false;
             continue;
           }
         }
+        if (methods[i].method != Method::RTN) continue;
         held.push_back(dts[i]);
         idx.push_back(i);
       }
+      // One candidate's values scored: its weight error, SNR and predicted output error.
+      auto score = [&](size_t i, const Tensor& values, int64_t clipped, uint64_t extra_bits) {
+        const Tensor q = values.to_f32();
+        const float* pq = q.ptr<float>();
+        double sse = 0;
+        for (int64_t k = 0; k < pt.numel; ++k) {
+          const float d = pq[k] - pw[k];
+          sse += static_cast<double>(d) * d;
+        }
+        if (!std::isfinite(sse)) {
+          pt.failed.emplace_back(o.candidates[i], "its error is not finite");
+          return;
+        }
+        PlanOption po;
+        po.candidate = static_cast<int>(i);
+        po.bits = storage_bits(dts[i], info.shape, r) + extra_bits;
+        po.weight_sse = sse;
+        po.snr_db = compute_stats(w, values, clipped).snr_db;
+        double err = sse;
+        if (a) {
+          to_rows(pq);
+          err = output_sse(a->x, a->tokens, e, len, o.cast.threads, job) /
+                (static_cast<double>(a->tokens) * a->mean_square);
+        }
+        po.error = pt.role * pt.sensitivity * err * scale;
+        if (!std::isfinite(po.error)) {
+          pt.failed.emplace_back(o.candidates[i], "its output error is not finite");
+          return;
+        }
+        pt.options.push_back(po);
+      };
       cast_each(
           w, held, c, job,
           [&](size_t h, const CastResult& cr) {
-            const size_t i = idx[h];
-            const Tensor q = cr.values.to_f32();
-            const float* pq = q.ptr<float>();
-            double sse = 0;
-            for (int64_t k = 0; k < pt.numel; ++k) {
-              const float d = pq[k] - pw[k];
-              sse += static_cast<double>(d) * d;
-            }
-            if (!std::isfinite(sse)) {
-              pt.failed.emplace_back(o.candidates[i], "its error is not finite");
-              return true;
-            }
-            PlanOption po;
-            po.candidate = static_cast<int>(i);
-            po.bits = storage_bits(dts[i], info.shape, r);
-            po.weight_sse = sse;
-            po.snr_db = compute_stats(w, cr.values, cr.counts.clipped).snr_db;
-            double err = sse;
-            if (a) {
-              to_rows(pq);
-              err = output_sse(a->x, a->tokens, e, len, o.cast.threads, job) /
-                    (static_cast<double>(a->tokens) * a->mean_square);
-            }
-            po.error = pt.role * pt.sensitivity * err * scale;
-            if (!std::isfinite(po.error)) {
-              pt.failed.emplace_back(o.candidates[i], "its output error is not finite");
-              return true;
-            }
-            pt.options.push_back(po);
+            score(idx[h], cr.values, cr.counts.clipped, 0);
             return true;
           },
           [&](size_t h, const std::string& why) {
             pt.failed.emplace_back(o.candidates[idx[h]], why);
           });
+      for (size_t i = 0; i < dts.size(); ++i) {
+        if (methods[i].method == Method::RTN || !layout_holds[i]) continue;
+        if (job) job->check();
+        try {
+          const MethodResult mr = quantize(w, dts[i], c, methods[i], {calib}, info.name);
+          // awq stores its pre-quant scale beside the codes: one float32 per input channel.
+          const uint64_t extra = mr.pre_quant_scale.defined()
+                                     ? 32 * static_cast<uint64_t>(mr.pre_quant_scale.numel())
+                                     : 0;
+          score(i, method_values(mr), mr.cast.counts.clipped, extra);
+        } catch (const Cancelled&) {
+          throw;
+        } catch (const Error& err) {
+          pt.failed.emplace_back(o.candidates[i], err.what());
+        }
+      }
+      // The options in candidate order, as the table always listed them.
+      std::sort(pt.options.begin(), pt.options.end(),
+                [](const PlanOption& x, const PlanOption& y) { return x.candidate < y.candidate; });
       if (pt.options.empty()) {
         t.kept.emplace_back(info.name, o.layout && !pt.failed.empty()
                                            ? "no candidate the " +
@@ -378,18 +434,25 @@ std::vector<ParetoPoint> pareto_curve(const PlanTable& t, int points, JobControl
 ExportPlan plan_from_choice(const PlanTable& t, const BudgetChoice& c) {
   if (!c.feasible) throw Error("plan: the budget has no plan");
   std::vector<AutoPlanPick> picks;
+  std::vector<MethodOptions> methods;
   bool act = false, weights = false;
   for (size_t i = 0; i < t.tensors.size(); ++i) {
     const PlanTensor& pt = t.tensors[i];
     const PlanOption& po = pt.options[static_cast<size_t>(c.option[i])];
     AutoPlanPick p;
     p.tensor = pt.name;
-    p.dtype = t.candidates[static_cast<size_t>(po.candidate)];
+    const PlanCandidate pc =
+        parse_plan_candidate(t.candidates[static_cast<size_t>(po.candidate)], t.method_options);
+    p.dtype = pc.dtype;
     p.axis = pt.axis;
     picks.push_back(p);
+    methods.push_back(pc.method);
     (pt.predictor == "activations" ? act : weights) = true;
   }
   ExportPlan plan = plan_from_picks(picks);
+  // plan_from_picks writes one rule per pick, in order.
+  for (size_t i = 0; i < plan.rules.size() && i < methods.size(); ++i)
+    if (methods[i].method != Method::RTN) plan.rules[i].method = methods[i];
   PlanBudget b;
   b.budget_bits = c.budget_bits;
   b.values = t.values;
