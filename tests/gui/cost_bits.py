@@ -73,9 +73,12 @@ def session(model, tensor, shape, rows, length, axis=None):
                       f"expect-text {bits:.4g} (nominal {nominal:.4g})"]
     lines += ["hide compare", "map-dtypes " + " ".join(DTYPES), "map-run", "wait", "frames 2"]
     for d in DTYPES:
+        lines += [f'hover "Model map::###{tensor}|{d}"', "frames 2"]
+        if d == "q4_k" and axis is not None:  # the map's cell is refused by name, as the Views
+            lines += ["expect-tooltip quantizes blocks along the last axis"]
+            continue
         bits, nominal = expected(d, rows, length)
-        lines += [f'hover "Model map::###{tensor}|{d}"', "frames 2",
-                  f"expect-tooltip {label(bits, nominal, length)} bits per value"]
+        lines += [f"expect-tooltip {label(bits, nominal, length)} bits per value"]
     lines += ["quit"]
     return "\n".join(lines) + "\n"
 
@@ -103,7 +106,7 @@ def check(state, tensor, rows, length, axis, failures):
         if d == "q4_k" and axis is not None and not any(
                 e.startswith("q4_k:") and "last axis" in e for e in errors):
             failures.append(f"{what}: Compare does not refuse q4_k by name: {errors}")
-        if row is not None and row["bits"][k] != bits:
+        if row is not None and row["bits"][k] != bits and not (d == "q4_k" and axis is not None):
             failures.append(f"{what}: model map {d} {row['bits'][k]} bits, storage is {bits}")
     if axis is None and a.get("bits_per_value") != expected(DTYPES[-1], rows, length)[0]:
         failures.append(f"{what}: Views {a.get('bits_per_value')} bits for {DTYPES[-1]}")
