@@ -30,7 +30,7 @@ PACKAGES=(
 )
 if [ "$DEV" = 1 ]; then
   # Tests, benchmarks, fuzzers (clang), the GUI tests' virtual display, the Python package.
-  PACKAGES+=(git clang libgtest-dev libgmock-dev libbenchmark-dev xvfb xauth python3 python3-pip
+  PACKAGES+=(git ccache clang libgtest-dev libgmock-dev libbenchmark-dev xvfb xauth python3 python3-pip
     python3-venv)
 fi
 missing=()
