@@ -116,6 +116,14 @@ def run(work):
                 check(torch.equal(exact_vals.float(), mine),
                       f"{m}: codes and scales differ from CastScope's cast under the shared scale")
                 checked += 1
+    # The budget planner keeps each fused group on one datatype (unless --split-fused).
+    plan = os.path.join(work, "plan.json")
+    cli("plan", src, "--budget", "6", "--candidates", "nvfp4,mxfp8e4", "-o", plan)
+    rules = {r["pattern"]: r["dtype"] for r in json.load(open(plan))["rules"]}
+    for layer in range(cfg.num_hidden_layers):
+        for block, members in GROUPS.items():
+            got = {rules.get(f"model.layers.{layer}.{block}.{m}.weight") for m in members}
+            check(len(got) == 1 and None not in got, f"layer {layer} {block}: budget plan gives {got}")
     print(f"{checked} fused members checked, {aside} midpoint elements set aside")
 
 
