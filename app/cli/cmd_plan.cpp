@@ -36,6 +36,7 @@ struct PlanArgs {
   std::string axis = "auto";
   std::vector<std::string> axis_for;  // PATTERN=AXIS layout overrides, kept in the plan written
   bool include_1d = false, include_embeddings = false, json = false, csv = false;
+  bool split_fused = false;
   double budget = -1;
   int64_t budget_bytes = -1;
   bool pareto = false, no_role_weights = false, absolute = false;
@@ -149,6 +150,7 @@ void run_budget(const PlanArgs& a, const CastOptions& cast) {
   if (!a.candidates.empty()) o.candidates = a.candidates;
   o.include_1d = a.include_1d;
   o.include_embeddings = a.include_embeddings;
+  o.split_fused = a.split_fused;
   o.cast = cast;
   o.role_weights = !a.no_role_weights;
   o.relative = !a.absolute;
@@ -200,6 +202,7 @@ void run_budget(const PlanArgs& a, const CastOptions& cast) {
   std::vector<ParetoPoint> curve;
   try {
     t = runtime ? python_table(a) : build_plan_table(*model, o, &job);
+    t.split_fused = a.split_fused;
     if (tty && !runtime) std::fprintf(stderr, "\r\033[K");
     if (t.tensors.empty() && o.layout) {
       // Nothing the layout holds: every tensor stays as stored, which that layout can write.
@@ -376,6 +379,9 @@ void plan_cmd(CLI::App& app) {
       ->check(CLI::ExistingFile);
   add_method_settings(sub, a.method);
   sub->add_flag("--include-1d", a.include_1d, "Also assign 1-D tensors (norms, biases)");
+  sub->add_flag("--split-fused", a.split_fused,
+                "--budget: let projections that vLLM fuses (q/k/v, gate/up, experts' w1/w3) "
+                "take different datatypes (default: one per group)");
   sub->add_flag("--include-embeddings", a.include_embeddings, "Also assign embedding tables");
   add_axis_option(sub, a.axis);
   add_axis_for_option(sub, a.axis_for);

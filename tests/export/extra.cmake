@@ -51,3 +51,7 @@ castscope_interop_test(castscope_ggml_imatrix_python test_ggml_imatrix.py 600 "e
 # (tests/interop/test_imatrix_llama.py), both tools built once by scripts/setup-llama-tools.sh;
 # exit code 77 (skip, the reason printed) when they cannot be built.
 castscope_interop_test(castscope_imatrix_llama_python test_imatrix_llama.py 1800 "export;interop")
+# vLLM's fused projections (tests/interop/test_fused.py): a tiny Llama exported as NVFP4, q / k / v
+# and gate / up sharing one global scale, decompressed and re-quantized by compressed-tensors;
+# exit code 77 (skip) without torch / compressed-tensors.
+castscope_interop_test(castscope_fused_python test_fused.py 600 "export;interop")

@@ -145,6 +145,20 @@ def nvfp4_agrees(dec, want, raw, module, group):
     return bool(np.all(exact | aside)), int(aside.sum())
 
 
+def fused_virtual(work, sd, n, dtype):
+    """CastScope's cast of a weight that vLLM fuses (q / k / v, gate / up): one NVFP4 global scale
+    for the group, which is the cast of the members stacked along the rows, sliced back."""
+    fused = {"q_proj": ("q_proj", "k_proj", "v_proj"), "gate_proj": ("gate_proj", "up_proj")}
+    fused.update({m: g for g in list(fused.values()) for m in g})
+    leaf = n.split(".")[-2]
+    if leaf not in fused:
+        return virtual(work, sd[n], dtype)
+    names = [n.replace("." + leaf + ".", "." + m + ".") for m in fused[leaf]]
+    whole = virtual(work, np.concatenate([sd[m] for m in names]), dtype)
+    start = sum(sd[m].shape[0] for m in names[:names.index(n)])
+    return whole[start:start + sd[n].shape[0]]
+
+
 def fp8_as_transformers(raw, n, shape, block):
     """bf16(code * bf16(scale)) with each element's scale: [1] per tensor, [out, 1] per channel,
     [ceil(out/128), ceil(in/128)] per 128x128 block."""
@@ -182,7 +196,7 @@ def run(work):
         check(sorted(dec) == sorted(linear), f"{name}: decompressed {sorted(dec)}")
         set_aside = 0
         for n in linear:
-            want = virtual(work, sd[n], dtype)
+            want = fused_virtual(work, sd, n, dtype) if dtype == "nvfp4" else virtual(work, sd[n], dtype)
             if dtype == "nvfp4":
                 ok, k = nvfp4_agrees(dec[n], want, raw, n[:-len(".weight")], groups[0])
                 check(ok, f"{name}: {n} differs from the virtual cast")

@@ -82,5 +82,10 @@ double calibration_rel_error(const Tensor& inputs, const Tensor& w, const Tensor
 // tensor scale) of `scales`, an actual-mode cast of the same datatype and shape. With the scales
 // of cast(x) itself it gives cast(x)'s codes.
 CastResult cast_with_scales(const Tensor& x, const CastResult& scales);
+// The cast of x under a given tensor scale (NVFP4's global scale, as CastScope's multiplier t =
+// 1 / compressed-tensors' global_scale): every group's scale chosen under t as cast(x) chooses it
+// under its own. `like` is an actual-mode cast of x (its datatype, options and tensor-scale
+// layout). Serves layers that share one tensor scale, as vLLM's fused projections need.
+CastResult cast_with_tensor_scale(const Tensor& x, const CastResult& like, float tensor_scale);
 
 }  // namespace castscope

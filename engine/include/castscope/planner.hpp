@@ -86,6 +86,9 @@ struct BudgetPlanOptions {
   // axis (layout_refusal); the others are listed in PlanTensor::failed with the reason.
   std::optional<Layout> layout;
   bool role_weights = true;
+  // Projections that vLLM fuses into one weight (fused_group_of) get one datatype unless this is
+  // set: the choice is made for the group as a whole.
+  bool split_fused = false;
   // Each tensor's errors divided by its own output energy (relative, the default), so that
   // tensors of any scale and size compare on one footing; false: absolute squared errors.
   bool relative = true;
@@ -135,8 +138,9 @@ struct PlanTable {
   // Tensors kept as stored (not considered, or no candidate casts them).
   std::vector<std::pair<std::string, std::string>> kept;  // name, reason
   uint64_t kept_bits = 0;
-  std::string activations;  // "model" (per tensor), "file", "synthetic" or "none"
-  bool relative = true;     // errors divided by each tensor's energy
+  std::string activations;   // "model" (per tensor), "file", "synthetic" or "none"
+  bool relative = true;      // errors divided by each tensor's energy
+  bool split_fused = false;  // BudgetPlanOptions::split_fused
   // The options of its method candidates (BudgetPlanOptions::method_options): the plan's rules
   // record them. Not in the table's JSON (its candidates are datatypes or rtn there).
   MethodOptions method_options;

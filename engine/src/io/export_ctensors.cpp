@@ -1,14 +1,18 @@
 // compressed-tensors checkpoints (the format of llm-compressor, loaded by vLLM): float-quantized
 // FP8, nvfp4-pack-quantized, mxfp4-pack-quantized, mxfp8-quantized and mxfp6-pack-quantized
 // weights, plus the quantization_config that the library reads from config.json.
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 
 #include "castscope/export.hpp"
+#include "castscope/fused.hpp"
+#include "castscope/method.hpp"
 
 namespace castscope {
 namespace exportdetail {
@@ -179,6 +183,31 @@ ExportReport export_compressed_tensors(const io::Model& model, const std::string
   meta["castscope.layout"] = "compressed-tensors";
   // Scheme (format + weights args) -> module names, in first-seen order.
   std::vector<std::pair<CtScheme, std::set<std::string>>> groups;
+  // vLLM fuses q / k / v and gate / up into one weight with one NVFP4 global scale: as
+  // llm-compressor's update_fused_layer_weight_global_scales, the minimum of the members' global
+  // scales (the largest tensor scale t), every member's block scales chosen under it.
+  std::map<std::string, std::vector<const io::TensorInfo*>> fused;
+  for (const io::TensorInfo& info : model.tensors()) {
+    const std::string g = fused_group_of(info.name);
+    if (g.empty()) continue;
+    const std::optional<DataType> d = plan.dtype_for(info);
+    const std::optional<CtScheme> sc = d ? scheme_of(*d) : std::nullopt;
+    if (sc && sc->kind == CtKind::NVFP4 && plan.method_for(info).method == Method::RTN)
+      fused[g].push_back(&info);
+  }
+  std::map<std::string, float> fused_scale;
+  const auto shared_tensor_scale = [&](const std::string& g, JobControl* sub) {
+    auto it = fused_scale.find(g);
+    if (it != fused_scale.end()) return it->second;
+    float t = 0;
+    for (const io::TensorInfo* m : fused[g])
+      with_tensor_context(model, m->name, [&] {
+        const CastOptions co = cast_options(opt, CastMode::Actual, sub, plan, *m);
+        const CastResult r = cast(model.load(m->name), *plan.dtype_for(*m), co);
+        t = std::max(t, r.tenscale.ptr<float>()[0]);
+      });
+    return fused_scale[g] = t;
+  };
   for_each_routed(
       model, plan, job, w, rep,
       [&](const io::TensorInfo& info, const DataType& d, const Tensor& x, JobControl* sub,
@@ -209,7 +238,15 @@ ExportReport export_compressed_tensors(const io::Model& model, const std::string
         const std::string base = dot_weight ? info.name : info.name + ".weight";
         const MethodOptions m = plan.method_for(info);
         name_method(sc->weights, m);
-        const CastResult r = method_cast(info, d, x, co, plan, opt);
+        CastResult r = method_cast(info, d, x, co, plan, opt);
+        const std::string fused_group = fused_group_of(info.name);
+        const bool shares =
+            sc->kind == CtKind::NVFP4 && fused.count(fused_group) && fused[fused_group].size() > 1;
+        if (shares) {
+          const float t = shared_tensor_scale(fused_group, sub);
+          if (t != r.tenscale.ptr<float>()[0]) r = cast_with_tensor_scale(x, r, t);
+          meta["castscope." + info.name + ".fused"] = fused_group;
+        }
         std::vector<std::pair<std::string, Tensor>> parts;
         if (sc->kind == CtKind::MXFP8 && x.shape().back() % 32 != 0)
           throw Error(sc->format + " needs the last axis to be a multiple of 32 (shape " +

@@ -2,6 +2,8 @@
 // value rounded with it. quantize(..., rtn) itself is the plain cast; these pieces serve the
 // other methods and cast_with_scales, and tests/methods checks that together they give the
 // cast's bits.
+#include <cmath>
+
 #include "castscope/error.hpp"
 #include "families/family_table.hpp"
 #include "methods/method.hpp"
@@ -49,6 +51,25 @@ CastResult cast_with_scales(const Tensor& x, const CastResult& scales) {
   const methods::WeightView v = methods::weight_view(x, scales.options, "input", "cast");
   auto q = methods::quantizer_for(scales.dtype, v, "cast with given scales");
   const std::vector<methods::GroupScale> s = q->scales_of(scales);
+  return q->result(v.shape, v.options, methods::round_with(*q, v.w.data(), s, nullptr), s);
+}
+
+CastResult cast_with_tensor_scale(const Tensor& x, const CastResult& like, float tensor_scale) {
+  if (x.shape() != like.shape)
+    throw Error("cast with a given tensor scale: the input's shape " + shape_str(x.shape()) +
+                " is not that of the cast " + shape_str(like.shape));
+  if (like.tenscale.numel() != 1)
+    throw Error("cast with a given tensor scale: " + like.dtype.str() + " has no tensor scale");
+  if (!(std::isfinite(tensor_scale) && tensor_scale > 0))
+    throw Error("cast with a given tensor scale: the tensor scale " + std::to_string(tensor_scale) +
+                " is not a positive finite number");
+  const methods::WeightView v = methods::weight_view(x, like.options, "input", "cast");
+  auto q = methods::quantizer_for(like.dtype, v, "cast with a given tensor scale");
+  CastResult given = like;
+  given.tenscale = Tensor::empty(DType::F32, like.tenscale.shape());
+  given.tenscale.mutable_ptr<float>()[0] = tensor_scale;
+  q->scales_of(given);  // sets the tensor scale the group scales are then chosen under
+  const std::vector<methods::GroupScale> s = methods::choose_scales(*q, v.w.data());
   return q->result(v.shape, v.options, methods::round_with(*q, v.w.data(), s, nullptr), s);
 }
 

@@ -9,6 +9,7 @@
 #include <map>
 
 #include "castscope/autoplan.hpp"
+#include "castscope/fused.hpp"
 #include "castscope/linear_error.hpp"
 #include "castscope/metrics.hpp"
 #include "core/parallel.hpp"
@@ -178,6 +179,7 @@ PlanTable build_plan_table(const io::Model& model, const BudgetPlanOptions& o, J
                   : acts.any()                    ? "file"
                                                   : "none";
   t.relative = o.relative;
+  t.split_fused = o.split_fused;
   AutoPlanOptions consider;
   consider.include_1d = o.include_1d;
   consider.include_embeddings = o.include_embeddings;
@@ -354,13 +356,53 @@ uint64_t budget_bits_for(const PlanTable& t, double bits_per_weight) {
 
 namespace {
 
-std::vector<std::vector<KnapsackItem>> groups_of(const PlanTable& t) {
-  std::vector<std::vector<KnapsackItem>> g;
-  g.reserve(t.tensors.size());
-  for (const PlanTensor& pt : t.tensors) {
+// The knapsack's groups: one per tensor, or per fused projection group (its members' options
+// of the candidates every member has, sizes and errors summed). members[g]: the tensors of g.
+struct Grouping {
+  std::vector<std::vector<KnapsackItem>> groups;
+  std::vector<std::vector<size_t>> members;
+  std::vector<std::vector<int>> candidates;  // per group, the candidate of each item
+};
+
+Grouping groups_of(const PlanTable& t) {
+  Grouping g;
+  std::map<std::string, size_t> fused;
+  for (size_t i = 0; i < t.tensors.size(); ++i) {
+    const std::string f = t.split_fused ? std::string() : fused_group_of(t.tensors[i].name);
+    auto it = f.empty() ? fused.end() : fused.find(f);
+    if (it != fused.end()) {
+      g.members[it->second].push_back(i);
+      continue;
+    }
+    if (!f.empty()) fused[f] = g.members.size();
+    g.members.push_back({i});
+  }
+  for (const std::vector<size_t>& m : g.members) {
     std::vector<KnapsackItem> items;
-    for (const PlanOption& po : pt.options) items.push_back({po.bits, po.error});
-    g.push_back(std::move(items));
+    std::vector<int> cands;
+    for (const PlanOption& po : t.tensors[m[0]].options) {
+      KnapsackItem it{0, 0};
+      bool all = true;
+      for (size_t k : m) {
+        const auto& os = t.tensors[k].options;
+        auto o = std::find_if(os.begin(), os.end(),
+                              [&](const PlanOption& x) { return x.candidate == po.candidate; });
+        if (o == os.end()) {
+          all = false;
+          break;
+        }
+        it.size += o->bits;
+        it.error += o->error;
+      }
+      if (!all) continue;
+      items.push_back(it);
+      cands.push_back(po.candidate);
+    }
+    if (items.empty())
+      throw Error("budget: the fused projections " + t.tensors[m[0]].name +
+                  " ... have no candidate in common (plan them apart with split_fused)");
+    g.groups.push_back(std::move(items));
+    g.candidates.push_back(std::move(cands));
   }
   return g;
 }
@@ -368,14 +410,25 @@ std::vector<std::vector<KnapsackItem>> groups_of(const PlanTable& t) {
 }  // namespace
 
 BudgetChoice choose_within(const PlanTable& t, uint64_t budget_bits, JobControl* job) {
-  const KnapsackSolution s = solve_mckp(groups_of(t), budget_bits, job);
+  const Grouping g = groups_of(t);
+  const KnapsackSolution s = solve_mckp(g.groups, budget_bits, job);
   BudgetChoice c;
   c.budget_bits = budget_bits;
   c.min_bits = s.min_size;
   c.feasible = s.feasible;
   c.nodes = s.nodes;
   if (!s.feasible) return c;
-  c.option = s.choice;
+  c.option.assign(t.tensors.size(), 0);
+  for (size_t i = 0; i < g.members.size(); ++i) {
+    const int cand = g.candidates[i][static_cast<size_t>(s.choice[i])];
+    for (size_t k : g.members[i]) {
+      const auto& os = t.tensors[k].options;
+      c.option[k] =
+          static_cast<int>(std::find_if(os.begin(), os.end(),
+                                        [&](const PlanOption& x) { return x.candidate == cand; }) -
+                           os.begin());
+    }
+  }
   c.bits = s.size;
   c.error = s.error;
   return c;
